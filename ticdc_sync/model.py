@@ -1,0 +1,212 @@
+"""The declared project as frozen dataclasses: what the YAML files say, checked and typed.
+
+`project.py` builds these; `plan.py` and the Spark runner read them. Enum values are the
+words users write in YAML. No I/O and no pyspark here.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from ticdc_sync.upstream import TableSchema
+
+
+class Protocol(StrEnum):
+    CANAL_JSON = "canal-json"
+    DEBEZIUM = "debezium"
+    OPEN_PROTOCOL = "open-protocol"
+
+
+class Action(StrEnum):
+    """What to do with one kind of DDL. `rebuild` is only valid for `narrow_column`."""
+
+    APPLY = "apply"
+    SKIP = "skip"
+    FAIL = "fail"
+    REBUILD = "rebuild"
+
+
+class DdlKind(StrEnum):
+    """The DDL kinds a policy can be set for (YAML keys under `ddl:`)."""
+
+    CREATE_TABLE = "create_table"
+    ADD_COLUMN = "add_column"
+    DROP_COLUMN = "drop_column"
+    RENAME_COLUMN = "rename_column"
+    WIDEN_COLUMN = "widen_column"  # MODIFY COLUMN that Delta type widening can follow
+    NARROW_COLUMN = "narrow_column"  # MODIFY COLUMN that narrows or changes type family
+    SET_DEFAULT = "set_default"
+    TRUNCATE_TABLE = "truncate_table"
+    RENAME_TABLE = "rename_table"
+    DROP_TABLE = "drop_table"
+    PRIMARY_KEY = "primary_key"
+    PARTITION = "partition"  # TRUNCATE/DROP/EXCHANGE/REORGANIZE PARTITION: no row events
+    RECOVER_TABLE = "recover_table"
+    OTHER = "other"  # indexes, comments, charset, TiFlash, placement, views, ...
+
+
+DEFAULT_DDL_POLICY: dict[DdlKind, Action] = {
+    DdlKind.CREATE_TABLE: Action.APPLY,
+    DdlKind.ADD_COLUMN: Action.APPLY,
+    DdlKind.DROP_COLUMN: Action.APPLY,
+    DdlKind.RENAME_COLUMN: Action.APPLY,
+    DdlKind.WIDEN_COLUMN: Action.APPLY,
+    DdlKind.NARROW_COLUMN: Action.FAIL,
+    DdlKind.SET_DEFAULT: Action.APPLY,
+    DdlKind.TRUNCATE_TABLE: Action.APPLY,
+    DdlKind.RENAME_TABLE: Action.APPLY,
+    DdlKind.DROP_TABLE: Action.APPLY,
+    DdlKind.PRIMARY_KEY: Action.APPLY,
+    DdlKind.PARTITION: Action.FAIL,
+    DdlKind.RECOVER_TABLE: Action.FAIL,
+    DdlKind.OTHER: Action.APPLY,
+}
+
+
+class BadMessagePolicy(StrEnum):
+    FAIL = "fail"
+    QUARANTINE = "quarantine"
+
+
+class TransportKind(StrEnum):
+    FILES = "files"
+    KAFKA = "kafka"
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a declaration came from, for messages: a project-relative file and a line."""
+
+    file: str
+    line: int | None = None
+
+    def render(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    """Protocol options, mirroring TiCDC's sink-uri flags (YAML keys use dashes)."""
+
+    enable_tidb_extension: bool = True
+    content_compatible: bool = False
+    only_output_updated_columns: bool = False
+    debezium_disable_schema: bool = False
+    # TiCDC server time zone: TIMESTAMP values in Canal-JSON and Open Protocol are
+    # wall-clock strings in this zone (codec facts 0.1). IANA name or "UTC" or "+08:00".
+    time_zone: str = "UTC"
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    name: str
+    protocol: Protocol
+    topics: tuple[str, ...]
+    topic_pattern: str | None = None
+    options: SourceOptions = field(default_factory=SourceOptions)
+    origin: Origin = field(default_factory=lambda: Origin("?"))
+
+    @property
+    def has_commit_ts(self) -> bool:
+        """Whether messages carry a TiDB commit_ts and watermarks (codec facts 1.6, 3.4, 4.5)."""
+        if self.protocol is Protocol.CANAL_JSON:
+            return self.options.enable_tidb_extension
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class TableEntry:
+    """A route: upstream `db.table` pattern (fnmatch globs) -> target name template."""
+
+    upstream: str
+    name: str  # may contain {db} and {table}
+    source: str | None = None  # None: every source
+    keys: tuple[str, ...] = ()  # empty: the upstream primary key (handle key)
+    ddl: dict[DdlKind, Action] = field(default_factory=dict)
+    on_bad_message: BadMessagePolicy | None = None  # None: project default
+    origin: Origin = field(default_factory=lambda: Origin("?"))
+
+    @property
+    def upstream_db(self) -> str:
+        return self.upstream.split(".", 1)[0]
+
+    @property
+    def upstream_table(self) -> str:
+        return self.upstream.split(".", 1)[1]
+
+    @property
+    def is_pattern(self) -> bool:
+        return any(ch in self.upstream for ch in "*?[")
+
+    def matches(self, db: str, table: str) -> bool:
+        # MySQL identifiers are case-insensitive on most deployments; TiDB lower-cases
+        # table names by default (lower_case_table_names=2 semantics), so match that way.
+        return fnmatch.fnmatchcase(db.lower(), self.upstream_db.lower()) and fnmatch.fnmatchcase(
+            table.lower(), self.upstream_table.lower()
+        )
+
+    def target_name(self, db: str, table: str) -> str:
+        return self.name.replace("{db}", db).replace("{table}", table)
+
+
+@dataclass(frozen=True, slots=True)
+class Defaults:
+    ddl: dict[DdlKind, Action] = field(default_factory=lambda: dict(DEFAULT_DDL_POLICY))
+    on_bad_message: BadMessagePolicy = BadMessagePolicy.FAIL
+
+
+@dataclass(frozen=True, slots=True)
+class Transport:
+    kind: TransportKind
+    captures: str | None = None  # files: folder, relative to the project root or absolute
+    bootstrap_servers: str | None = None  # kafka
+    kafka_options: dict[str, str] = field(default_factory=dict)  # passed to the Kafka client
+    starting_offsets: str = "earliest"
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """The selected profile target: Spark, warehouse, transport."""
+
+    name: str  # target name, e.g. "dev"
+    spark_master: str = "local[*]"
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    jars_dir: str | None = None  # air-gapped: a folder of jars instead of Maven Central
+    warehouse: str = "warehouse"  # path or URI where Delta tables and state live
+    transport: Transport = field(default_factory=lambda: Transport(TransportKind.FILES, "captures"))
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    name: str
+    root: Path  # never rendered into plans
+    output: Output
+    defaults: Defaults
+    sources: tuple[Source, ...]
+    tables: tuple[TableEntry, ...]
+    seed_schemas: dict[tuple[str, str], TableSchema] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    def source(self, name: str) -> Source:
+        for s in self.sources:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def route(self, source: str, db: str, table: str) -> TableEntry | None:
+        """The first table entry that claims upstream `db.table` from `source`, if any."""
+        for t in self.tables:
+            if (t.source is None or t.source == source) and t.matches(db, table):
+                return t
+        return None
+
+    def ddl_policy(self, entry: TableEntry, kind: DdlKind) -> Action:
+        return entry.ddl.get(kind, self.defaults.ddl.get(kind, DEFAULT_DDL_POLICY[kind]))
+
+    def bad_message_policy(self, entry: TableEntry | None) -> BadMessagePolicy:
+        if entry is not None and entry.on_bad_message is not None:
+            return entry.on_bad_message
+        return self.defaults.on_bad_message
