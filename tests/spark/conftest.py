@@ -1,0 +1,28 @@
+"""One local[2] SparkSession shared by every Spark test (small shuffles, UI off)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ticdc_sync.spark.session import build_session
+
+
+@pytest.fixture(scope="session")
+def spark():
+    session = build_session(
+        None,
+        app_name="ticdc-sync-tests",
+        kafka=True,
+        extra_conf={
+            "spark.master": "local[2]",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.databricks.delta.snapshotPartitions": "1",
+            "spark.ui.enabled": "false",
+            "spark.driver.memory": "2g",
+            "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+        },
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

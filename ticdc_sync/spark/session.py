@@ -1,0 +1,167 @@
+"""Build the SparkSession for a profile output: master, conf, Delta, and connector jars.
+
+The only place that decides which JVM jars a run uses. By default they come from Maven
+Central through Spark's own Ivy resolution (`spark.jars.packages`, cached in ~/.ivy2.5.2),
+so a fresh machine needs nothing installed by hand. A profile `spark.jars_dir` or the
+environment variable TICDC_SYNC_JARS_DIR points at a folder of jars instead, for
+air-gapped clusters (`python -m ticdc_sync.spark.session --fetch DIR` fills one).
+This module must not contain sync logic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import urllib.request
+from pathlib import Path
+
+from ticdc_sync.errors import UserError
+from ticdc_sync.model import Output
+
+SCALA = "2.13"
+SPARK_VERSION = "4.2.0"
+# delta-spark's pip package is 4.4.x for Spark 4.2; the JVM artifact carries the Spark
+# version in its name. 4.4.0 is the newest of it on Maven Central.
+DELTA_PACKAGE = f"io.delta:delta-spark_4.2_{SCALA}:4.4.0"
+KAFKA_PACKAGE = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA}:{SPARK_VERSION}"
+# spark-sql-kafka 4.2.0 depends on spark-token-provider-kafka 4.2.0, which Maven Central
+# does not carry; 4.0.0 is the newest published and is API-compatible for what the Kafka
+# source uses (delegation-token helpers). It is excluded from Ivy resolution and fetched
+# directly, checked against Maven Central's SHA-1.
+TOKEN_PROVIDER = ("org.apache.spark", f"spark-token-provider-kafka-0-10_{SCALA}", "4.0.0")
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
+
+DEFAULT_CONF: dict[str, str] = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # Values are decoded and compared in UTC; source time zones are applied explicitly.
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.adaptive.enabled": "true",
+    # Delta state reconstruction defaults to 50 partitions: far too many for small tables.
+    "spark.databricks.delta.snapshotPartitions": "4",
+    "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.ansi.enabled": "false",
+}
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("TICDC_SYNC_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ticdc-sync"
+    )
+    return Path(base)
+
+
+def _maven_path(group: str, artifact: str, version: str) -> str:
+    return f"{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.jar"
+
+
+def fetch_jar(group: str, artifact: str, version: str, dest: Path) -> Path:
+    """Download one jar from Maven Central into `dest` once, verifying its SHA-1."""
+    dest.mkdir(parents=True, exist_ok=True)
+    target = dest / f"{artifact}-{version}.jar"
+    if target.exists():
+        return target
+    url = f"{MAVEN_CENTRAL}/{_maven_path(group, artifact, version)}"
+    try:
+        with urllib.request.urlopen(url, timeout=60) as r:
+            data = r.read()
+        with urllib.request.urlopen(url + ".sha1", timeout=60) as r:
+            want = r.read().decode().split()[0].strip()
+    except OSError as e:
+        raise UserError(
+            f"cannot download {url}: {e} (hint: check network access to Maven Central, "
+            "or set TICDC_SYNC_JARS_DIR / spark.jars_dir to a folder of jars)"
+        ) from e
+    got = hashlib.sha1(data).hexdigest()
+    if got != want:
+        raise UserError(f"checksum mismatch for {url}: got {got}, Maven Central says {want}")
+    tmp = target.with_suffix(".part")
+    tmp.write_bytes(data)
+    tmp.replace(target)
+    return target
+
+
+def jar_conf(output: Output | None, kafka: bool) -> dict[str, str]:
+    """The `spark.jars*` settings: a local jar folder, or Maven coordinates plus the fix-up jar."""
+    jars_dir = os.environ.get("TICDC_SYNC_JARS_DIR") or (output.jars_dir if output else None)
+    if jars_dir:
+        folder = Path(jars_dir)
+        jars = sorted(str(p) for p in folder.glob("*.jar"))
+        if not jars:
+            raise UserError(
+                f"jar folder {folder} has no *.jar files (hint: fill it with "
+                f"`python -m ticdc_sync.spark.session --fetch {folder}` on a connected machine)"
+            )
+        return {"spark.jars": ",".join(jars)}
+    packages = [DELTA_PACKAGE]
+    conf: dict[str, str] = {}
+    if kafka:
+        packages.append(KAFKA_PACKAGE)
+        token = fetch_jar(*TOKEN_PROVIDER, cache_dir() / "jars")
+        conf["spark.jars.excludes"] = f"{TOKEN_PROVIDER[0]}:{TOKEN_PROVIDER[1]}"
+        conf["spark.jars"] = str(token)
+    conf["spark.jars.packages"] = ",".join(packages)
+    return conf
+
+
+def build_session(
+    output: Output | None = None,
+    *,
+    app_name: str = "ticdc-sync",
+    kafka: bool = True,
+    extra_conf: dict[str, str] | None = None,
+):  # -> pyspark.sql.SparkSession (pyspark imported lazily)
+    """Create (or return the active) SparkSession configured for `output`.
+
+    Precedence: DEFAULT_CONF < jar settings < the profile's `spark.conf` < `extra_conf`.
+    Under `spark-submit` the master from the command line wins over the profile's.
+    """
+    from pyspark.sql import SparkSession
+
+    conf = dict(DEFAULT_CONF)
+    conf.update(jar_conf(output, kafka))
+    if output is not None:
+        conf.update(output.spark_conf)
+    if extra_conf:
+        conf.update(extra_conf)
+    builder = SparkSession.builder.appName(app_name)
+    submitted = "spark.master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "") or os.environ.get(
+        "SPARK_SUBMIT_MASTER"
+    )
+    master = conf.pop("spark.master", None) or (output.spark_master if output else "local[*]")
+    if not submitted:
+        builder = builder.master(master)
+    for k, v in sorted(conf.items()):
+        builder = builder.config(k, v)
+    return builder.getOrCreate()
+
+
+def fetch_all(dest: Path) -> list[Path]:
+    """Resolve every jar a run needs and copy them into `dest` (for air-gapped clusters)."""
+    spark = build_session(None, app_name="ticdc-sync-fetch", kafka=True)
+    try:
+        jars = spark.sparkContext.getConf().get("spark.jars", "")
+    finally:
+        spark.stop()
+    dest.mkdir(parents=True, exist_ok=True)
+    out = []
+    for j in jars.split(","):
+        if not j:
+            continue
+        src = Path(j.removeprefix("file://").removeprefix("file:"))
+        target = dest / src.name
+        target.write_bytes(src.read_bytes())
+        out.append(target)
+    return out
+
+
+if __name__ == "__main__":  # pragma: no cover - maintenance helper
+    if len(sys.argv) == 3 and sys.argv[1] == "--fetch":
+        for p in fetch_all(Path(sys.argv[2])):
+            print(p)
+    else:
+        print("usage: python -m ticdc_sync.spark.session --fetch DIR")
+        sys.exit(2)
