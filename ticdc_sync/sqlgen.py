@@ -1,0 +1,108 @@
+"""Spark SQL text for the statements a run issues: identifiers, target paths, CREATE and MERGE.
+
+Shared by `plan` (which prints the SQL for review) and the Spark runner (which executes the
+very same text), so what reviewers read is what runs. Pure Python; no pyspark.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+COMMIT_TS = "_commit_ts"
+# Internal columns of a MERGE source (never written to targets).
+OP_COL = "__op"
+
+_SAFE_SEGMENT = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+def quote(name: str) -> str:
+    """Backtick-quote an identifier; a backtick inside is doubled (Spark SQL rule)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def sql_string(text: str) -> str:
+    """A Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def path_segment(name: str) -> str:
+    """One safe folder name for a target: no separators, no `..`, never empty.
+
+    Characters outside [A-Za-z0-9_.-] become `%XX` (percent-encoded UTF-8), so distinct
+    names stay distinct and nothing can escape the warehouse folder.
+    """
+    out = []
+    for ch in name:
+        if _SAFE_SEGMENT.match(ch):
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
+        else:
+            out.append(ch)
+    seg = "".join(out)
+    if seg in ("", ".", "..") or seg.startswith("."):
+        seg = "%2E" + seg[1:] if seg.startswith(".") else "%00"
+    return seg
+
+
+def join_uri(base: str, *parts: str) -> str:
+    base = base.rstrip("/")
+    return "/".join([base, *parts])
+
+
+def target_location(warehouse: str, target: str) -> str:
+    """Where a target's Delta table lives: `<warehouse>/tables/<safe name>`."""
+    return join_uri(warehouse, "tables", path_segment(target))
+
+
+def state_location(warehouse: str, name: str) -> str:
+    """Where a state table lives: `<warehouse>/_ticdc_sync/<name>`."""
+    return join_uri(warehouse, "_ticdc_sync", path_segment(name))
+
+
+def table_ref(location: str) -> str:
+    """A path-based Delta table reference usable in SQL."""
+    return "delta." + quote(location)
+
+
+TARGET_PROPERTIES = {
+    # Rename and drop become metadata operations (DESIGN.md §1 "What lands").
+    "delta.columnMapping.mode": "name",
+    "delta.enableTypeWidening": "true",
+    "delta.feature.allowColumnDefaults": "supported",
+}
+
+
+def create_table_sql(
+    ref: str, columns: Sequence[tuple[str, str]], comment: str | None = None
+) -> str:
+    """CREATE TABLE for a target: upstream columns in order plus `_commit_ts`."""
+    cols = [f"  {quote(n)} {t}" for n, t in columns]
+    cols.append(f"  {quote(COMMIT_TS)} BIGINT")
+    props = ",\n".join(f"  {sql_string(k)} = {sql_string(v)}" for k, v in TARGET_PROPERTIES.items())
+    text = f"CREATE TABLE IF NOT EXISTS {ref} (\n" + ",\n".join(cols) + "\n) USING delta"
+    if comment:
+        text += f"\nCOMMENT {sql_string(comment)}"
+    return text + f"\nTBLPROPERTIES (\n{props}\n)"
+
+
+def merge_sql(ref: str, source_view: str, keys: Sequence[str], columns: Sequence[str]) -> str:
+    """The one MERGE per target per window segment.
+
+    The source holds one row per key (its last change in the segment) with `__op` = 'D' for
+    a delete. The guard `t._commit_ts <= s._commit_ts` means a MERGE never regresses a row
+    to an older commit, whatever order replays arrive in (DESIGN.md §2).
+    """
+    on = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in keys)
+    all_cols = [*columns, COMMIT_TS]
+    sets = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in all_cols)
+    ins_cols = ", ".join(quote(c) for c in all_cols)
+    ins_vals = ", ".join(f"s.{quote(c)}" for c in all_cols)
+    guard = f"(t.{quote(COMMIT_TS)} IS NULL OR t.{quote(COMMIT_TS)} <= s.{quote(COMMIT_TS)})"
+    return (
+        f"MERGE INTO {ref} t\n"
+        f"USING {quote(source_view)} s\n"
+        f"ON {on}\n"
+        f"WHEN MATCHED AND s.{OP_COL} = 'D' AND {guard} THEN DELETE\n"
+        f"WHEN MATCHED AND s.{OP_COL} <> 'D' AND {guard} THEN UPDATE SET {sets}\n"
+        f"WHEN NOT MATCHED AND s.{OP_COL} <> 'D' THEN INSERT ({ins_cols}) VALUES ({ins_vals})"
+    )
