@@ -56,6 +56,7 @@ OPTION_PROTOCOLS: dict[str, tuple[Protocol, ...]] = {
     "time-zone": (Protocol.CANAL_JSON, Protocol.OPEN_PROTOCOL),
 }
 
+ENV_MISSING = "environment variable"
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _ENV = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -90,7 +91,8 @@ class _LineLoader(yaml.SafeLoader):
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
-        self.duplicates: list[tuple[str, int, int]] = []  # key, line, first line
+        # key, line, first line, the mapping holding it
+        self.duplicates: list[tuple[str, int, int, LineDict]] = []
 
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
@@ -105,7 +107,7 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
                 None, None, "a mapping key must be a scalar", key_node.start_mark
             )
         if key in out:
-            loader.duplicates.append((str(key), line, out.key_lines[key]))
+            loader.duplicates.append((str(key), line, out.key_lines[key], out))
             continue
         out[key] = loader.construct_object(value_node, deep=True)
         out.key_lines[key] = line
@@ -138,10 +140,34 @@ def load_yaml(text: str, file: str) -> tuple[Any, list[Issue]]:
     finally:
         loader.dispose()
     issues = [
-        Issue(file, line, key, f"duplicate key {key!r} (first at line {first})", "keep one of them")
-        for key, line, first in loader.duplicates
+        Issue(
+            file,
+            line,
+            key_path((*(_find(data, owner) or ()), key)),
+            f"duplicate key {key!r} (first at line {first})",
+            "keep one of them",
+        )
+        for key, line, first, owner in loader.duplicates
     ]
     return data, issues
+
+
+def _find(node: Any, target: Any, path: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
+    """The key path of container `target` inside `node` (by identity)."""
+    if node is target:
+        return path
+    children = (
+        node.items()
+        if isinstance(node, dict)
+        else enumerate(node)
+        if isinstance(node, list)
+        else ()
+    )
+    for k, v in children:
+        found = _find(v, target, (*path, k))
+        if found is not None:
+            return found
+    return None
 
 
 def line_of(data: Any, path: tuple[Any, ...]) -> int | None:
@@ -203,7 +229,7 @@ def interpolate(
                     file,
                     line_of(root, path),
                     key_path(path),
-                    f"environment variable {name} is not set",
+                    f"{ENV_MISSING} {name} is not set",
                     f"export {name}=... or write ${{{name}:-default}}",
                 )
             )
@@ -240,14 +266,6 @@ _HINTS = {
     "upstream": 'write "db.table"; globs like shop.* or shop.orders_* are allowed',
     "name": "letters, digits, _ and -; start with a letter or _",
 }
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    return v
 
 
 def schema_issues(data: Any, kind: str, file: str) -> list[Issue]:
@@ -331,6 +349,13 @@ class _Ctx:
     issues: list[Issue] = field(default_factory=list)
     warnings: list[Issue] = field(default_factory=list)
     paths: dict[int, str] = field(default_factory=dict)  # id(Source|TableEntry) -> key path
+    raw: dict[Path, Any] = field(default_factory=dict)  # parsed files (dicts only)
+    declared_sources: set[str] = field(default_factory=set)
+
+    def schema_issues(self, data: Any, kind: str, file: str) -> list[Issue]:
+        """Schema problems, minus those at a value whose env variable is missing (reported)."""
+        env_failed = {(i.file, i.path) for i in self.issues if i.message.startswith(ENV_MISSING)}
+        return [i for i in schema_issues(data, kind, file) if (i.file, i.path) not in env_failed]
 
     def path(self, obj: object, key: str = "") -> str:
         base = self.paths.get(id(obj), "")
@@ -358,6 +383,8 @@ class _Ctx:
             )
         if kind != "profiles_file" and data is not None:
             data = interpolate(data, file, self.issues)
+        if isinstance(data, dict):
+            self.raw[path] = data
         return data, file
 
 
@@ -389,22 +416,28 @@ def load_project(root: Path, target: str | None = None) -> Project:
     sources: list[Source] = []
     for path in sorted((root / "sources").glob("*.y*ml")):
         data, file = ctx.read_yaml(path, "sources_file")
-        if _check(ctx, data, "sources_file", file):
-            for i, item in enumerate(data.get("sources") or []):
-                sources.append(
-                    _source(ctx, item, file, line_of(data, ("sources", i)), f"sources[{i}]")
-                )
-                ctx.paths[id(sources[-1])] = f"sources[{i}]"
+        for i in _check_items(ctx, data, "sources_file", file, "sources"):
+            item = data["sources"][i]
+            sources.append(_source(ctx, item, file, line_of(data, ("sources", i)), f"sources[{i}]"))
+            ctx.paths[id(sources[-1])] = f"sources[{i}]"
 
     tables: list[TableEntry] = []
     for path in sorted((root / "tables").glob("*.y*ml")):
         data, file = ctx.read_yaml(path, "tables_file")
-        if _check(ctx, data, "tables_file", file):
-            for i, item in enumerate(data.get("tables") or []):
-                tables.append(_table(ctx, item, file, line_of(data, ("tables", i)), f"tables[{i}]"))
-                ctx.paths[id(tables[-1])] = f"tables[{i}]"
+        for i in _check_items(ctx, data, "tables_file", file, "tables"):
+            item = data["tables"][i]
+            tables.append(_table(ctx, item, file, line_of(data, ("tables", i)), f"tables[{i}]"))
+            ctx.paths[id(tables[-1])] = f"tables[{i}]"
 
     seeds = _seed_schemas(ctx, root)
+    # Sources with problems of their own still exist for `source:` references.
+    ctx.declared_sources = {
+        str(item["name"])
+        for path in sorted((root / "sources").glob("*.y*ml"))
+        for item in ctx.raw.get(path, {}).get("sources") or []
+        if isinstance(item, dict) and "name" in item
+    }
+    _check_source_refs(ctx, root)
     _semantic_checks(ctx, sources, tables, seeds)
 
     if ctx.issues:
@@ -429,9 +462,32 @@ def _check(ctx: _Ctx, data: Any, kind: str, file: str) -> bool:
     """Schema-check one file; False if it is unusable (so semantic checks skip it)."""
     if data is None:
         return False
-    issues = schema_issues(data, kind, file)
+    issues = ctx.schema_issues(data, kind, file)
     ctx.issues.extend(issues)
     return not issues
+
+
+def _check_items(ctx: _Ctx, data: Any, kind: str, file: str, list_key: str) -> list[int]:
+    """Schema-check a file holding one list; the indices of the items that passed.
+
+    Items with problems are left out of semantic checks (their problems are reported),
+    so one mistake does not hide the others in the same file.
+    """
+    if data is None:
+        return []
+    issues = ctx.schema_issues(data, kind, file)
+    ctx.issues.extend(issues)
+    items = data.get(list_key) if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return []
+    bad: set[int] = set()
+    env = [i for i in ctx.issues if i.file == file and i.message.startswith(ENV_MISSING)]
+    for issue in [*issues, *env]:
+        m = re.match(rf"{re.escape(list_key)}\[(\d+)\]", issue.path)
+        if not m:
+            return []  # a file-level problem: nothing in it can be trusted
+        bad.add(int(m.group(1)))
+    return [i for i in range(len(items)) if i not in bad]
 
 
 def _defaults(d: Any) -> Defaults:
@@ -505,13 +561,8 @@ def _load_output(ctx: _Ctx, profile_name: str, target: str | None) -> Output | N
     # Only the selected output is rendered, as dbt does: a prod-only variable need not be
     # set to work on dev.
     out = interpolate(outputs[chosen], file, ctx.issues, (profile_name, "outputs", chosen), data)
-    # Re-check after interpolation; values like `${PORT}` are still strings.
-    ctx.issues.extend(
-        Issue(
-            file, i.line, f"{profile_name}.outputs.{chosen}.{i.path}".rstrip("."), i.message, i.hint
-        )
-        for i in schema_issues(_plain(out), "output", file)
-    )
+    # No re-check needed: the schema already checked these values, and interpolation only
+    # replaces text inside strings.
     spark = out.get("spark") or {}
     tr = out.get("transport") or {"type": "files"}
     if tr.get("type") == "kafka":
@@ -687,6 +738,26 @@ def _sources_overlap(a: TableEntry, b: TableEntry) -> bool:
     return a.source is None or b.source is None or a.source == b.source
 
 
+def _check_source_refs(ctx: _Ctx, root: Path) -> None:
+    """`source:` of every table item, even items with other problems, must name a source."""
+    known = ", ".join(sorted(ctx.declared_sources)) or "none defined"
+    for path in sorted((root / "tables").glob("*.y*ml")):
+        data = ctx.raw.get(path) or {}
+        items = data.get("tables")
+        for i, item in enumerate(items if isinstance(items, list) else []):
+            src = item.get("source") if isinstance(item, dict) else None
+            if isinstance(src, str) and src not in ctx.declared_sources:
+                ctx.issues.append(
+                    Issue(
+                        ctx.rel(path),
+                        line_of(data, ("tables", i, "source")),
+                        f"tables[{i}].source",
+                        f"unknown source {src!r}",
+                        f"sources: {known}",
+                    )
+                )
+
+
 def _semantic_checks(
     ctx: _Ctx,
     sources: list[Source],
@@ -735,17 +806,6 @@ def _semantic_checks(
 
     for i, e in enumerate(tables):
         where = e.origin
-        if e.source is not None and e.source not in names:
-            known = ", ".join(sorted(names)) or "none defined"
-            ctx.issues.append(
-                Issue(
-                    where.file,
-                    where.line,
-                    ctx.path(e, "source"),
-                    f"unknown source {e.source!r}",
-                    f"sources: {known}",
-                )
-            )
         if _is_glob(e.upstream_db) and "{db}" not in e.name:
             ctx.issues.append(
                 Issue(
