@@ -1,0 +1,407 @@
+"""Bring one Delta target from its marker to the resolved TSO: MERGE row segments, apply DDL.
+
+For each segment the staged row changes of the target's upstream tables are typed with
+the codec's value expressions (for the schema in force), exploded into per-key changes
+(an UPDATE that moves its key also deletes the old key), collapsed to each key's last
+change, and applied in ONE guarded MERGE whose commit carries the new marker. DDL steps
+are their own commits between MERGEs. Rows stay in Spark; only DDL reaches the driver.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from ticdc_sync import datatypes
+from ticdc_sync.errors import BlockedError, UserError
+from ticdc_sync.events import KIND_ROW, OP_DELETE
+from ticdc_sync.model import BadMessagePolicy, Project, Source, TableEntry
+from ticdc_sync.spark.state import State, commit_marker, table_exists, target_marker
+from ticdc_sync.sqlgen import (
+    COMMIT_TS,
+    OP_COL,
+    create_table_sql,
+    merge_sql,
+    quote,
+    sql_string,
+    table_ref,
+    target_location,
+)
+from ticdc_sync.upstream import TableSchema
+from ticdc_sync.window import ApplyDdl, Marker, MergeRows, plan_steps
+
+SOURCE_VIEW = "__ticdc_sync_source"
+_CODEC_MODULES = {
+    "canal-json": "ticdc_sync.codecs.canal_json",
+    "debezium": "ticdc_sync.codecs.debezium",
+    "open-protocol": "ticdc_sync.codecs.open_protocol",
+}
+
+
+def codec(source: Source):
+    return importlib.import_module(_CODEC_MODULES[source.protocol.value])
+
+
+@dataclass
+class SchemaBook:
+    """Upstream schemas by table: recorded history, seeds, and inferred fallbacks."""
+
+    history: dict[tuple[str, str], list[tuple[int, TableSchema]]]
+    seeds: dict[tuple[str, str], TableSchema]
+    inferred: dict[tuple[str, str], TableSchema] = field(default_factory=dict)
+
+    def at(self, db: str, tbl: str, ts: int) -> TableSchema | None:
+        key = (db, tbl)
+        best = None
+        for cts, schema in self.history.get(key, []):
+            if cts <= ts:
+                best = schema
+        if best is not None:
+            return best
+        for k, v in self.seeds.items():
+            if k[0].lower() == db.lower() and k[1].lower() == tbl.lower():
+                return v
+        return self.inferred.get(key)
+
+    def add(self, schema: TableSchema, ts: int) -> None:
+        versions = [v for v in self.history.get((schema.db, schema.table), []) if v[0] != ts]
+        versions.append((ts, schema))
+        self.history[(schema.db, schema.table)] = sorted(versions, key=lambda v: v[0])
+
+
+@dataclass
+class TargetResult:
+    target: str
+    applied_ts: int = -1
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    merges: int = 0
+    ddl_applied: list[str] = field(default_factory=list)
+    blocked: dict | None = None
+    error: str | None = None
+    quarantined: int = 0
+
+
+class TargetApplier:
+    """Applies one target's pending steps."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        state: State,
+        project: Project,
+        source: Source,
+        entry: TableEntry,
+        target: str,
+        upstreams: list[tuple[str, str]],
+        schemas: SchemaBook,
+        out: Callable[[str], None],
+    ) -> None:
+        self.spark = spark
+        self.state = state
+        self.project = project
+        self.source = source
+        self.entry = entry
+        self.target = target
+        self.upstreams = sorted(upstreams)
+        self.schemas = schemas
+        self.out = out
+        self.location = target_location(state.warehouse, target)
+        self.ref = table_ref(self.location)
+        self.codec = codec(source)
+        self.result = TargetResult(target)
+
+    # --- public -------------------------------------------------------------------
+
+    def run(self, resolved: int, ddls) -> TargetResult:
+        exists = table_exists(self.spark, self.location)
+        marker = (target_marker(self.spark, self.location) if exists else None) or Marker()
+        mine = [d for d in ddls if (d.db, d.tbl) in set(self.upstreams)]
+        steps = plan_steps(marker, mine, resolved)
+        self.result.applied_ts = marker.applied_ts
+        created = exists or self._create_from_known_schema(marker, mine)
+        if not created and not any(isinstance(s, ApplyDdl) for s in steps):
+            return self.result
+        for step in steps:
+            if isinstance(step, MergeRows):
+                marker = self._merge(marker, step)
+            else:
+                marker = self._ddl(marker, step)
+            self.result.applied_ts = marker.applied_ts
+        return self.result
+
+    # --- creation -------------------------------------------------------------------
+
+    def _create_from_known_schema(self, marker: Marker, ddls) -> bool:
+        db, tbl = self.upstreams[0]
+        schema = self.schemas.at(db, tbl, max(marker.applied_ts, 0))
+        if schema is None:
+            pending_create = any(d.sql.lstrip().upper().startswith("CREATE") for d in ddls)
+            if pending_create:
+                return False
+            schema = self._infer(db, tbl)
+            if schema is None:
+                return False
+        self._create(schema)
+        return True
+
+    def _infer(self, db: str, tbl: str) -> TableSchema | None:
+        meta, pk = self.state.first_meta(self.source.name, db, tbl)
+        if not meta:
+            return None
+        from ticdc_sync.codecs.infer import schema_from_meta
+
+        schema = schema_from_meta(self.source.protocol, db, tbl, meta, pk)
+        self.schemas.inferred[(db, tbl)] = schema
+        self.out(
+            f"  {self.target}: no DDL or schema/*.sql for {db}.{tbl}; columns inferred from "
+            f"{self.source.protocol.value} metadata (lossy: lengths/enum members may be unknown)"
+        )
+        return schema
+
+    def _create(self, schema: TableSchema, replace: bool = False) -> None:
+        cols = [(c.name, datatypes.delta_type(c)) for c in schema.columns]
+        sql = create_table_sql(self.ref, cols, schema.comment)
+        if replace:
+            sql = sql.replace("CREATE TABLE IF NOT EXISTS", "CREATE OR REPLACE TABLE", 1)
+        self.spark.sql(sql)
+
+    # --- rows -----------------------------------------------------------------------
+
+    def _target_columns(self) -> list[tuple[str, str]]:
+        df = self.spark.read.format("delta").load(self.location)
+        return [
+            (f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name != COMMIT_TS
+        ]
+
+    def _keys(self, schema: TableSchema) -> tuple[str, ...]:
+        keys = self.entry.keys or schema.handle_key()
+        if not keys:
+            raise UserError(
+                f"{self.entry.origin.render()}: target {self.target}: upstream "
+                f"{schema.qualified} has no primary key or NOT NULL unique key "
+                "(hint: set `keys: [...]` on this table entry)"
+            )
+        return tuple(keys)
+
+    def _typed(self, hi: int, target_cols: list[tuple[str, str]], lo: int):
+        """Typed row changes of every upstream table of this target, with a fit check."""
+        ev = self.state.events().where(
+            (F.col("source") == self.source.name)
+            & (F.col("kind") == KIND_ROW)
+            & (F.col("commit_ts") > lo)
+            & (F.col("commit_ts") <= hi)
+        )
+        frames = []
+        keys: tuple[str, ...] | None = None
+        for db, tbl in self.upstreams:
+            schema = self.schemas.at(db, tbl, hi)
+            if schema is None:
+                schema = self._infer(db, tbl)
+                if schema is None:
+                    continue
+            tkeys = self._keys(schema)
+            if keys is None:
+                keys = tkeys
+            elif tuple(k.lower() for k in tkeys) != tuple(k.lower() for k in keys):
+                raise UserError(
+                    f"{self.entry.origin.render()}: shards of target {self.target} have different "
+                    f"keys ({', '.join(keys)} vs {', '.join(tkeys)} in {schema.qualified}) "
+                    "(hint: set `keys:` on the table entry)"
+                )
+            frames.append(self._typed_one(ev, db, tbl, schema, tkeys, target_cols))
+        if not frames or keys is None:
+            return None, ()
+        df = frames[0]
+        for f in frames[1:]:
+            df = df.unionByName(f)
+        return df, keys
+
+    def _typed_one(self, ev, db, tbl, schema, keys, target_cols) -> DataFrame:
+        opts = self.source.options
+        exprs = []
+        checks = []
+        for name, ttype in target_cols:
+            col = schema.column(name)
+            if col is None:
+                exprs.append(f"CAST(NULL AS {ttype}) AS {quote('v_' + name)}")
+                continue
+            raw = f"after[{sql_string(col.name)}]"
+            exprs.append(
+                f"CAST({self.codec.value_sql(col, raw, opts)} AS {ttype}) AS {quote('v_' + name)}"
+            )
+            checks.append((col.name, raw, self.codec.fits_sql(col, raw, opts)))
+        key_types = dict(target_cols)
+        for k in keys:
+            col = schema.column(k)
+            if col is None:
+                raise UserError(
+                    f"{self.entry.origin.render()}: key column {k} is not a column of "
+                    f"{schema.qualified} (hint: fix `keys:` for target {self.target})"
+                )
+            raw = f"coalesce(before[{sql_string(col.name)}], after[{sql_string(col.name)}])"
+            ktype = key_types.get(col.name) or datatypes.delta_type(col)
+            exprs.append(
+                f"CAST({self.codec.value_sql(col, raw, opts)} AS {ktype}) AS {quote('b_' + col.name)}"
+            )
+            checks.append((col.name, raw, self.codec.fits_sql(col, raw, opts)))
+        err = (
+            "CASE "
+            + " ".join(
+                f"WHEN NOT ({fits}) THEN concat({sql_string(c + ' = ')}, coalesce({raw}, 'NULL'))"
+                for c, raw, fits in checks
+            )
+            + " END"
+            if checks
+            else "CAST(NULL AS STRING)"
+        )
+        return ev.where((F.col("db") == db) & (F.col("tbl") == tbl)).selectExpr(
+            "topic",
+            "`partition`",
+            "`offset`",
+            "idx",
+            "commit_ts",
+            "op",
+            "db",
+            "tbl",
+            "after",
+            "before IS NOT NULL AS has_before",
+            *exprs,
+            f"{err} AS __err",
+        )
+
+    def _merge(self, marker: Marker, step: MergeRows) -> Marker:
+        target_cols = self._target_columns()
+        typed, keys = self._typed(step.hi, target_cols, step.lo)
+        new_marker = Marker(step.hi, marker.ddl_ts, marker.ddl_part, marker.ddl_parts)
+        if typed is None:
+            return marker
+        key_names = [next(n for n, _ in target_cols if n.lower() == k.lower()) for k in keys]
+        typed = self._handle_bad_values(typed, step)
+        src = self._collapse(typed, key_names, [n for n, _ in target_cols])
+        src.createOrReplaceTempView(SOURCE_VIEW)
+        sql = merge_sql(self.ref, SOURCE_VIEW, key_names, [n for n, _ in target_cols])
+        try:
+            with commit_marker(self.spark, new_marker):
+                metrics = self.spark.sql(sql).collect()
+        except Exception as e:  # noqa: BLE001 - surface raise_error text from the JVM
+            text = str(e)
+            if "ticdc-sync:" in text:
+                msg = text[text.index("ticdc-sync:") :].split("\n")[0]
+                raise UserError(msg.removeprefix("ticdc-sync: ")) from None
+            raise
+        finally:
+            self.spark.catalog.dropTempView(SOURCE_VIEW)
+        if metrics:
+            m = metrics[0].asDict()
+            self.result.inserted += int(m.get("num_inserted_rows") or 0)
+            self.result.updated += int(m.get("num_updated_rows") or 0)
+            self.result.deleted += int(m.get("num_deleted_rows") or 0)
+            self.result.merges += 1
+            return new_marker
+        return marker
+
+    def _handle_bad_values(self, typed: DataFrame, step: MergeRows) -> DataFrame:
+        policy = self.project.bad_message_policy(self.entry)
+        where = F.concat(
+            F.lit("ticdc-sync: "),
+            F.col("topic"),
+            F.lit("/"),
+            F.col("partition").cast("string"),
+            F.lit("/"),
+            F.col("offset").cast("string"),
+            F.lit(" table "),
+            F.col("db"),
+            F.lit("."),
+            F.col("tbl"),
+            F.lit(" commit_ts "),
+            F.col("commit_ts").cast("string"),
+            F.lit(": value does not fit its column: "),
+            F.col("__err"),
+            F.lit(" (hint: fix the schema in schema/*.sql, or set on_bad_message: quarantine)"),
+        )
+        if policy is BadMessagePolicy.FAIL:
+            # raise_error inside a column the MERGE needs: the job fails on the first bad
+            # value without an extra pass over the data.
+            return typed.withColumn(
+                "commit_ts",
+                F.when(F.col("__err").isNotNull(), F.raise_error(where)).otherwise(
+                    F.col("commit_ts")
+                ),
+            )
+        bad = typed.where(F.col("__err").isNotNull())
+        q = bad.select(
+            F.lit(self.source.name).alias("source"),
+            "topic",
+            "partition",
+            "offset",
+            "idx",
+            "db",
+            "tbl",
+            "commit_ts",
+            F.concat(F.lit("value does not fit its column: "), F.col("__err")).alias("reason"),
+            F.lit(None).cast("binary").alias("raw_key"),
+            F.encode(F.to_json("after"), "UTF-8").alias("raw_value"),
+        )
+        n = q.count()
+        if n:
+            q.write.format("delta").mode("append").save(self.state.quarantine_path)
+            self.result.quarantined += n
+            self.out(f"  {self.target}: quarantined {n} row change(s) whose values do not fit")
+        return typed.where(F.col("__err").isNull())
+
+    def _collapse(self, typed: DataFrame, keys: list[str], columns: list[str]) -> DataFrame:
+        """One row per key: its last change (commit_ts, then DELETE before INSERT, then position)."""
+        keys_equal = F.lit(True)
+        for k in keys:
+            keys_equal = keys_equal & F.col(f"`v_{k}`").eqNullSafe(F.col(f"`b_{k}`"))
+        pos = ["commit_ts", "partition", "offset", "idx"]
+        upserts = typed.where(F.col("op") != OP_DELETE).select(
+            *[F.col(f"`v_{c}`").alias(c) for c in columns],
+            F.lit("U").alias(OP_COL),
+            F.lit(1).alias("__rank"),
+            *pos,
+        )
+        # An UPDATE that moves its key deletes the old key (codec facts 0.4).
+        moved = (F.col("op") == OP_DELETE) | (
+            (F.col("op") != OP_DELETE) & F.col("has_before") & ~keys_equal
+        )
+        deletes = typed.where(moved).select(
+            *[(F.col(f"`b_{c}`") if c in keys else F.lit(None)).alias(c) for c in columns],
+            F.lit("D").alias(OP_COL),
+            F.lit(0).alias("__rank"),
+            *pos,
+        )
+        both = upserts.unionByName(deletes, allowMissingColumns=False)
+        w = Window.partitionBy(*[F.col(f"`{k}`") for k in keys]).orderBy(
+            F.col("commit_ts").desc(),
+            F.col("__rank").desc(),
+            F.col("partition").desc(),
+            F.col("offset").desc(),
+            F.col("idx").desc(),
+        )
+        last = both.withColumn("__n", F.row_number().over(w)).where(F.col("__n") == 1)
+        return last.select(
+            *[F.col(f"`{c}`") for c in columns], F.col("commit_ts").alias(COMMIT_TS), OP_COL
+        )
+
+    # --- DDL ----------------------------------------------------------------------------
+
+    def _ddl(self, marker: Marker, step: ApplyDdl) -> Marker:
+        from ticdc_sync.spark.ddl_apply import apply_ddl_group
+
+        return apply_ddl_group(self, marker, step)
+
+
+def blocked(
+    target: str, ddl_sql: str, commit_ts: int, kind: str, setting: str, reason: str
+) -> BlockedError:
+    return BlockedError(
+        f"target {target} is blocked at commit_ts {commit_ts} by DDL `{ddl_sql.strip()}`: {reason} "
+        f"(hint: set `{setting}` in ticdc_sync.yml defaults.ddl or on the table entry, then run again)"
+    )

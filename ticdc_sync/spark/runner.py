@@ -1,0 +1,300 @@
+"""`ticdc-sync run` and `status`: read, decode, stage, then apply every resolved target.
+
+Phases of a run, per source: read the records after the staged positions (capture files
+or Kafka), decode them in Spark, append them to the staging table in one commit; then
+compute the resolved TSO (min over partitions of the highest watermark, capped before any
+open bad record) and bring each routed target up to it (`apply.TargetApplier`). A table
+blocked by a DDL policy or a bad value stops alone; the run exits 1 naming it. The run
+writes `target/run_results.json` and `target/state.json` (read by `plan`).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable
+
+from ticdc_sync.errors import BlockedError, UserError
+from ticdc_sync.model import BadMessagePolicy, Project, TransportKind
+
+Out = Callable[[str], None]
+
+
+def _session(project: Project):
+    from ticdc_sync.spark.session import build_session
+
+    spark = build_session(
+        project.output, kafka=project.output.transport.kind is TransportKind.KAFKA
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def run(
+    project: Project,
+    *,
+    select: tuple[str, ...] = (),
+    follow: bool = False,
+    out: Out = print,
+    spark=None,
+    poll_seconds: float = 2.0,
+    max_batches: int | None = None,
+) -> int:
+    """Consume what is available, apply what is resolved, exit (or keep going with follow)."""
+    from ticdc_sync.spark.state import RunLock, State, warehouse_path
+
+    spark = spark or _session(project)
+    wh = warehouse_path(project)
+    stop = {"now": False}
+    if follow:
+
+        def _stop(signum, _frame):
+            out(f"received signal {signum}: finishing the current batch, then stopping")
+            stop["now"] = True
+
+        old = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with RunLock(wh):
+            state = State(spark, wh)
+            batches = 0
+            while True:
+                code, result = run_once(project, spark, state, select=select, out=out)
+                write_results(project, result)
+                batches += 1
+                if (
+                    not follow
+                    or stop["now"]
+                    or (max_batches is not None and batches >= max_batches)
+                ):
+                    return code
+                deadline = time.monotonic() + poll_seconds
+                while time.monotonic() < deadline and not stop["now"]:
+                    time.sleep(0.2)
+                if stop["now"]:
+                    return code
+    finally:
+        if follow:
+            for s, h in old.items():
+                signal.signal(s, h)
+
+
+def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Out):
+    from ticdc_sync.spark import sources as sources_mod
+    from ticdc_sync.spark.apply import SchemaBook, TargetApplier
+    from ticdc_sync.spark.decode import decode_records
+
+    t0 = time.monotonic()
+    result: dict = {"project": project.name, "sources": {}, "targets": {}, "errors": []}
+    exit_code = 0
+    schemas = SchemaBook(state.schema_versions(), dict(project.seed_schemas))
+    for source in project.sources:
+        s_res: dict = {}
+        result["sources"][source.name] = s_res
+        # Read + decode + stage.
+        t = time.monotonic()
+        consumed = {(p.topic, p.partition): p.last_offset for p in state.partitions(source.name)}
+        records = sources_mod.read_records(spark, project, source, consumed)
+        decoded = decode_records(records, source)
+        state.stage(source.name, decoded)
+        staged = state.last_commit_rows(state.events_path)
+        s_res["staged_events"] = staged
+        out(
+            f"read+decode {source.name}: {staged} new event(s) staged ({time.monotonic() - t:.1f}s)"
+        )
+
+        # Bad records.
+        if project.defaults.on_bad_message is BadMessagePolicy.QUARANTINE:
+            n = state.quarantine_open_bad(source.name)
+            if n:
+                out(f"  {source.name}: {n} undecodable record(s) quarantined")
+            s_res["quarantined"] = n
+        bad = state.open_bad_records(source.name)
+        for b in bad:
+            msg = (
+                f"{b['topic']}/{b['partition']}/{b['offset']}: {b['error']} (hint: fix the "
+                "producer, or set `on_bad_message: quarantine` in ticdc_sync.yml defaults)"
+            )
+            result["errors"].append(msg)
+            out(f"error: {msg}")
+            exit_code = 1
+
+        # Resolved TSO.
+        parts = state.partitions(source.name)
+        if not parts:
+            s_res["resolved_ts"] = None
+            continue
+        wms = [state.capped_watermark(source.name, p) for p in parts]
+        resolved = -1 if any(w is None for w in wms) else min(wms)  # type: ignore[type-var]
+        s_res["resolved_ts"] = resolved
+        s_res["partitions"] = {f"{p.topic}/{p.partition}": p.last_offset for p in parts}
+        out(f"  {source.name}: resolved ts {resolved} over {len(parts)} partition(s)")
+
+        # Routes.
+        targets: dict[str, tuple] = {}
+        skipped: dict[str, int] = {}
+        for r in state.upstream_tables(source.name):
+            db, tbl = r["db"] or "", r["tbl"] or ""
+            if not tbl:
+                continue  # schema-level DDL (CREATE DATABASE ...): nothing to route
+            entry = project.route(source.name, db, tbl)
+            if entry is None:
+                skipped[f"{db}.{tbl}"] = int(r["rows"])
+                continue
+            name = entry.target_name(db, tbl)
+            targets.setdefault(name, (entry, []))[1].append((db, tbl))
+        for db, tbl in project.seed_schemas:
+            entry = project.route(source.name, db, tbl)
+            if entry is not None:
+                name = entry.target_name(db, tbl)
+                ups = targets.setdefault(name, (entry, []))[1]
+                if (db, tbl) not in ups:
+                    ups.append((db, tbl))
+        if skipped:
+            s_res["skipped_tables"] = skipped
+            out(
+                f"  {source.name}: skipped {sum(skipped.values())} row change(s) of unrouted tables "
+                + ", ".join(sorted(skipped))
+            )
+        if resolved < 0:
+            out(f"  {source.name}: no watermark on every partition yet; nothing is resolved")
+            continue
+        ddls = state.ddl_events(source.name, resolved)
+        from ticdc_sync.window import dedupe_ddl
+
+        ddls = dedupe_ddl(ddls)
+        for name in sorted(targets):
+            if select and name not in select:
+                continue
+            entry, ups = targets[name]
+            t = time.monotonic()
+            applier = TargetApplier(spark, state, project, source, entry, name, ups, schemas, out)
+            try:
+                res = applier.run(resolved, ddls)
+            except BlockedError as e:
+                res = applier.result
+                res.blocked = {"message": str(e)}
+                result["errors"].append(str(e))
+                out(f"error: {e}")
+                exit_code = 1
+            except UserError as e:
+                res = applier.result
+                res.error = str(e)
+                result["errors"].append(f"target {name}: {e}")
+                out(f"error: target {name}: {e}")
+                exit_code = 1
+            result["targets"][name] = {
+                "source": source.name,
+                "upstream": sorted(f"{d}.{t_}" for d, t_ in ups),
+                "applied_ts": res.applied_ts,
+                "inserted": res.inserted,
+                "updated": res.updated,
+                "deleted": res.deleted,
+                "merges": res.merges,
+                "ddl": res.ddl_applied,
+                "blocked": res.blocked,
+                "error": res.error,
+                "quarantined": res.quarantined,
+                "seconds": round(time.monotonic() - t, 3),
+            }
+            out(
+                f"apply {name}: +{res.inserted} ~{res.updated} -{res.deleted} in {res.merges} "
+                f"merge(s), {len(res.ddl_applied)} DDL, applied ts {res.applied_ts} "
+                f"({time.monotonic() - t:.1f}s)"
+            )
+    result["seconds"] = round(time.monotonic() - t0, 3)
+    out(
+        f"done: {len(result['targets'])} target(s), {len(result['errors'])} error(s) "
+        f"in {result['seconds']:.1f}s"
+    )
+    return exit_code, result
+
+
+def write_results(project: Project, result: dict) -> None:
+    folder = project.root / "target"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "run_results.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    pending = [
+        {"target": name, "blocked": t["blocked"]["message"]}
+        for name, t in sorted(result["targets"].items())
+        if t.get("blocked")
+    ]
+    state = {
+        "applied": {n: t["applied_ts"] for n, t in sorted(result["targets"].items())},
+        "pending_ddl": pending,
+    }
+    (folder / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+
+
+def tso_wall_time(ts: int) -> str:
+    """A TSO's physical part (ms since epoch, codec facts 1.1 `es`) as UTC text."""
+    import datetime as dt
+
+    if ts is None or ts < 0:
+        return "-"
+    return (
+        dt.datetime.fromtimestamp((ts >> 18) / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[
+            :-3
+        ]
+        + "Z"
+    )
+
+
+def status(project: Project, *, out: Out = print, spark=None) -> int:
+    """Per target: applied TSO and its wall time, pending events, blocked DDL, quarantine."""
+    from pyspark.sql import functions as F
+
+    from ticdc_sync.spark.state import State, table_exists, target_marker, warehouse_path
+    from ticdc_sync.sqlgen import target_location
+
+    spark = spark or _session(project)
+    wh = warehouse_path(project)
+    state = State(spark, wh)
+    last = {}
+    results = project.root / "target" / "run_results.json"
+    if results.exists():
+        last = json.loads(results.read_text()).get("targets", {})
+    ev = state.events()
+    q = state.quarantine()
+    out(
+        f"{'target':<28} {'applied ts':>20} {'applied at (UTC)':<24} {'pending':>8} {'quarantined':>11}  blocked"
+    )
+    names = sorted(set(last) | set(_known_targets(project)))
+    for name in names:
+        loc = target_location(wh, name)
+        marker = target_marker(spark, loc) if table_exists(spark, loc) else None
+        applied = marker.applied_ts if marker else -1
+        info = last.get(name, {})
+        ups = info.get("upstream", [])
+        src = info.get("source")
+        pending = 0
+        quarantined = 0
+        if ups and src:
+            cond = F.lit(False)
+            for u in ups:
+                d, t = u.split(".", 1)
+                cond = cond | ((F.col("db") == d) & (F.col("tbl") == t))
+            pending = ev.where(
+                (F.col("source") == src)
+                & cond
+                & (F.col("kind").isin("row", "ddl"))
+                & (F.col("commit_ts") > applied)
+            ).count()
+            quarantined = q.where((F.col("source") == src) & cond).count()
+        blocked = (info.get("blocked") or {}).get("message", "") if info else ""
+        out(
+            f"{name:<28} {applied:>20} {tso_wall_time(applied):<24} {pending:>8} {quarantined:>11}  {blocked}"
+        )
+    total_q = q.count()
+    out(f"quarantined records in total: {total_q}")
+    return 0
+
+
+def _known_targets(project: Project) -> list[str]:
+    names = []
+    for db, tbl in project.seed_schemas:
+        for s in project.sources:
+            e = project.route(s.name, db, tbl)
+            if e is not None:
+                names.append(e.target_name(db, tbl))
+    return names

@@ -1,0 +1,150 @@
+"""Read Kafka records for a source, from capture files or from Kafka, as one DataFrame.
+
+Both transports return `events.RECORD_SCHEMA` rows beginning after the consumed offsets, so
+consumption and checkpointing are the same code whatever the transport (DESIGN.md §1).
+This module reads; it never decodes or writes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ticdc_sync.errors import UserError
+from ticdc_sync.events import RECORD_SCHEMA
+from ticdc_sync.model import Project, Source, TransportKind
+
+CAPTURE_LINE_SCHEMA = (
+    "partition INT, offset BIGINT, timestamp BIGINT, key STRING, value STRING, encoding STRING"
+)
+
+Offsets = dict[tuple[str, int], int]
+
+
+def captures_root(project: Project) -> Path:
+    folder = project.output.transport.captures or "captures"
+    p = Path(folder)
+    return p if p.is_absolute() else project.root / p
+
+
+def source_topics(project: Project, source: Source) -> list[str]:
+    """Topics of a source; a `topic_pattern` is matched against the capture folders."""
+    if source.topics:
+        return sorted(source.topics)
+    if source.topic_pattern and project.output.transport.kind is TransportKind.FILES:
+        import re
+
+        rx = re.compile(source.topic_pattern)
+        root = captures_root(project)
+        return sorted(p.name for p in root.iterdir() if p.is_dir() and rx.fullmatch(p.name))
+    return []
+
+
+def _after_consumed(df: DataFrame, consumed: Offsets, topic: str) -> DataFrame:
+    """Keep records after the consumed offset of their partition."""
+    parts = {p: o for (t, p), o in consumed.items() if t == topic}
+    if not parts:
+        return df
+    cond = F.lit(True)
+    for p, o in sorted(parts.items()):
+        cond = F.when(F.col("partition") == p, F.col("offset") > o).otherwise(cond)
+    return df.where(cond)
+
+
+def read_capture_records(
+    spark: SparkSession, root: Path, topics: list[str], consumed: Offsets
+) -> DataFrame:
+    """Records of `topics` from `<root>/<topic>/*.jsonl` after the consumed offsets.
+
+    A capture line that is not a valid record is an error naming file and line, never a skip.
+    """
+    frames = []
+    for topic in topics:
+        folder = root / topic
+        files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+        if not files:
+            continue
+        raw = spark.read.text([str(f) for f in files]).withColumn("__file", F.input_file_name())
+        parsed = raw.select(
+            F.from_json("value", CAPTURE_LINE_SCHEMA).alias("r"), "__file", F.col("value")
+        )
+        broken = (
+            parsed.where(
+                F.col("r").isNull() | F.col("r.partition").isNull() | F.col("r.offset").isNull()
+            )
+            .where(F.trim(F.col("value")) != "")
+            .limit(3)
+            .collect()
+        )
+        if broken:
+            _raise_broken_lines(files, broken)
+        b64 = F.col("r.encoding") == "base64"
+
+        def raw_bytes(col: str, is_b64=b64):
+            return F.when(F.col(f"r.{col}").isNull(), F.lit(None).cast("binary")).otherwise(
+                F.when(is_b64, F.unbase64(F.col(f"r.{col}"))).otherwise(
+                    F.encode(F.col(f"r.{col}"), "UTF-8")
+                )
+            )
+
+        df = parsed.where(F.col("r").isNotNull()).select(
+            F.lit(topic).alias("topic"),
+            F.col("r.partition").alias("partition"),
+            F.col("r.offset").alias("offset"),
+            F.col("r.timestamp").alias("timestamp"),
+            raw_bytes("key").alias("key"),
+            raw_bytes("value").alias("value"),
+        )
+        frames.append(_after_consumed(df, consumed, topic))
+    if not frames:
+        return spark.createDataFrame([], RECORD_SCHEMA)
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f)
+    # The same record captured twice (overlapping capture files) is one record.
+    return out.dropDuplicates(["topic", "partition", "offset"])
+
+
+def _raise_broken_lines(files: list[Path], broken: list) -> None:
+    msgs = []
+    for row in broken:
+        text = row["value"]
+        for f in files:
+            if not str(row["__file"]).endswith(f.name):
+                continue
+            for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), start=1):
+                if line == text:
+                    msgs.append(f"{f}:{i}: not a capture record (need partition and offset)")
+                    break
+            break
+    raise UserError(
+        "; ".join(msgs or ["capture file has an invalid line"])
+        + " (hint: each line must be a JSON object "
+        '{"partition":N,"offset":N,"timestamp":N,"key":...,"value":...}; regenerate it with '
+        "`ticdc-sync capture`)"
+    )
+
+
+def read_records(
+    spark: SparkSession, project: Project, source: Source, consumed: Offsets
+) -> DataFrame:
+    """Records of `source` after `consumed`, from the profile's transport."""
+    transport = project.output.transport
+    if transport.kind is TransportKind.FILES:
+        return read_capture_records(
+            spark, captures_root(project), source_topics(project, source), consumed
+        )
+    from ticdc_sync.spark.kafka import read_kafka_records
+
+    topics = tuple(sorted(source.topics)) or None
+    df, _ends = read_kafka_records(
+        spark, transport, topics, source.topic_pattern, consumed_next(consumed)
+    )
+    return df
+
+
+def consumed_next(consumed: Offsets) -> Offsets:
+    """Kafka wants the next offset to read; state keeps the last offset consumed."""
+    return {k: v + 1 for k, v in consumed.items()}

@@ -1,0 +1,359 @@
+"""Project state in Delta tables under `<warehouse>/_ticdc_sync/`, and target progress markers.
+
+State tables: `events` (staged decoded events: consumed positions and watermarks are
+derived from it, so they are committed atomically with the events themselves),
+`quarantine` (bad records with raw bytes and reason), `schema_history` (one row per
+upstream table version). A target's progress is the `Marker` in the userMetadata of its
+latest ticdc-sync commit, i.e. recorded atomically with its data. Only small aggregates
+reach the driver here; rows never do.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ticdc_sync.errors import UserError
+from ticdc_sync.events import EVENT_SCHEMA, KIND_BAD, KIND_DDL, KIND_ROW, KIND_WATERMARK
+from ticdc_sync.model import Project
+from ticdc_sync.sqlgen import state_location, table_ref
+from ticdc_sync.upstream import TableSchema
+from ticdc_sync.window import DdlEvent, Marker
+
+STAGED_SCHEMA = "`source` STRING, " + EVENT_SCHEMA
+QUARANTINE_SCHEMA = (
+    "`source` STRING, topic STRING, `partition` INT, `offset` BIGINT, idx INT, db STRING, "
+    "tbl STRING, commit_ts BIGINT, reason STRING, raw_key BINARY, raw_value BINARY"
+)
+SCHEMA_HISTORY_SCHEMA = (
+    "db STRING, tbl STRING, commit_ts BIGINT, ddl STRING, schema_json STRING, `source` STRING"
+)
+MARKER_COMMIT_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+def warehouse_path(project: Project) -> str:
+    wh = project.output.warehouse
+    if "://" in wh:
+        return wh
+    p = Path(wh)
+    return str(p if p.is_absolute() else (project.root / p).resolve())
+
+
+def is_local(path: str) -> bool:
+    return "://" not in path or path.startswith("file:")
+
+
+@dataclass(frozen=True)
+class PartitionProgress:
+    topic: str
+    partition: int
+    last_offset: int
+    watermark: int | None  # highest watermark seen (exact sources) or commit_ts (inexact)
+    first_bad_offset: int | None  # first bad record not yet quarantined
+
+
+class State:
+    """Access to one project's state tables."""
+
+    def __init__(self, spark: SparkSession, warehouse: str) -> None:
+        self.spark = spark
+        self.warehouse = warehouse
+        self.events_path = state_location(warehouse, "events")
+        self.quarantine_path = state_location(warehouse, "quarantine")
+        self.history_path = state_location(warehouse, "schema_history")
+        self._ensure(self.events_path, STAGED_SCHEMA)
+        self._ensure(self.quarantine_path, QUARANTINE_SCHEMA)
+        self._ensure(self.history_path, SCHEMA_HISTORY_SCHEMA)
+
+    # --- tables -----------------------------------------------------------------
+
+    def _ensure(self, path: str, schema: str) -> None:
+        self.spark.sql(
+            f"CREATE TABLE IF NOT EXISTS {table_ref(path)} ({schema}) USING delta "
+            "TBLPROPERTIES ('delta.appendOnly' = 'false')"
+        )
+
+    def events(self) -> DataFrame:
+        return self.spark.read.format("delta").load(self.events_path)
+
+    def quarantine(self) -> DataFrame:
+        return self.spark.read.format("delta").load(self.quarantine_path)
+
+    def stage(self, source: str, decoded: DataFrame) -> None:
+        """Append decoded events in one Delta commit: positions and events move together."""
+        cols = [F.lit(source).alias("source"), *[F.col(f"`{c}`") for c in decoded.columns]]
+        decoded.select(*cols).write.format("delta").mode("append").save(self.events_path)
+
+    def last_commit_rows(self, path: str) -> int:
+        """Rows written by the latest commit of a table (from Delta's operation metrics)."""
+        h = self.spark.sql(f"DESCRIBE HISTORY {table_ref(path)} LIMIT 1").collect()
+        if not h:
+            return 0
+        metrics = h[0]["operationMetrics"] or {}
+        return int(metrics.get("numOutputRows", 0))
+
+    # --- progress -----------------------------------------------------------------
+
+    def partitions(self, source: str) -> list[PartitionProgress]:
+        """Per partition of a source: last offset staged, highest watermark, first open bad record."""
+        ev = self.events().where(F.col("source") == source)
+        q = (
+            self.quarantine()
+            .where(F.col("source") == source)
+            .select("topic", "partition", "offset", F.lit(True).alias("__q"))
+        )
+        bad = (
+            ev.where(F.col("kind") == KIND_BAD)
+            .join(q, ["topic", "partition", "offset"], "left")
+            .where(F.col("__q").isNull())
+            .groupBy("topic", "partition")
+            .agg(F.min("offset").alias("first_bad"))
+        )
+        agg = ev.groupBy("topic", "partition").agg(
+            F.max("offset").alias("last_offset"),
+            F.max(F.when(F.col("kind") == KIND_WATERMARK, F.col("commit_ts"))).alias("wm"),
+            F.max(
+                F.when(
+                    F.col("kind").isin(KIND_ROW, KIND_DDL) & ~F.col("exact_ts"), F.col("commit_ts")
+                )
+            ).alias("inexact_ts"),
+        )
+        rows = agg.join(bad, ["topic", "partition"], "left").collect()
+        out = []
+        for r in rows:
+            wm = r["wm"] if r["wm"] is not None else r["inexact_ts"]
+            out.append(
+                PartitionProgress(r["topic"], r["partition"], r["last_offset"], wm, r["first_bad"])
+            )
+        return sorted(out, key=lambda p: (p.topic, p.partition))
+
+    def capped_watermark(self, source: str, p: PartitionProgress) -> int | None:
+        """Highest watermark (or inexact ts) strictly before the partition's first bad record."""
+        if p.first_bad_offset is None:
+            return p.watermark
+        r = (
+            self.events()
+            .where(
+                (F.col("source") == source)
+                & (F.col("topic") == p.topic)
+                & (F.col("partition") == p.partition)
+                & (F.col("offset") < p.first_bad_offset)
+            )
+            .agg(
+                F.max(F.when(F.col("kind") == KIND_WATERMARK, F.col("commit_ts"))).alias("wm"),
+                F.max(
+                    F.when(
+                        F.col("kind").isin(KIND_ROW, KIND_DDL) & ~F.col("exact_ts"),
+                        F.col("commit_ts"),
+                    )
+                ).alias("ix"),
+            )
+            .collect()[0]
+        )
+        return r["wm"] if r["wm"] is not None else r["ix"]
+
+    def open_bad_records(self, source: str, limit: int = 20) -> list:
+        ev = self.events().where((F.col("source") == source) & (F.col("kind") == KIND_BAD))
+        q = self.quarantine().select("topic", "partition", "offset", F.lit(True).alias("__q"))
+        return (
+            ev.join(q, ["topic", "partition", "offset"], "left")
+            .where(F.col("__q").isNull())
+            .orderBy("topic", "partition", "offset", "idx")
+            .select("topic", "partition", "offset", "error")
+            .limit(limit)
+            .collect()
+        )
+
+    def quarantine_open_bad(self, source: str) -> int:
+        """Move the source's open bad records into the quarantine table (idempotent)."""
+        ev = self.events().where((F.col("source") == source) & (F.col("kind") == KIND_BAD))
+        q = self.quarantine().select(
+            "topic", "partition", "offset", "idx", F.lit(True).alias("__q")
+        )
+        fresh = (
+            ev.join(q, ["topic", "partition", "offset", "idx"], "left")
+            .where(F.col("__q").isNull())
+            .select(
+                "source",
+                "topic",
+                "partition",
+                "offset",
+                "idx",
+                "db",
+                "tbl",
+                "commit_ts",
+                F.col("error").alias("reason"),
+                "raw_key",
+                "raw_value",
+            )
+        )
+        n = fresh.count()
+        if n:
+            fresh.write.format("delta").mode("append").save(self.quarantine_path)
+        return n
+
+    def upstream_tables(self, source: str) -> list:
+        """(db, tbl, rows, ddls) for every upstream table seen in a source."""
+        return (
+            self.events()
+            .where((F.col("source") == source) & F.col("kind").isin(KIND_ROW, KIND_DDL))
+            .groupBy("db", "tbl")
+            .agg(
+                F.sum(F.when(F.col("kind") == KIND_ROW, 1).otherwise(0)).alias("rows"),
+                F.sum(F.when(F.col("kind") == KIND_DDL, 1).otherwise(0)).alias("ddls"),
+            )
+            .orderBy("db", "tbl")
+            .collect()
+        )
+
+    def ddl_events(self, source: str, max_ts: int) -> list[DdlEvent]:
+        rows = (
+            self.events()
+            .where(
+                (F.col("source") == source)
+                & (F.col("kind") == KIND_DDL)
+                & (F.col("commit_ts") <= max_ts)
+            )
+            .select(
+                "db",
+                "tbl",
+                "commit_ts",
+                "ddl_sql",
+                "ddl_hint",
+                "table_changes",
+                "topic",
+                "partition",
+                "offset",
+            )
+            .collect()
+        )
+        return [
+            DdlEvent(
+                db=r["db"] or "",
+                tbl=r["tbl"] or "",
+                commit_ts=r["commit_ts"],
+                sql=r["ddl_sql"] or "",
+                hint=r["ddl_hint"],
+                table_changes=r["table_changes"],
+                topic=r["topic"],
+                partition=r["partition"],
+                offset=r["offset"],
+            )
+            for r in rows
+        ]
+
+    def first_meta(self, source: str, db: str, tbl: str):
+        """Protocol column metadata and pk names of one row of an upstream table (for inference)."""
+        r = (
+            self.events()
+            .where(
+                (F.col("source") == source)
+                & (F.col("kind") == KIND_ROW)
+                & (F.col("db") == db)
+                & (F.col("tbl") == tbl)
+                & F.col("col_meta").isNotNull()
+            )
+            .orderBy("commit_ts", "partition", "offset", "idx")
+            .select("col_meta", "pk_names")
+            .limit(1)
+            .collect()
+        )
+        return (dict(r[0]["col_meta"]), list(r[0]["pk_names"] or [])) if r else (None, None)
+
+    # --- schema history -------------------------------------------------------------
+
+    def schema_versions(self) -> dict[tuple[str, str], list[tuple[int, TableSchema]]]:
+        rows = self.spark.read.format("delta").load(self.history_path).collect()
+        out: dict[tuple[str, str], dict[int, TableSchema]] = {}
+        for r in rows:
+            out.setdefault((r["db"], r["tbl"]), {})[r["commit_ts"]] = TableSchema.from_json(
+                r["schema_json"]
+            )
+        return {k: sorted(v.items()) for k, v in out.items()}
+
+    def record_schema(self, source: str, schema: TableSchema, commit_ts: int, ddl: str) -> None:
+        self.spark.createDataFrame(
+            [(schema.db, schema.table, commit_ts, ddl, schema.to_json(), source)],
+            SCHEMA_HISTORY_SCHEMA,
+        ).write.format("delta").mode("append").save(self.history_path)
+
+
+def target_marker(spark: SparkSession, location: str) -> Marker | None:
+    """The marker of the latest ticdc-sync commit of a target, or None if it has none."""
+    rows = spark.sql(f"DESCRIBE HISTORY {table_ref(location)}").select("version", "userMetadata")
+    for r in rows.orderBy(F.col("version").desc()).collect():
+        m = Marker.from_user_metadata(r["userMetadata"])
+        if m is not None:
+            return m
+    return None
+
+
+def table_exists(spark: SparkSession, location: str) -> bool:
+    from delta.tables import DeltaTable
+
+    return DeltaTable.isDeltaTable(spark, location)
+
+
+class commit_marker:  # noqa: N801 - used as a context manager
+    """Attach a marker to every Delta commit made inside the block (userMetadata)."""
+
+    def __init__(self, spark: SparkSession, marker: Marker) -> None:
+        self.spark = spark
+        self.marker = marker
+
+    def __enter__(self) -> None:
+        self.spark.conf.set(MARKER_COMMIT_CONF, self.marker.to_json())
+
+    def __exit__(self, *exc: object) -> None:
+        self.spark.conf.unset(MARKER_COMMIT_CONF)
+
+
+class RunLock:
+    """One `run` per project at a time: an exclusive lock file in the warehouse state folder."""
+
+    def __init__(self, warehouse: str) -> None:
+        self.path = Path(state_location(warehouse, "run.lock").removeprefix("file:"))
+        self.held = False
+
+    def __enter__(self) -> RunLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                if self._stale():
+                    self.path.unlink(missing_ok=True)
+                    continue
+                owner = self.path.read_text(errors="replace").strip()
+                raise UserError(
+                    f"another `ticdc-sync run` holds {self.path} ({owner}) "
+                    "(hint: wait for it to finish; if no run is active, delete the lock file)"
+                ) from None
+            with os.fdopen(fd, "w") as f:
+                f.write(f"pid {os.getpid()}\n")
+            self.held = True
+            return self
+        raise UserError(f"cannot take the run lock {self.path}")
+
+    def _stale(self) -> bool:
+        try:
+            text = self.path.read_text()
+            pid = int(text.split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
+    def __exit__(self, *exc: object) -> None:
+        if self.held:
+            self.path.unlink(missing_ok=True)
+            self.held = False
