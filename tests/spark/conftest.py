@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
+
+# PySpark turns TIMESTAMP values into naive datetimes in the process's local zone:
+# pin it so expected values are UTC wall clock on every machine.
+os.environ["TZ"] = "UTC"
+time.tzset()
 
 from ticdc_sync.spark.session import build_session
 
