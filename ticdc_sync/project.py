@@ -186,6 +186,12 @@ def line_of(data: Any, path: tuple[Any, ...]) -> int | None:
     return line
 
 
+def _get(data: Any, path: tuple[Any, ...]) -> Any:
+    for part in path:
+        data = data[part]
+    return data
+
+
 def key_path(path: tuple[Any, ...]) -> str:
     """`sources[0].options.time-zone` style path."""
     out = ""
@@ -297,6 +303,13 @@ def _render_error(err: jsonschema.ValidationError, data: Any, file: str) -> list
             )
             for k in extra
         ]
+    if err.validator == "not" and err.validator_value == {}:  # excluded by an if/then branch
+        kind = ""
+        if len(path) >= 2 and isinstance(parent := _get(data, path[:-1]), dict):
+            kind = f" for {parent.get('type')!r}"
+        return [
+            Issue(file, line_of(data, path), key_path(path), f"key {last!r} is not allowed{kind}")
+        ]
     if err.validator == "required":
         missing = err.message.split("'")[1] if "'" in err.message else err.message
         return [
@@ -407,8 +420,11 @@ def load_project(root: Path, target: str | None = None) -> Project:
 
     proj_data, proj_file = ctx.read_yaml(root / PROJECT_FILE, "project_file")
     proj_ok = _check(ctx, proj_data, "project_file", proj_file)
-    name = str(proj_data.get("name", root.name)) if proj_ok else root.name
-    profile_name = str(proj_data.get("profile", name)) if proj_ok else name
+    # name and profile are used even if another part of the file has a problem, so the
+    # profile (and everything after it) is still checked.
+    raw = proj_data if isinstance(proj_data, dict) else {}
+    name = raw.get("name") if isinstance(raw.get("name"), str) else root.name
+    profile_name = raw.get("profile") if isinstance(raw.get("profile"), str) else name
     defaults = _defaults(proj_data.get("defaults") if proj_ok else None)
 
     output = _load_output(ctx, profile_name, target)

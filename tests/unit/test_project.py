@@ -1,0 +1,300 @@
+"""Project loading: the example, line-aware errors, duplicate keys, env values, semantic checks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from ticdc_sync.errors import ProjectError
+from ticdc_sync.model import Action, DdlKind, Protocol, TransportKind
+from ticdc_sync.project import json_schema, load_project, load_yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SHOP = REPO / "projects_example" / "shop"
+
+
+def copy_shop(tmp_path: Path) -> Path:
+    dest = tmp_path / "shop"
+    shutil.copytree(SHOP, dest, ignore=shutil.ignore_patterns("warehouse", "target", "captures"))
+    return dest
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, "utf-8")
+
+
+def issues_of(root: Path, target: str | None = None) -> list[str]:
+    with pytest.raises(ProjectError) as exc:
+        load_project(root, target)
+    return [i.render() for i in exc.value.issues]
+
+
+def test_example_project_loads() -> None:
+    p = load_project(SHOP)
+    assert p.name == "shop"
+    assert p.output.name == "dev"
+    assert p.output.transport.kind is TransportKind.FILES
+    assert p.output.transport.captures == "captures"
+    assert p.output.warehouse == "warehouse"
+    assert p.output.spark_conf["spark.ui.enabled"] == "false"
+    assert [s.name for s in p.sources] == ["canal", "debezium", "open"]
+    assert [s.protocol for s in p.sources] == [
+        Protocol.CANAL_JSON,
+        Protocol.DEBEZIUM,
+        Protocol.OPEN_PROTOCOL,
+    ]
+    assert sorted(p.seed_schemas) == [("shop", "customers"), ("shop", "items"), ("shop", "orders")]
+    assert p.route("debezium", "shop", "orders").target_name("shop", "orders") == "debezium_orders"
+    assert p.route("canal", "shop", "items").origin.render() == "tables/shop.yml:4"
+    assert p.defaults.ddl[DdlKind.NARROW_COLUMN] is Action.FAIL
+    assert p.warnings == ()
+
+
+def test_kafka_target_uses_env_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KAFKA_BOOTSTRAP", raising=False)
+    p = load_project(SHOP, "kafka")
+    assert p.output.transport.kind is TransportKind.KAFKA
+    assert p.output.transport.bootstrap_servers == "127.0.0.1:9092"
+    monkeypatch.setenv("KAFKA_BOOTSTRAP", "broker:19092")
+    assert load_project(SHOP, "kafka").output.transport.bootstrap_servers == "broker:19092"
+
+
+def test_unknown_target_is_reported(tmp_path: Path) -> None:
+    msgs = issues_of(copy_shop(tmp_path), "staging")
+    assert len(msgs) == 1
+    assert msgs[0].startswith("profiles.yml:5: shop.outputs: target 'staging' not found")
+    assert "dev, kafka" in msgs[0]
+
+
+def test_three_planted_mistakes_in_two_files(tmp_path: Path) -> None:
+    root = copy_shop(tmp_path)
+    src = (root / "sources" / "ticdc.yml").read_text()
+    # 1: a misspelled protocol.
+    src = src.replace("protocol: open-protocol", "protocol: open-protocl")
+    write(root / "sources" / "ticdc.yml", src)
+    tables = """tables:
+  - upstream: shop.*
+    source: canal
+    name: "canal_{table}"
+    partiton_by: day
+  - upstream: shop.*
+    source: debezum
+    name: "debezium_{table}"
+"""
+    write(root / "tables" / "shop.yml", tables)
+    msgs = issues_of(root)
+    assert msgs == [
+        "sources/ticdc.yml:21: sources[2].protocol: 'open-protocl' is not one of the allowed "
+        "values (hint: use one of: canal-json, debezium, open-protocol)",
+        "tables/shop.yml:5: tables[0].partiton_by: unknown key 'partiton_by' (hint: allowed keys: "
+        "ddl, description, keys, name, on_bad_message, source, upstream)",
+        "tables/shop.yml:7: tables[1].source: unknown source 'debezum' "
+        "(hint: sources: canal, debezium, open)",
+    ]
+
+
+def test_duplicate_keys_are_rejected(tmp_path: Path) -> None:
+    root = copy_shop(tmp_path)
+    write(
+        root / "tables" / "shop.yml",
+        "tables:\n  - upstream: shop.orders\n    keys: [id]\n    keys: [id, item_id]\n",
+    )
+    msgs = issues_of(root)
+    assert msgs == [
+        "tables/shop.yml:4: tables[0].keys: duplicate key 'keys' (first at line 3) "
+        "(hint: keep one of them)"
+    ]
+
+
+def test_yaml_loader_keeps_lines() -> None:
+    data, issues = load_yaml("a:\n  b: 1\n  c:\n    - x\n    - y\n", "f.yml")
+    assert issues == []
+    assert data == {"a": {"b": 1, "c": ["x", "y"]}}
+    assert data.key_lines["a"] == 1
+    assert data["a"].key_lines["c"] == 3
+    assert data["a"]["c"].item_lines == [4, 5]
+
+
+def test_invalid_yaml_names_the_line() -> None:
+    _, issues = load_yaml("a: [1, 2\nb: 3\n", "f.yml")
+    assert len(issues) == 1 and issues[0].file == "f.yml" and issues[0].line is not None
+
+
+def test_env_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = copy_shop(tmp_path)
+    prof = (
+        (root / "profiles.yml")
+        .read_text()
+        .replace(
+            "warehouse: warehouse\n      transport:\n        type: files",
+            "warehouse: ${WH}\n      transport:\n        type: files",
+            1,
+        )
+    )
+    write(root / "profiles.yml", prof)
+    monkeypatch.delenv("WH", raising=False)
+    msgs = issues_of(root)
+    assert msgs == [
+        "profiles.yml:12: shop.outputs.dev.warehouse: environment variable WH is not set "
+        "(hint: export WH=... or write ${WH:-default})"
+    ]
+    monkeypatch.setenv("WH", "/data/wh")
+    monkeypatch.setenv("SPARK_MASTER", "spark://h:7077")
+    p = load_project(root)
+    assert p.output.warehouse == "/data/wh"
+    assert p.output.spark_master == "spark://h:7077"
+
+
+def test_env_missing_in_unselected_target_is_fine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = copy_shop(tmp_path)
+    prof = (
+        (root / "profiles.yml")
+        .read_text()
+        .replace('"${KAFKA_BOOTSTRAP:-127.0.0.1:9092}"', '"${KAFKA_BOOTSTRAP}"')
+    )
+    write(root / "profiles.yml", prof)
+    monkeypatch.delenv("KAFKA_BOOTSTRAP", raising=False)
+    assert load_project(root).output.name == "dev"
+    assert "KAFKA_BOOTSTRAP is not set" in issues_of(root, "kafka")[0]
+
+
+def test_profiles_dir_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = copy_shop(tmp_path)
+    elsewhere = tmp_path / "profiles"
+    elsewhere.mkdir()
+    (root / "profiles.yml").rename(elsewhere / "profiles.yml")
+    with pytest.raises(ProjectError):
+        load_project(root)
+    monkeypatch.setenv("TICDC_SYNC_PROFILES_DIR", str(elsewhere))
+    assert load_project(root).output.name == "dev"
+
+
+SEMANTIC_CASES = {
+    "empty keys": (
+        "tables:\n  - upstream: shop.orders\n    keys: []\n",
+        "tables/t.yml:3: tables[0].keys: must not be empty",
+    ),
+    "same upstream twice": (
+        "tables:\n  - upstream: shop.orders\n    name: a\n  - upstream: shop.orders\n    name: b\n",
+        "tables/t.yml:4: tables[1].upstream: shop.orders is already claimed by the entry at tables/t.yml:2",
+    ),
+    "db glob without {db}": (
+        "tables:\n  - upstream: '*.orders'\n    name: orders\n",
+        "tables/t.yml:2: tables[0].name: '*.orders' spans databases but name 'orders' has no {db}",
+    ),
+    "db glob with {table} only": (
+        "tables:\n  - upstream: 'shop_*.*'\n",
+        "tables/t.yml:2: tables[0].name: 'shop_*.*' spans databases but name '{table}' has no {db}",
+    ),
+    "target collision": (
+        "tables:\n  - upstream: shop.*\n    source: canal\n  - upstream: shop.*\n    source: open\n",
+        "tables/t.yml:4: tables[1].name: target '{table}' of shop.* can collide with target '{table}' of shop.* at tables/t.yml:2",
+    ),
+    "fixed name inside a template's range": (
+        "tables:\n  - upstream: shop.*\n    source: canal\n  - upstream: crm.orders\n    source: canal\n",
+        "tables/t.yml:4: tables[1].name: target '{table}' of crm.orders can collide",
+    ),
+    "unknown placeholder": (
+        "tables:\n  - upstream: shop.orders\n    name: '{schema}_{table}'\n",
+        "tables/t.yml:3: tables[0].name: unknown placeholder {schema}",
+    ),
+    "key not a column": (
+        "tables:\n  - upstream: shop.orders\n    keys: [order_no]\n",
+        "tables/t.yml:2: tables[0].keys: shop.orders has no column 'order_no'",
+    ),
+    "exact after pattern": (
+        "tables:\n  - upstream: shop.*\n    name: all_{table}\n  - upstream: shop.orders\n    name: o\n",
+        "tables/t.yml:4: tables[1].upstream: shop.orders is already claimed by pattern 'shop.*'",
+    ),
+    "rebuild outside narrow_column": (
+        "tables:\n  - upstream: shop.orders\n    ddl: {drop_column: rebuild}\n",
+        "tables/t.yml:3: tables[0].ddl.drop_column: 'rebuild' is not one of the allowed values",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SEMANTIC_CASES))
+def test_semantic_checks(tmp_path: Path, case: str) -> None:
+    root = copy_shop(tmp_path)
+    (root / "tables" / "shop.yml").unlink()
+    text, expected = SEMANTIC_CASES[case]
+    write(root / "tables" / "t.yml", text)
+    msgs = issues_of(root)
+    assert any(m.startswith(expected) for m in msgs), msgs
+
+
+def test_shard_merge_in_one_db_is_allowed(tmp_path: Path) -> None:
+    root = copy_shop(tmp_path)
+    write(
+        root / "tables" / "shop.yml",
+        "tables:\n  - upstream: shop.orders_*\n    name: orders\n    source: canal\n",
+    )
+    assert load_project(root).tables[0].name == "orders"
+
+
+def test_option_that_does_not_apply_is_an_error(tmp_path: Path) -> None:
+    root = copy_shop(tmp_path)
+    src = (root / "sources" / "ticdc.yml").read_text()
+    src = src.replace(
+        "      time-zone: UTC\n\n  - name: debezium",
+        "      time-zone: UTC\n      debezium-disable-schema: true\n\n  - name: debezium",
+    )
+    write(root / "sources" / "ticdc.yml", src)
+    msgs = issues_of(root)
+    assert msgs == [
+        "sources/ticdc.yml:11: sources[0].options.debezium-disable-schema: option "
+        "'debezium-disable-schema' does not apply to canal-json (hint: it applies to debezium; remove it)"
+    ]
+
+
+def test_canal_without_tidb_extension_is_a_warning(tmp_path: Path) -> None:
+    root = copy_shop(tmp_path)
+    src = (root / "sources" / "ticdc.yml").read_text()
+    write(
+        root / "sources" / "ticdc.yml",
+        src.replace("enable-tidb-extension: true", "enable-tidb-extension: false", 1),
+    )
+    p = load_project(root)
+    assert len(p.warnings) == 1
+    assert p.warnings[0].startswith(
+        "sources/ticdc.yml:4: sources[0]: warning: canal-json without enable-tidb-extension"
+    )
+
+
+def test_bad_schema_sql_is_an_issue(tmp_path: Path) -> None:
+    root = copy_shop(tmp_path)
+    write(root / "schema" / "broken.sql", "CREATE TABLE t (id INT,\n")
+    msgs = issues_of(root)
+    assert len(msgs) == 1 and msgs[0].startswith("schema/broken.sql")
+
+
+def test_not_a_project(tmp_path: Path) -> None:
+    msgs = issues_of(tmp_path)
+    assert "no ticdc-sync project here" in msgs[0] and "ticdc-sync init" in msgs[0]
+
+
+def test_json_schema_is_valid_and_strict() -> None:
+    schema = json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["$schema"].endswith("2020-12/schema")
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "object" and "properties" in node:
+                assert node.get("additionalProperties") is False, json.dumps(node)[:120]
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(schema)
+    ddl_keys = set(schema["$defs"]["ddl_policy"]["properties"])
+    assert ddl_keys == {k.value for k in DdlKind}
