@@ -55,9 +55,15 @@ class ParseError(Exception):
         self.tok = tok
 
 
+class _Tokenizer(MySQL.Tokenizer):
+    # sqlglot swallows the rest of a "command" statement (RENAME, SHOW, ...) as one string;
+    # we want real tokens for every statement.
+    COMMANDS: set = set()
+
+
 def tokenize(sql: str) -> list[Tok]:
     try:
-        raw = MySQL().tokenize(sql)
+        raw = _Tokenizer(dialect="mysql").tokenize(sql)
     except TokenError as e:
         raise ParseError(f"cannot tokenize: {e}") from e
     out: list[Tok] = []
@@ -367,7 +373,9 @@ def parse_type(p: Parser) -> TypeSpec:
     while True:
         if p.accept("UNSIGNED"):
             spec.unsigned = True
-        elif p.accept("SIGNED") or p.accept("ZEROFILL") or p.accept("BINARY"):
+        elif p.accept("ZEROFILL"):
+            spec.unsigned = True  # ZEROFILL implies UNSIGNED (MySQL and TiDB)
+        elif p.accept("SIGNED") or p.accept("BINARY"):
             pass
         elif p.accept("ASCII"):
             spec.charset = "latin1"
@@ -624,28 +632,31 @@ def _skip_index_options(p: Parser) -> None:
     p.skip_until_comma_or_close()
 
 
-def parse_key_element(p: Parser) -> tuple[str, list[str] | None] | None:
-    """A table-level key/constraint element. Returns (kind, cols) for PRIMARY/UNIQUE, else None.
+def parse_key_element(p: Parser) -> tuple[str, str | None, list[str] | None] | None:
+    """A table-level key/constraint element: (kind, name, cols) for PRIMARY/UNIQUE, else None.
 
     The cursor is at CONSTRAINT / PRIMARY / UNIQUE / KEY / INDEX / FOREIGN / CHECK / ...
+    `cols` is None when a key part is an expression (functional index).
     """
+    constraint = None
     if p.accept("CONSTRAINT") and not any(
         p.at(w) for w in ("PRIMARY", "UNIQUE", "FOREIGN", "CHECK")
     ):
-        p.ident()
-    if p.accept("PRIMARY", "KEY"):
-        while not p.at_punct("("):
-            p.next()  # [name] [USING BTREE]
-        cols = parse_key_parts(p)
-        _skip_index_options(p)
-        return "primary", cols
-    if p.accept("UNIQUE"):
-        p.accept("KEY") or p.accept("INDEX")
-        while not p.at_punct("("):
-            p.next()
-        cols = parse_key_parts(p)
-        _skip_index_options(p)
-        return "unique", cols
+        constraint = p.ident()
+    for kind, words in (("primary", ("PRIMARY", "KEY")), ("unique", ("UNIQUE",))):
+        if p.accept(*words):
+            if kind == "unique":
+                p.accept("KEY") or p.accept("INDEX")
+            name = constraint
+            while not p.at_punct("("):
+                t = p.next()  # [name] [USING BTREE|HASH]
+                if t.up == "USING":
+                    p.next()
+                elif t.kind in ("ident", "word"):
+                    name = t.text
+            cols = parse_key_parts(p)
+            _skip_index_options(p)
+            return kind, name, cols
     _skip_index_options(p)
     return None
 
@@ -693,15 +704,15 @@ def parse_create_table(p: Parser) -> CreateTableParse:
     p.next()
     defs: list[ColumnDef] = []
     pk: list[str] = []
-    uks: list[tuple[str, ...]] = []
+    uks: list[tuple[str | None, tuple[str, ...]]] = []
     while True:
         if is_key_element_start(p):
             r = parse_key_element(p)
-            if r is not None and r[1] is not None:
+            if r is not None and r[2] is not None:
                 if r[0] == "primary":
-                    pk = r[1]
+                    pk = r[2]
                 else:
-                    uks.append(tuple(r[1]))
+                    uks.append((r[1], tuple(r[2])))
         else:
             name = p.ident()
             defs.append(parse_column_def(p, name, table_charset))
@@ -719,7 +730,7 @@ def build_schema(
     table: str,
     defs: list[ColumnDef],
     pk: list[str],
-    uks: list[tuple[str, ...]],
+    uks: list[tuple[str | None, tuple[str, ...]]],
     comment: str | None,
     charset: str | None,
 ) -> TableSchema:
@@ -735,23 +746,47 @@ def build_schema(
             raise ParseError(f"primary key column {n!r} is not a column of {db}.{table}")
     pk_low = {n.lower() for n in pk}
     cols = [c.with_(nullable=False) if c.name.lower() in pk_low else c for c in cols]
-    all_uks = [(d.column.name,) for d in defs if d.unique] + [
-        tuple(names.get(n.lower(), n) for n in u) for u in uks
-    ]
-    dedup: list[tuple[str, ...]] = []
-    for u in all_uks:
-        if u not in dedup:
-            dedup.append(u)
     extra = {"charset": charset} if charset else {}
-    return TableSchema(
-        db=db,
-        table=table,
-        columns=tuple(cols),
-        primary_key=tuple(pk),
-        unique_keys=tuple(dedup),
-        comment=comment,
-        extra=extra,
+    schema = TableSchema(
+        db=db, table=table, columns=tuple(cols), primary_key=tuple(pk), comment=comment, extra=extra
     )
+    for d in defs:
+        if d.unique:
+            schema = add_unique_key(schema, None, (d.column.name,))
+    for name, u in uks:
+        schema = add_unique_key(schema, name, tuple(names.get(n.lower(), n) for n in u))
+    return schema
+
+
+UK_PREFIX = "uk."
+
+
+def add_unique_key(schema: TableSchema, name: str | None, cols: tuple[str, ...]) -> TableSchema:
+    """Add a unique key, remembering its index name in `extra` (MySQL's naming when unnamed:
+    the first column, then `_2`, `_3`, ...) so that DROP INDEX can find it later."""
+    if not name:
+        name = cols[0]
+        taken = {k[len(UK_PREFIX) :] for k in schema.extra if k.startswith(UK_PREFIX)}
+        n = 2
+        base = name
+        while name.lower() in taken:
+            name = f"{base}_{n}"
+            n += 1
+    extra = {**schema.extra, UK_PREFIX + name.lower(): "\t".join(cols)}
+    uks = schema.unique_keys if cols in schema.unique_keys else (*schema.unique_keys, cols)
+    return schema.with_(unique_keys=uks, extra=extra)
+
+
+def drop_unique_key(schema: TableSchema, name: str) -> TableSchema:
+    """Drop the unique key named `name` (no change when it is a non-unique index)."""
+    key = UK_PREFIX + name.lower()
+    if key not in schema.extra:
+        return schema
+    cols = tuple(schema.extra[key].split("\t"))
+    extra = {k: v for k, v in schema.extra.items() if k != key}
+    still = any(v == schema.extra[key] for k, v in extra.items() if k.startswith(UK_PREFIX))
+    uks = schema.unique_keys if still else tuple(u for u in schema.unique_keys if u != cols)
+    return schema.with_(unique_keys=uks, extra=extra)
 
 
 def _lookahead_charset(p: Parser) -> str | None:

@@ -1,0 +1,747 @@
+"""Schema evolution: a parsed DDL statement applied to an upstream schema, and the Delta changes.
+
+`apply_statement` computes the new upstream `TableSchema` and the list of `DeltaChange`s for
+one table (DESIGN.md §2 "DDL to Delta"); `apply_to_catalog` does it for a set of tables
+(RENAME across tables, CREATE TABLE ... LIKE); `delta_sql` renders each change as the Spark SQL
+the runner executes on a path-based Delta target. Pure Python; no pyspark, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ticdc_sync import ddl_lex
+from ticdc_sync.datatypes import delta_type, type_change
+from ticdc_sync.ddl_parse import (
+    AddColumnClause,
+    AddPrimaryKeyClause,
+    AddUniqueKeyClause,
+    AlterClause,
+    AlterDatabase,
+    AlterTable,
+    ChangeColumnClause,
+    CreateDatabase,
+    CreateIndex,
+    CreateTable,
+    CreateTableLike,
+    DdlStatement,
+    DropColumnClause,
+    DropDatabase,
+    DropIndex,
+    DropPrimaryKeyClause,
+    DropTable,
+    IndexClause,
+    PartitionClause,
+    Position,
+    RecoverTable,
+    RenameColumnClause,
+    RenameTableClause,
+    RenameTables,
+    SchemaObject,
+    SetDefaultClause,
+    TableOptionClause,
+    TiFlashClause,
+    TruncateTable,
+    Unknown,
+)
+from ticdc_sync.errors import DdlError
+from ticdc_sync.model import DdlKind
+from ticdc_sync.sqlgen import create_table_sql, quote, sql_string
+from ticdc_sync.upstream import Column, TableSchema
+
+# -- Delta changes ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTarget:
+    schema: TableSchema
+    kind: DdlKind = DdlKind.CREATE_TABLE
+    effect: str = "additive"
+
+    def describe(self) -> str:
+        return f"create target from {self.schema.qualified} ({len(self.schema.columns)} columns)"
+
+
+@dataclass(frozen=True, slots=True)
+class AddColumn:
+    """Add a column. `backfill_sql` is the Spark literal every existing row gets (MySQL fills
+    existing rows with the DEFAULT, or the implicit default for NOT NULL without DEFAULT)."""
+
+    name: str
+    delta_type: str
+    position: Position | None = None
+    default_sql: str | None = None
+    backfill_sql: str | None = None
+    comment: str | None = None
+    note: str | None = None  # why existing rows are not backfilled exactly, when so
+    kind: DdlKind = DdlKind.ADD_COLUMN
+    effect: str = "additive"
+
+    def describe(self) -> str:
+        s = f"add column {self.name} {self.delta_type}"
+        if self.position is not None:
+            s += " " + self.position.sql().replace("`", "")
+        if self.backfill_sql is not None:
+            s += f"; existing rows = {self.backfill_sql}"
+        if self.note:
+            s += f" ({self.note})"
+        return s
+
+
+@dataclass(frozen=True, slots=True)
+class DropColumn:
+    name: str
+    kind: DdlKind = DdlKind.DROP_COLUMN
+    effect: str = "destructive"
+
+    def describe(self) -> str:
+        return f"drop column {self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class RenameColumn:
+    old: str
+    new: str
+    kind: DdlKind = DdlKind.RENAME_COLUMN
+    effect: str = "destructive"  # readers of the old name break
+
+    def describe(self) -> str:
+        return f"rename column {self.old} to {self.new}"
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeColumnType:
+    name: str
+    old_type: str
+    new_type: str
+    change: str  # "widen" | "same" | "narrow" (datatypes.type_change)
+    kind: DdlKind = DdlKind.WIDEN_COLUMN
+    effect: str = "additive"
+
+    def describe(self) -> str:
+        return f"{self.change} column {self.name}: {self.old_type} -> {self.new_type}"
+
+
+def change_column_type(name: str, old: str, new: str) -> ChangeColumnType:
+    c = type_change(old, new)
+    if c == "narrow":
+        return ChangeColumnType(name, old, new, c, DdlKind.NARROW_COLUMN, "destructive")
+    if c == "same":
+        return ChangeColumnType(name, old, new, c, DdlKind.WIDEN_COLUMN, "none")
+    return ChangeColumnType(name, old, new, c)
+
+
+@dataclass(frozen=True, slots=True)
+class MoveColumn:
+    """MODIFY/CHANGE ... FIRST|AFTER: the upstream column order changed."""
+
+    name: str
+    position: Position
+    kind: DdlKind = DdlKind.OTHER
+    effect: str = "none"
+
+    def describe(self) -> str:
+        return f"move column {self.name} {self.position.sql().replace('`', '')}"
+
+
+@dataclass(frozen=True, slots=True)
+class SetDefault:
+    name: str
+    default: str | None  # MySQL default text; None: no default / DEFAULT NULL
+    kind: DdlKind = DdlKind.SET_DEFAULT
+    effect: str = "none"
+
+    def describe(self) -> str:
+        d = "none" if self.default is None else self.default
+        return f"set default of {self.name} to {d} (affects future upstream inserts only)"
+
+
+@dataclass(frozen=True, slots=True)
+class TruncateTarget:
+    kind: DdlKind = DdlKind.TRUNCATE_TABLE
+    effect: str = "destructive"
+
+    def describe(self) -> str:
+        return "truncate target (delete all rows; history stays in Delta)"
+
+
+@dataclass(frozen=True, slots=True)
+class DropTarget:
+    kind: DdlKind = DdlKind.DROP_TABLE
+    effect: str = "destructive"
+
+    def describe(self) -> str:
+        return "drop target"
+
+
+@dataclass(frozen=True, slots=True)
+class RenameTarget:
+    new_db: str
+    new_table: str
+    kind: DdlKind = DdlKind.RENAME_TABLE
+    effect: str = "destructive"
+
+    def describe(self) -> str:
+        return f"upstream table renamed to {self.new_db}.{self.new_table}"
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeKey:
+    new_keys: tuple[str, ...]  # the new handle key (PK, else first NOT NULL unique key)
+    kind: DdlKind = DdlKind.PRIMARY_KEY
+    effect: str = "none"
+
+    def describe(self) -> str:
+        return (
+            f"merge key becomes ({', '.join(self.new_keys)})"
+            if self.new_keys
+            else ("merge key dropped (no primary or NOT NULL unique key left)")
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NoOp:
+    reason: str
+    kind: DdlKind = DdlKind.OTHER
+    effect: str = "none"
+
+    def describe(self) -> str:
+        return f"no Delta change: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class Unsupported:
+    reason: str
+    kind: DdlKind = DdlKind.OTHER
+    effect: str = "unsupported"
+
+    def describe(self) -> str:
+        return f"unsupported: {self.reason}"
+
+
+DeltaChange = (
+    CreateTarget
+    | AddColumn
+    | DropColumn
+    | RenameColumn
+    | ChangeColumnType
+    | MoveColumn
+    | SetDefault
+    | TruncateTarget
+    | DropTarget
+    | RenameTarget
+    | ChangeKey
+    | NoOp
+    | Unsupported
+)
+
+# -- literals -----------------------------------------------------------------------------------
+
+_ZERO_DATE = re.compile(r"^0000-00-00")
+_INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+
+
+def _bits_value(text: str) -> int | None:
+    if text.startswith("b'") and text.endswith("'"):
+        return int(text[2:-1] or "0", 2)
+    if text.startswith("x'") and text.endswith("'"):
+        return int(text[2:-1] or "0", 16)
+    return None
+
+
+def spark_literal(col: Column, value: str) -> str | None:
+    """A MySQL default (text as stored in `Column.default`) as a Spark SQL literal of the
+    column's Delta type; None when it has no fixed value (CURRENT_TIMESTAMP, expressions) or
+    maps to NULL (zero dates, codec facts 0.1)."""
+    t = delta_type(col)
+    if value.upper().startswith("CURRENT_TIMESTAMP") or value.startswith("("):
+        return None
+    bits = _bits_value(value)
+    if t == "BOOLEAN":
+        n = bits if bits is not None else int(float(value or 0))
+        return "true" if n else "false"
+    if t in _INTEGRAL or t.startswith("DECIMAL") or t in ("FLOAT", "DOUBLE"):
+        if bits is not None:
+            return str(bits)
+        try:
+            num = float(value) if value.strip() else 0.0
+        except ValueError:
+            return None
+        if t in _INTEGRAL or t == "DECIMAL(20,0)":
+            return str(int(num)) if "." in value or "e" in value.lower() else value.strip() or "0"
+        if t.startswith("DECIMAL"):
+            return f"CAST({sql_string(value.strip() or '0')} AS {t})"
+        return f"CAST({sql_string(value.strip() or '0')} AS {t})"
+    if t == "BINARY":
+        raw = bytes.fromhex(value[2:-1]) if value.startswith("x'") else value.encode("utf-8")
+        if col.base == "binary" and col.length:  # BINARY(n) pads with 0x00
+            raw = raw.ljust(col.length, b"\0")
+        return f"X'{raw.hex().upper()}'"
+    if t == "DATE":
+        return None if _ZERO_DATE.match(value) else f"DATE {sql_string(value)}"
+    if t == "TIMESTAMP_NTZ":
+        return None if _ZERO_DATE.match(value) else f"TIMESTAMP_NTZ {sql_string(value)}"
+    if t == "TIMESTAMP":
+        return None  # wall-clock text in the upstream session zone: see AddColumn.note
+    return sql_string(value)
+
+
+def implicit_default(col: Column) -> str | None:
+    """MySQL's implicit default for a NOT NULL column without DEFAULT, as a Spark literal."""
+    t = delta_type(col)
+    if t == "BOOLEAN":
+        return "false"
+    if t in _INTEGRAL or t == "DECIMAL(20,0)":
+        return "0"
+    if t.startswith("DECIMAL") or t in ("FLOAT", "DOUBLE"):
+        return f"CAST('0' AS {t})"
+    if col.base == "enum":
+        return sql_string(col.members[0]) if col.members else None
+    if col.base == "time":
+        return sql_string("00:00:00")
+    if col.base == "json":
+        return sql_string("null")
+    if t == "BINARY":
+        return f"X'{'00' * (col.length or 0) if col.base == 'binary' else ''}'"
+    if t in ("DATE", "TIMESTAMP_NTZ", "TIMESTAMP"):
+        return None  # zero date/datetime, which decodes to NULL
+    if t == "STRING":
+        return sql_string("")
+    return None
+
+
+def _add_column_change(schema: TableSchema, col: Column, pos: Position | None) -> AddColumn:
+    note = None
+    default_sql = None
+    if col.has_default and col.default is not None:
+        default_sql = spark_literal(col, col.default)
+        backfill = default_sql
+        if backfill is None and not _ZERO_DATE.match(col.default):
+            note = f"existing rows not backfilled: upstream filled them with {col.default}"
+            if col.default.upper().startswith("CURRENT_TIMESTAMP"):
+                note = "existing rows not backfilled: upstream filled them with the ALTER time"
+            elif delta_type(col) == "TIMESTAMP":
+                note = (
+                    "existing rows not backfilled: the TIMESTAMP default is wall-clock text "
+                    "in the upstream session time zone"
+                )
+    elif not col.nullable and not col.has_default:
+        backfill = implicit_default(col)
+    else:
+        backfill = None
+    if pos is None and schema.columns:
+        # Keep upstream order with `_commit_ts` last: a plain ADD goes after the last column.
+        pos = Position(schema.columns[-1].name)
+    return AddColumn(col.name, delta_type(col), pos, default_sql, backfill, col.comment, note)
+
+
+# -- applying statements ----------------------------------------------------------------------
+
+
+def _err(schema: TableSchema | None, msg: str) -> DdlError:
+    where = schema.qualified if schema is not None else "?"
+    return DdlError(
+        f"{where}: {msg} (hint: the schema history is out of step with upstream; seed it "
+        "from schema/*.sql with the table's current SHOW CREATE TABLE)"
+    )
+
+
+def _index(schema: TableSchema, name: str) -> int:
+    low = name.lower()
+    for i, c in enumerate(schema.columns):
+        if c.name.lower() == low:
+            return i
+    raise _err(schema, f"column {name!r} does not exist")
+
+
+def _insert(cols: list[Column], col: Column, pos: Position | None, schema: TableSchema) -> None:
+    if pos is None:
+        cols.append(col)
+    elif pos.after is None:
+        cols.insert(0, col)
+    else:
+        low = pos.after.lower()
+        for i, c in enumerate(cols):
+            if c.name.lower() == low:
+                cols.insert(i + 1, col)
+                return
+        raise _err(schema, f"AFTER column {pos.after!r} does not exist")
+
+
+def _rename_in_keys(schema: TableSchema, old: str, new: str) -> TableSchema:
+    def ren(names: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(new if n.lower() == old.lower() else n for n in names)
+
+    extra = {
+        k: "\t".join(ren(tuple(v.split("\t")))) if k.startswith(ddl_lex.UK_PREFIX) else v
+        for k, v in schema.extra.items()
+    }
+    return schema.with_(
+        primary_key=ren(schema.primary_key),
+        unique_keys=tuple(ren(u) for u in schema.unique_keys),
+        extra=extra,
+    )
+
+
+def _drop_from_keys(schema: TableSchema, name: str) -> TableSchema:
+    low = name.lower()
+
+    def rm(names: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(n for n in names if n.lower() != low)
+
+    extra: dict[str, str] = {}
+    for k, v in schema.extra.items():
+        if k.startswith(ddl_lex.UK_PREFIX):
+            left = rm(tuple(v.split("\t")))
+            if left:
+                extra[k] = "\t".join(left)
+        else:
+            extra[k] = v
+    uks: list[tuple[str, ...]] = []
+    for u in schema.unique_keys:
+        left = rm(u)
+        if left and left not in uks:
+            uks.append(left)
+    return schema.with_(primary_key=rm(schema.primary_key), unique_keys=tuple(uks), extra=extra)
+
+
+def _set_pk(schema: TableSchema, cols: tuple[str, ...]) -> TableSchema:
+    names = [schema.columns[_index(schema, n)].name for n in cols]
+    low = {n.lower() for n in names}
+    columns = tuple(c.with_(nullable=False) if c.name.lower() in low else c for c in schema.columns)
+    return schema.with_(columns=columns, primary_key=tuple(names))
+
+
+def _apply_clause(schema: TableSchema, clause: AlterClause, out: list[DeltaChange]) -> TableSchema:
+    if isinstance(clause, AddColumnClause):
+        if schema.column(clause.column.name) is not None:
+            if clause.if_not_exists:
+                out.append(NoOp(f"column {clause.column.name} already exists"))
+                return schema
+            raise _err(schema, f"column {clause.column.name!r} already exists")
+        cols = list(schema.columns)
+        out.append(_add_column_change(schema, clause.column, clause.position))
+        _insert(cols, clause.column, clause.position, schema)
+        schema = schema.with_(columns=tuple(cols))
+        if clause.primary:
+            schema = _set_pk(schema, (clause.column.name,))
+        if clause.unique:
+            schema = ddl_lex.add_unique_key(schema, None, (clause.column.name,))
+        return schema
+    if isinstance(clause, DropColumnClause):
+        if schema.column(clause.name) is None and clause.if_exists:
+            out.append(NoOp(f"column {clause.name} does not exist"))
+            return schema
+        i = _index(schema, clause.name)
+        name = schema.columns[i].name
+        out.append(DropColumn(name))
+        schema = schema.with_(columns=schema.columns[:i] + schema.columns[i + 1 :])
+        return _drop_from_keys(schema, name)
+    if isinstance(clause, ChangeColumnClause):
+        i = _index(schema, clause.old)
+        old = schema.columns[i]
+        new = clause.column
+        if new.name.lower() != old.name.lower() and schema.column(new.name) is not None:
+            raise _err(schema, f"column {new.name!r} already exists")
+        if new.name != old.name:
+            out.append(RenameColumn(old.name, new.name))
+            schema = _rename_in_keys(schema, old.name, new.name)
+        if new.name.lower() in {n.lower() for n in schema.primary_key}:
+            new = new.with_(nullable=False)
+        out.append(change_column_type(new.name, delta_type(old), delta_type(new)))
+        if (old.has_default, old.default) != (new.has_default, new.default):
+            out.append(SetDefault(new.name, new.default))
+        cols = list(schema.columns)
+        cols[i] = new
+        if clause.position is not None:
+            del cols[i]
+            _insert(cols, new, clause.position, schema)
+            out.append(MoveColumn(new.name, clause.position))
+        schema = schema.with_(columns=tuple(cols))
+        if clause.primary:
+            schema = _set_pk(schema, (new.name,))
+        if clause.unique:
+            schema = ddl_lex.add_unique_key(schema, None, (new.name,))
+        return schema
+    if isinstance(clause, RenameColumnClause):
+        i = _index(schema, clause.old)
+        old = schema.columns[i]
+        if clause.new.lower() != old.name.lower() and schema.column(clause.new) is not None:
+            raise _err(schema, f"column {clause.new!r} already exists")
+        out.append(RenameColumn(old.name, clause.new))
+        cols = list(schema.columns)
+        cols[i] = old.with_(name=clause.new)
+        return _rename_in_keys(schema.with_(columns=tuple(cols)), old.name, clause.new)
+    if isinstance(clause, SetDefaultClause):
+        i = _index(schema, clause.name)
+        c = schema.columns[i]
+        c = (
+            c.with_(has_default=False, default=None)
+            if clause.drop
+            else c.with_(has_default=True, default=clause.default)
+        )
+        cols = list(schema.columns)
+        cols[i] = c
+        out.append(SetDefault(c.name, c.default))
+        return schema.with_(columns=tuple(cols))
+    if isinstance(clause, AddPrimaryKeyClause):
+        if schema.primary_key:
+            raise _err(schema, "the table already has a primary key")
+        return _set_pk(schema, clause.columns)
+    if isinstance(clause, DropPrimaryKeyClause):
+        return schema.with_(primary_key=())
+    if isinstance(clause, AddUniqueKeyClause):
+        if clause.columns is None:
+            out.append(NoOp("unique key on an expression (not usable as a merge key)"))
+            return schema
+        names = tuple(schema.columns[_index(schema, n)].name for n in clause.columns)
+        out.append(NoOp(f"unique key ({', '.join(names)})"))
+        return ddl_lex.add_unique_key(schema, clause.name, names)
+    if isinstance(clause, IndexClause):
+        out.append(NoOp(f"index {clause.action} {clause.name or ''}".strip()))
+        if clause.action == "drop" and clause.name:
+            return ddl_lex.drop_unique_key(schema, clause.name)
+        if clause.action == "rename" and clause.name:
+            old, new = clause.name.split("->", 1)
+            key = ddl_lex.UK_PREFIX + old.lower()
+            if key in schema.extra:
+                extra = {k: v for k, v in schema.extra.items() if k != key}
+                extra[ddl_lex.UK_PREFIX + new.lower()] = schema.extra[key]
+                return schema.with_(extra=extra)
+        return schema
+    if isinstance(clause, TableOptionClause):
+        if clause.option == "COMMENT":
+            out.append(NoOp("table comment"))
+            return schema.with_(comment=clause.comment)
+        out.append(NoOp(f"table option {clause.option}"))
+        return schema
+    if isinstance(clause, TiFlashClause):
+        out.append(NoOp(f"TiFlash replica count {clause.replicas}"))
+        return schema
+    if isinstance(clause, PartitionClause):
+        if clause.action in ("TRUNCATE", "DROP", "EXCHANGE", "REORGANIZE", "COALESCE"):
+            out.append(
+                Unsupported(
+                    f"{clause.action} PARTITION removes or swaps rows without row events",
+                    DdlKind.PARTITION,
+                )
+            )
+        else:
+            out.append(NoOp(f"partitioning change ({clause.action}) keeps every row"))
+        return schema
+    if isinstance(clause, RenameTableClause):
+        out.append(RenameTarget(clause.new_db, clause.new_table))
+        return schema.with_(db=clause.new_db, table=clause.new_table)
+    raise TypeError(f"unhandled clause {clause!r}")
+
+
+def apply_statement(
+    schema: TableSchema | None, stmt: DdlStatement
+) -> tuple[TableSchema | None, list[DeltaChange]]:
+    """Apply one statement to one table's schema (None: the table does not exist yet).
+
+    Returns the new schema (None once dropped) and the Delta changes, in order. For
+    statements that name several tables (RENAME TABLES), the pair whose old name is `schema`
+    is applied; use `apply_to_catalog` for a set of tables. Raises `DdlError` when the
+    statement contradicts the schema (the history is out of step with upstream).
+    """
+    if isinstance(stmt, CreateTable):
+        if schema is not None:
+            if stmt.if_not_exists:
+                return schema, [NoOp("CREATE TABLE IF NOT EXISTS on an existing table")]
+            raise _err(schema, "CREATE TABLE for a table that already exists")
+        return stmt.schema, [CreateTarget(stmt.schema)]
+    if isinstance(stmt, CreateTableLike):
+        raise DdlError(
+            f"CREATE TABLE {stmt.db}.{stmt.table} LIKE {stmt.like_db}.{stmt.like_table} needs "
+            "the source table's schema (hint: use apply_to_catalog)"
+        )
+    if isinstance(stmt, Unknown):
+        return schema, [Unsupported(f"DDL not understood: {stmt.reason}")]
+    if isinstance(stmt, RecoverTable):
+        return schema, [
+            Unsupported(
+                "RECOVER/FLASHBACK TABLE brings back rows without row events", DdlKind.RECOVER_TABLE
+            )
+        ]
+    if isinstance(stmt, (CreateDatabase, DropDatabase, AlterDatabase)):
+        return schema, [NoOp("schema-level DDL")]
+    if isinstance(stmt, SchemaObject):
+        return schema, [NoOp(f"{stmt.object} {stmt.action}")]
+    if schema is None:
+        raise DdlError(
+            f"{type(stmt).__name__} on a table with no known schema (hint: seed the table from "
+            "schema/*.sql or let its CREATE TABLE reach the topic first)"
+        )
+    if isinstance(stmt, AlterTable):
+        out: list[DeltaChange] = []
+        before = schema.handle_key()
+        for clause in stmt.clauses:
+            schema = _apply_clause(schema, clause, out)
+        if schema.handle_key() != before:
+            out.append(ChangeKey(schema.handle_key()))
+        if not stmt.clauses:
+            out.append(NoOp("ALTER TABLE without clauses"))
+        return schema, out
+    if isinstance(stmt, RenameTables):
+        cur = (schema.db.lower(), schema.table.lower())
+        out = []
+        for (od, ot), (nd, nt) in stmt.pairs:
+            if (od.lower(), ot.lower()) == cur:
+                out.append(RenameTarget(nd, nt))
+                schema = schema.with_(db=nd, table=nt)
+                cur = (nd.lower(), nt.lower())
+        return schema, out or [NoOp("rename of other tables")]
+    if isinstance(stmt, TruncateTable):
+        return schema, [TruncateTarget()]
+    if isinstance(stmt, DropTable):
+        return None, [DropTarget()]
+    if isinstance(stmt, CreateIndex):
+        new = schema
+        if stmt.unique and stmt.columns is not None:
+            names = tuple(schema.columns[_index(schema, n)].name for n in stmt.columns)
+            new = ddl_lex.add_unique_key(schema, stmt.name, names)
+        out = [NoOp(f"create index {stmt.name}")]
+        if new.handle_key() != schema.handle_key():
+            out.append(ChangeKey(new.handle_key()))
+        return new, out
+    if isinstance(stmt, DropIndex):
+        new = ddl_lex.drop_unique_key(schema, stmt.name)
+        out = [NoOp(f"drop index {stmt.name}")]
+        if new.handle_key() != schema.handle_key():
+            out.append(ChangeKey(new.handle_key()))
+        return new, out
+    raise TypeError(f"unhandled statement {stmt!r}")
+
+
+TableKey = tuple[str, str]
+
+
+def table_key(db: str, table: str) -> TableKey:
+    return (db.lower(), table.lower())
+
+
+def statement_tables(stmt: DdlStatement) -> list[TableKey]:
+    """The upstream tables a statement touches (before it runs)."""
+    if isinstance(stmt, CreateTable):
+        return [table_key(stmt.schema.db, stmt.schema.table)]
+    if isinstance(stmt, RenameTables):
+        return [table_key(*old) for old, _ in stmt.pairs]
+    if isinstance(stmt, RecoverTable):
+        return [table_key(stmt.db, stmt.table)] if stmt.db and stmt.table else []
+    db = getattr(stmt, "db", None)
+    table = getattr(stmt, "table", None)
+    if isinstance(db, str) and isinstance(table, str):
+        return [table_key(db, table)]
+    return []
+
+
+@dataclass
+class Catalog:
+    """Known upstream tables by lower-cased (db, table); used for multi-table statements."""
+
+    tables: dict[TableKey, TableSchema] = field(default_factory=dict)
+
+    def get(self, db: str, table: str) -> TableSchema | None:
+        return self.tables.get(table_key(db, table))
+
+    def apply(self, stmt: DdlStatement) -> list[tuple[TableKey, list[DeltaChange]]]:
+        """Apply a statement to every table it touches; returns the changes per old table key."""
+        if isinstance(stmt, CreateTableLike):
+            src = self.get(stmt.like_db, stmt.like_table)
+            if src is None:
+                raise DdlError(
+                    f"CREATE TABLE {stmt.db}.{stmt.table} LIKE {stmt.like_db}.{stmt.like_table}: "
+                    "the source table is unknown (hint: seed it from schema/*.sql)"
+                )
+            key = table_key(stmt.db, stmt.table)
+            if key in self.tables:
+                if stmt.if_not_exists:
+                    return [(key, [NoOp("CREATE TABLE IF NOT EXISTS on an existing table")])]
+                raise _err(self.tables[key], "CREATE TABLE for a table that already exists")
+            new = src.with_(db=stmt.db, table=stmt.table)
+            self.tables[key] = new
+            return [(key, [CreateTarget(new)])]
+        if isinstance(stmt, RenameTables):
+            # MySQL renames pairs left to right (a TO tmp, b TO a, tmp TO b works), and the
+            # statement is atomic: nothing changes when one pair fails.
+            tables = dict(self.tables)
+            out: list[tuple[TableKey, list[DeltaChange]]] = []
+            for old, new in stmt.pairs:
+                ok, nk = table_key(*old), table_key(*new)
+                s = tables.pop(ok, None)
+                if s is None:
+                    raise DdlError(
+                        f"RENAME TABLE {old[0]}.{old[1]}: table unknown (hint: seed it from "
+                        "schema/*.sql)"
+                    )
+                if nk in tables:
+                    raise _err(tables[nk], "RENAME TABLE onto an existing table")
+                tables[nk] = s.with_(db=new[0], table=new[1])
+                out.append((ok, [RenameTarget(new[0], new[1])]))
+            self.tables = tables
+            return out
+        if isinstance(stmt, DropTable) and self.get(stmt.db, stmt.table) is None and stmt.if_exists:
+            return [(table_key(stmt.db, stmt.table), [NoOp("DROP TABLE IF EXISTS: no such table")])]
+        if isinstance(stmt, DropDatabase):
+            gone = [k for k in self.tables if k[0] == stmt.db.lower()]
+            for k in gone:
+                del self.tables[k]
+            return [(k, [DropTarget()]) for k in gone] or [
+                ((stmt.db.lower(), ""), [NoOp("drop database")])
+            ]
+        keys = statement_tables(stmt)
+        if not keys:
+            return [(("", ""), apply_statement(None, stmt)[1])]
+        key = keys[0]
+        new_schema, changes = apply_statement(self.tables.get(key), stmt)
+        if new_schema is None:
+            self.tables.pop(key, None)
+        else:
+            self.tables.pop(key, None)
+            self.tables[table_key(new_schema.db, new_schema.table)] = new_schema
+        return [(key, changes)]
+
+
+# -- Spark SQL --------------------------------------------------------------------------------
+
+
+def delta_sql(
+    change: DeltaChange, ref: str, *, column_types: dict[str, str] | None = None
+) -> list[str]:
+    """The Spark SQL statements (Delta) that carry out one change on the target `ref`.
+
+    `column_types` (target column name -> Delta type) is accepted for callers that track the
+    target's current types; it is not needed by any change today. Changes that the engine
+    carries out itself return []: DropTarget (the engine removes or keeps the table folder,
+    per policy), RenameTarget (routing), ChangeKey (the MERGE key), SetDefault (every row the
+    sink writes names every column, so a Delta default is never used), NoOp, Unsupported.
+    """
+    del column_types
+    if isinstance(change, CreateTarget):
+        cols = [(c.name, delta_type(c)) for c in change.schema.columns]
+        return [create_table_sql(ref, cols, change.schema.comment)]
+    if isinstance(change, AddColumn):
+        col = f"{quote(change.name)} {change.delta_type}"
+        if change.comment:
+            col += f" COMMENT {sql_string(change.comment)}"
+        if change.position is not None:
+            col += " " + change.position.sql()
+        stmts = [f"ALTER TABLE {ref} ADD COLUMNS ({col})"]
+        if change.backfill_sql is not None:
+            stmts.append(f"UPDATE {ref} SET {quote(change.name)} = {change.backfill_sql}")
+        return stmts
+    if isinstance(change, DropColumn):
+        return [f"ALTER TABLE {ref} DROP COLUMN {quote(change.name)}"]
+    if isinstance(change, RenameColumn):
+        return [f"ALTER TABLE {ref} RENAME COLUMN {quote(change.old)} TO {quote(change.new)}"]
+    if isinstance(change, ChangeColumnType):
+        if change.change == "widen":
+            return [f"ALTER TABLE {ref} ALTER COLUMN {quote(change.name)} TYPE {change.new_type}"]
+        return []  # same: nothing; narrow: the engine's `rebuild` policy rewrites the table
+    if isinstance(change, MoveColumn):
+        return [f"ALTER TABLE {ref} ALTER COLUMN {quote(change.name)} {change.position.sql()}"]
+    if isinstance(change, TruncateTarget):
+        return [f"DELETE FROM {ref}"]
+    return []
