@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 python3 -m pip install -q -e ".[dev]"
 
 set +e
-python3 -m pytest -q tests "$@"
+python3 -m pytest -q "${@:-tests}"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
