@@ -122,7 +122,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     project = _load(args)
     from ticdc_sync.spark import runner
 
-    return runner.run(project, select=args.select or None, follow=args.follow, out=_out)
+    return runner.run(project, select=tuple(args.select or ()), follow=args.follow, out=_out)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
