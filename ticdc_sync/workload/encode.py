@@ -760,7 +760,7 @@ class DebeziumEncoder:
             v = self.field_value(col, None)
             return _NO if v is None else v
         if b == "timestamp":
-            if d.upper() == "CURRENT_TIMESTAMP":
+            if d.upper().startswith("CURRENT_TIMESTAMP"):
                 return _NO if col.nullable else "1970-01-01T00:00:00Z"
             v = self.field_value(col, None)
             return _NO if v is None else v

@@ -1,0 +1,572 @@
+"""Seeded TiCDC-like change histories with their true final tables.
+
+`generate(HistoryConfig)` builds a logical history: transactions of 1-N row changes over
+several tables (inserts, updates, deletes, key moves, delete then re-insert of a key),
+optional ADD/DROP COLUMN DDL, and per-partition watermarks that arrive at different times.
+`encode(history, protocol, topic, options)` turns it into Kafka records exactly as TiCDC
+would place them (`encode.TopicProducer`), adds at-least-once replays, and returns the
+records with the truth: each table as of the resolved ts (the minimum over partitions of
+the last watermark each received), which is what a correct consumer must produce.
+
+Values are logical Python values (see `values`). The generator never puts NULL in a column
+that has a non-NULL DEFAULT, because Debezium would show the default instead (codec facts
+3.2 surprise 1) and the truths of the protocols would differ. Pure Python; no pyspark.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from ticdc_sync.upstream import Column, TableSchema
+
+from . import values as V
+from .encode import (
+    OP_D,
+    OP_I,
+    OP_U,
+    DdlChange,
+    EncoderOptions,
+    Record,
+    RowChange,
+    TopicProducer,
+    index_value_partition,
+    make_encoder,
+    make_tso,
+    table_partition,
+    transaction_events,
+)
+
+
+def default_tables(db: str = "app") -> tuple[TableSchema, ...]:
+    """Three tables: a wide all-types table, a composite-key table, a small blob table."""
+    C = Column
+    accounts = TableSchema(
+        db,
+        "accounts",
+        (
+            C("id", "bigint", nullable=False),
+            C("name", "varchar", length=32, nullable=False),
+            C("email", "varchar", length=64),
+            C(
+                "balance",
+                "decimal",
+                precision=12,
+                scale=2,
+                nullable=False,
+                has_default=True,
+                default="0.00",
+            ),
+            C(
+                "status",
+                "enum",
+                members=("new", "active", "closed"),
+                nullable=False,
+                has_default=True,
+                default="new",
+            ),
+            C("tags", "set", members=("a", "b", "c")),
+            C("score", "double"),
+            C("ratio", "float"),
+            C("born", "date"),
+            C("created", "datetime", fsp=3, nullable=False),
+            C("updated", "timestamp", fsp=6),
+            C("dur", "time", fsp=3),
+            C("flags", "bit", length=8),
+            C("active", "bit", length=1),
+            C("yr", "year"),
+            C("avatar", "varbinary", length=16, binary=True),
+            C("bio", "text"),
+            C("doc", "json"),
+            C("big", "bigint", unsigned=True),
+            C("tiny", "tinyint"),
+            C("small", "smallint", unsigned=True),
+            C("med", "mediumint"),
+        ),
+        primary_key=("id",),
+    )
+    lines = TableSchema(
+        db,
+        "order_lines",
+        (
+            C("order_id", "int", nullable=False),
+            C("line_no", "smallint", nullable=False),
+            C("sku", "char", length=8, nullable=False),
+            C("qty", "int", unsigned=True, nullable=False, has_default=True, default="1"),
+            C("price", "decimal", precision=10, scale=2),
+            C("note", "varchar", length=64),
+        ),
+        primary_key=("order_id", "line_no"),
+    )
+    events = TableSchema(
+        db,
+        "events",
+        (
+            C("id", "int", unsigned=True, nullable=False),
+            C("kind", "varchar", length=16, nullable=False),
+            C("payload", "blob", binary=True),
+            C("at", "timestamp"),
+        ),
+        primary_key=("id",),
+    )
+    return (accounts, lines, events)
+
+
+@dataclass(frozen=True)
+class HistoryConfig:
+    seed: int = 0
+    tables: tuple[TableSchema, ...] | None = None  # None: `default_tables()`
+    transactions: int = 120
+    max_rows_per_txn: int = 10
+    partitions: int = 3
+    dispatch: str = "table"  # "table" (TiCDC default) or "index-value" (codec facts 0.5)
+    watermark_every: int = 4  # transactions between checkpoint ticks
+    max_watermark_delay: int = 3  # a partition's watermark may arrive this many txns late
+    ddl_count: int = 2  # ADD/DROP COLUMN events (0: none)
+    replay_probability: float = 0.15  # after a watermark, re-send earlier records
+    start_ms: int = 1_700_000_000_000
+    key_space: int = 40  # small: keys are deleted and re-inserted often
+    allow_drop_column: bool = True
+    p_insert: float = 0.45  # share of row changes that insert (rest: update/delete/key move)  # DDL may drop a column added earlier
+
+
+@dataclass(frozen=True)
+class Step:
+    """One logical step: a transaction, a DDL, or a watermark reaching one partition."""
+
+    kind: str  # "txn" | "ddl" | "watermark"
+    commit_ts: int
+    events: tuple[tuple[RowChange, int], ...] = ()  # (change, partition), split and sorted
+    ddl: DdlChange | None = None
+    partition: int | None = None
+
+
+@dataclass
+class History:
+    config: HistoryConfig
+    initial: dict[str, TableSchema]
+    steps: list[Step]
+
+    def resolved_ts(self) -> int | None:
+        """Min over partitions of the last watermark received; None if some got none."""
+        last: dict[int, int] = {}
+        for s in self.steps:
+            if s.kind == "watermark":
+                assert s.partition is not None
+                last[s.partition] = max(last.get(s.partition, 0), s.commit_ts)
+        if len(last) < self.config.partitions:
+            return None
+        return min(last.values())
+
+    def truth(
+        self, upto: int | None = None
+    ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, TableSchema]]:
+        """Tables (rows sorted by key, each with `_commit_ts`) and schemas as of `upto`
+        (None: everything)."""
+        schemas = dict(self.initial)
+        rows: dict[str, dict[tuple, dict[str, Any]]] = {q: {} for q in schemas}
+        for s in self.steps:
+            if upto is not None and s.commit_ts > upto:
+                continue
+            if s.kind == "txn":
+                for ch, _ in s.events:
+                    q = ch.schema.qualified
+                    hk = ch.schema.handle_key()
+                    if ch.op == OP_D:
+                        rows[q].pop(tuple((ch.before or {})[k] for k in hk), None)
+                    else:
+                        after = dict(ch.after or {})
+                        after["_commit_ts"] = ch.commit_ts
+                        rows[q][tuple(after[k] for k in hk)] = after
+            elif s.kind == "ddl":
+                d = s.ddl
+                assert d is not None and d.schema is not None
+                q = d.schema.qualified
+                old = schemas[q]
+                new_cols = {c.name for c in d.schema.columns} - {c.name for c in old.columns}
+                gone = {c.name for c in old.columns} - {c.name for c in d.schema.columns}
+                for r in rows[q].values():
+                    for c in d.schema.columns:
+                        if c.name in new_cols:
+                            r[c.name] = V.default_value(c)  # existing rows get the default
+                    for g in gone:
+                        r.pop(g, None)
+                schemas[q] = d.schema
+        out = {}
+        for q, tbl in rows.items():
+            names = [*schemas[q].column_names(), "_commit_ts"]
+            out[q] = [
+                {n: r.get(n) for n in names}
+                for _, r in sorted(tbl.items(), key=lambda kv: _sort_key(kv[0]))
+            ]
+        return out, schemas
+
+
+def _sort_key(k: tuple) -> tuple:
+    return tuple((0, v) if isinstance(v, (int, float, Decimal)) else (1, str(v)) for v in k)
+
+
+# ---------------------------------------------------------------------------------------
+# Value generation
+
+_WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "δέλτα",
+    "ünï",
+    "<b>&amp;",
+    'quo"te',
+    "back\\slash",
+    "tab\tnl\n",
+    "emoji😀",
+    "中文",
+]
+
+
+def gen_value(col: Column, rng: random.Random, allow_null: bool = True) -> Any:
+    """A random logical value that every protocol carries exactly (no zero dates, floats
+    exact in float32, decimals within double precision, years >= 1970)."""
+    if (
+        allow_null
+        and col.nullable
+        and not (col.has_default and col.default is not None)
+        and rng.random() < 0.15
+    ):
+        return None
+    b = V.base_of(col)
+    if b in ("tinyint", "smallint", "mediumint", "int", "bigint"):
+        bits = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "bigint": 64}[b]
+        if col.unsigned:
+            return rng.choice([0, 1, (1 << bits) - 1, rng.randrange(1 << bits)])
+        lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        return rng.choice([lo, hi, 0, rng.randint(lo, hi), rng.randint(-1000, 1000)])
+    if b == "decimal":
+        p, s = col.precision or 10, col.scale or 0
+        digits = min(p, 15)
+        n = rng.randrange(10**digits) * rng.choice([1, -1])
+        return Decimal(n).scaleb(-s)
+    if b == "float":
+        return rng.randint(-(1 << 20), 1 << 20) / 8.0
+    if b == "double":
+        return rng.choice([rng.uniform(-1e6, 1e6), 0.1, 1e-7, 1e21, rng.random()])
+    if b in ("char", "varchar", "tinytext", "text", "mediumtext", "longtext") and not V.is_binary(
+        col
+    ):
+        n = min(col.length or 24, 24)
+        s = rng.choice(_WORDS) + str(rng.randrange(1000))
+        return s[:n].rstrip(" ")
+    if V.is_binary(col):
+        n = min(col.length or 24, 24)
+        return bytes(rng.randrange(256) for _ in range(rng.randint(0, n)))
+    if b == "date":
+        return dt.date(1970, 1, 1) + dt.timedelta(days=rng.randint(0, 30000))
+    if b in ("datetime", "timestamp"):
+        base = dt.datetime(1971, 1, 1) if b == "timestamp" else dt.datetime(1970, 1, 1)
+        v = base + dt.timedelta(
+            seconds=rng.randint(0, 2_000_000_000), microseconds=rng.randrange(1_000_000)
+        )
+        return V.round_datetime(v, V.fsp_of(col))
+    if b == "time":
+        micro = rng.randint(-838 * 3600 * 10**6 + 10**6, 838 * 3600 * 10**6 - 10**6)
+        return V.fmt_time(dt.timedelta(microseconds=micro), V.fsp_of(col))
+    if b == "year":
+        return rng.randint(1970, 2155)
+    if b == "enum":
+        return rng.choice(col.members)
+    if b == "set":
+        return ",".join(m for m in col.members if rng.random() < 0.5)
+    if b == "bit":
+        return rng.randrange(1 << min(col.length or 1, 63))
+    if b == "json":
+        return rng.choice(['{"a": 1}', "[1, 2]", '{"k": "v<>&"}', "null", '"s"'])
+    return str(rng.randrange(10**6))
+
+
+_UNIQUE = [0]
+
+
+def _unique_value(col: Column, rng: random.Random) -> Any:
+    """A fresh value for a unique-key column (unique keys must stay unique upstream)."""
+    _UNIQUE[0] += 1
+    n = _UNIQUE[0]
+    b = V.base_of(col)
+    if b in ("tinyint", "smallint", "mediumint", "int", "bigint"):
+        return n
+    if V.is_binary(col):
+        return n.to_bytes(4, "big")
+    return f"u{n}-{rng.randrange(1000)}"
+
+
+def _col_value(schema: TableSchema, col: Column, rng: random.Random) -> Any:
+    hk = schema.handle_key()
+    if col.name not in hk and any(col.name in uk for uk in schema.unique_keys):
+        return _unique_value(col, rng)
+    return gen_value(col, rng)
+
+
+def _new_row(schema: TableSchema, rng: random.Random, key: tuple) -> dict[str, Any]:
+    hk = schema.handle_key()
+    row = {c.name: _col_value(schema, c, rng) for c in schema.columns}
+    row.update(dict(zip(hk, key, strict=True)))
+    return row
+
+
+def _gen_key(schema: TableSchema, rng: random.Random, space: int) -> tuple:
+    out = []
+    for k in schema.handle_key():
+        c = schema.column(k)
+        assert c is not None
+        b = V.base_of(c)
+        if b in ("tinyint", "smallint", "mediumint", "int", "bigint"):
+            out.append(
+                rng.randint(1, space if len(schema.handle_key()) == 1 else max(2, space // 5))
+            )
+        else:
+            out.append(gen_value(c.with_(nullable=False), rng))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------
+# History
+
+
+def generate(config: HistoryConfig | None = None) -> History:
+    cfg = config or HistoryConfig()
+    rng = random.Random(cfg.seed)
+    _UNIQUE[0] = 0  # deterministic per call
+    tables = list(cfg.tables or default_tables())
+    schemas = {t.qualified: t for t in tables}
+    initial = dict(schemas)
+    live: dict[str, dict[tuple, dict[str, Any]]] = {q: {} for q in schemas}
+    deleted: dict[str, list[tuple]] = {q: [] for q in schemas}
+    steps: list[Step] = []
+    ms = cfg.start_ms
+    last_ts = 0
+    due: list[tuple[int, int, int]] = []  # (txn index, partition, watermark)
+    last_due = dict.fromkeys(range(cfg.partitions), 0)
+    ddl_at = sorted(
+        rng.sample(
+            range(cfg.transactions // 4, cfg.transactions),
+            k=min(cfg.ddl_count, cfg.transactions // 2),
+        )
+    )
+    added = 0
+
+    def partition_of(ch: RowChange) -> int:
+        if cfg.dispatch == "index-value":
+            return index_value_partition(ch, cfg.partitions)
+        return table_partition(ch.schema.db, ch.schema.table, cfg.partitions)
+
+    for i in range(cfg.transactions):
+        for item in [d for d in due if d[0] <= i]:
+            due.remove(item)
+            steps.append(Step("watermark", item[2], partition=item[1]))
+        ms += rng.randint(1, 40)
+        ts = make_tso(ms, rng.randrange(1 << 18))
+        if i in ddl_at:
+            q = rng.choice(sorted(schemas))
+            s = schemas[q]
+            droppable = [
+                c
+                for c in s.columns
+                if c.nullable and c.name not in s.handle_key() and c.name.startswith("c_added")
+            ]
+            if droppable and cfg.allow_drop_column and rng.random() < 0.5:
+                c = droppable[0]
+                new = s.with_(columns=tuple(x for x in s.columns if x.name != c.name))
+                sql = f"ALTER TABLE `{s.db}`.`{s.table}` DROP COLUMN `{c.name}`"
+                action = 6
+            else:
+                added += 1
+                c = Column(
+                    f"c_added{added}",
+                    "varchar",
+                    length=20,
+                    nullable=True,
+                    has_default=True,
+                    default=f"d{added}",
+                )
+                new = s.with_(columns=(*s.columns, c))
+                sql = f"ALTER TABLE `{s.db}`.`{s.table}` ADD COLUMN `{c.name}` varchar(20) DEFAULT 'd{added}'"
+                action = 5
+            schemas[q] = new
+            for r in live[q].values():
+                for col in new.columns:
+                    r.setdefault(col.name, V.default_value(col))
+                for gone in set(r) - set(new.column_names()):
+                    r.pop(gone)
+            steps.append(Step("ddl", ts, ddl=DdlChange(s.db, s.table, sql, action, ts, new)))
+            last_ts = ts
+            ms += 1
+            ts = make_tso(ms, rng.randrange(1 << 18))
+        changes: list[RowChange] = []
+        touched: set[tuple[str, tuple]] = set()
+        for _ in range(rng.randint(1, cfg.max_rows_per_txn)):
+            q = rng.choice(sorted(schemas))
+            s = schemas[q]
+            rows = live[q]
+            r = rng.random()
+            free_keys = [k for k in rows if (q, k) not in touched]
+            rest = (
+                (r - cfg.p_insert) / (1 - cfg.p_insert) * 0.55 + 0.45 if r >= cfg.p_insert else 0.0
+            )
+            if r < cfg.p_insert or not free_keys:
+                # insert: sometimes re-insert a deleted key
+                if deleted[q] and rng.random() < 0.4:
+                    key = deleted[q].pop(rng.randrange(len(deleted[q])))
+                else:
+                    key = _gen_key(s, rng, cfg.key_space)
+                if key in rows or (q, key) in touched:
+                    continue
+                row = _new_row(s, rng, key)
+                rows[key] = row
+                touched.add((q, key))
+                changes.append(RowChange(s, OP_I, None, dict(row), ts))
+            elif rest < 0.75:
+                key = rng.choice(free_keys)
+                old = rows[key]
+                new = dict(old)
+                hk = s.handle_key()
+                for c in s.columns:
+                    if c.name not in hk and rng.random() < 0.4:
+                        new[c.name] = _col_value(s, c, rng)
+                rows[key] = new
+                touched.add((q, key))
+                changes.append(RowChange(s, OP_U, dict(old), dict(new), ts))
+            elif rest < 0.9:
+                key = rng.choice(free_keys)
+                old = rows.pop(key)
+                deleted[q].append(key)
+                touched.add((q, key))
+                changes.append(RowChange(s, OP_D, dict(old), None, ts))
+            else:
+                # key move: an UPDATE of the primary key (TiCDC splits it, codec facts 0.4)
+                key = rng.choice(free_keys)
+                new_key = _gen_key(s, rng, cfg.key_space * 2)
+                if new_key in rows or (q, new_key) in touched:
+                    continue
+                old = rows.pop(key)
+                new = dict(old)
+                new.update(dict(zip(s.handle_key(), new_key, strict=True)))
+                rows[new_key] = new
+                deleted[q].append(key)
+                touched.update({(q, key), (q, new_key)})
+                changes.append(RowChange(s, OP_U, dict(old), dict(new), ts))
+        if not changes:
+            continue
+        evs = tuple((ch, partition_of(ch)) for ch in transaction_events(changes))
+        steps.append(Step("txn", ts, events=evs))
+        last_ts = ts
+        if (i + 1) % cfg.watermark_every == 0:
+            for p in range(cfg.partitions):
+                at = max(i + 1 + rng.randint(0, cfg.max_watermark_delay), last_due[p])
+                last_due[p] = at
+                due.append((at, p, last_ts))
+    # watermarks still "in flight" at the end never arrive: some partitions lag behind
+    return History(cfg, initial, steps)
+
+
+@dataclass
+class EncodedHistory:
+    protocol: str
+    topic: str
+    partitions: int
+    records: list[Record]  # emission order; offsets rise per partition
+    resolved_ts: int | None  # None: no watermarks (Canal-JSON without the TiDB extension)
+    truth: dict[str, list[dict[str, Any]]]
+    schemas: dict[str, TableSchema]
+    replays: int = 0
+    options: EncoderOptions = field(default_factory=EncoderOptions)
+
+    def by_partition(self) -> dict[int, list[Record]]:
+        out: dict[int, list[Record]] = {p: [] for p in range(self.partitions)}
+        for r in self.records:
+            out[r.partition].append(r)
+        return out
+
+    def chunks(self, n: int) -> list[list[Record]]:
+        """The stream cut into `n` consecutive pieces (for many-small-runs tests)."""
+        size = max(1, -(-len(self.records) // n))
+        return [self.records[i : i + size] for i in range(0, len(self.records), size)]
+
+
+def encode(
+    history: History,
+    protocol: str,
+    topic: str,
+    options: EncoderOptions | None = None,
+    seed: int | None = None,
+) -> EncodedHistory:
+    """Encode a history for one protocol, with at-least-once replays after watermarks."""
+    opts = options or EncoderOptions()
+    cfg = history.config
+    rng = random.Random(f"{cfg.seed if seed is None else seed}/{protocol}/replay")
+    prod = TopicProducer(topic, cfg.partitions, make_encoder(protocol, opts))
+    replays = 0
+    for s in history.steps:
+        if s.kind == "txn":
+            for ch, p in s.events:
+                prod.send_row(ch, p)
+        elif s.kind == "ddl":
+            assert s.ddl is not None
+            prod.send_ddl(s.ddl)
+        else:
+            assert s.partition is not None
+            prod.send_watermark(s.commit_ts, [s.partition])
+            nxt = prod.next_offset(s.partition)
+            if nxt > 2 and rng.random() < cfg.replay_probability:
+                first = rng.randint(max(0, nxt - 8), nxt - 2)
+                last = rng.randint(first, nxt - 1)
+                replays += prod.replay(s.partition, first, last, kinds={"row", "watermark"})
+    prod.flush()
+    has_wm = protocol == "open-protocol" or opts.enable_tidb_extension
+    resolved = history.resolved_ts() if has_wm else None
+    truth, schemas = history.truth(resolved)
+    return EncodedHistory(
+        protocol, topic, cfg.partitions, prod.records, resolved, truth, schemas, replays, opts
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Truth as JSON (for expected/*.json files)
+
+
+def json_value(col: Column | None, v: Any) -> Any:
+    """A logical value as the JSON the engine's final table should hold (DESIGN §2 Types):
+    decimals as strings, dates ISO, DATETIME `YYYY-MM-DD HH:MM:SS[.ffffff]`, TIMESTAMP as a
+    UTC instant `...Z`, binary as base64, SET as names in definition order, BIT(1) bool."""
+    import base64
+
+    if v is None or col is None:
+        return v
+    b = V.base_of(col)
+    if isinstance(v, Decimal):
+        return V.fmt_decimal(v, int(col.scale or 0))
+    if isinstance(v, (bytes, bytearray)):
+        return base64.b64encode(bytes(v)).decode()
+    if b == "timestamp" and isinstance(v, dt.datetime):
+        u = v if v.tzinfo is None else v.astimezone(V.UTC).replace(tzinfo=None)
+        return u.isoformat(timespec="microseconds") + "Z"
+    if isinstance(v, dt.datetime):
+        return v.isoformat(sep=" ", timespec="microseconds")
+    if isinstance(v, dt.date):
+        return v.isoformat()
+    if b == "set":
+        names = {n.lower() for n in V.set_names(v)}
+        return ",".join(m for m in col.members if m.lower() in names)
+    if b == "bit" and (col.length or 1) == 1:
+        return bool(v)
+    if isinstance(v, dt.timedelta):
+        return V.fmt_time(v, 6)
+    return v
+
+
+def truth_json(rows: list[dict[str, Any]], schema: TableSchema) -> list[dict[str, Any]]:
+    return [
+        {k: json_value(schema.column(k), v) if k != "_commit_ts" else v for k, v in r.items()}
+        for r in rows
+    ]
