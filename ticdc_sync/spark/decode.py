@@ -1,0 +1,537 @@
+"""Envelope decoding in Spark: Kafka records (RECORD_SCHEMA) to staged events (EVENT_SCHEMA).
+
+`decode_records(records, source)` is one lazy DataFrame transformation; nothing is
+collected. Canal-JSON and Debezium are parsed by Spark's `from_json` with fixed envelope
+schemas (column values as MAP<STRING,STRING>: Spark renders non-string JSON tokens as
+their text, so values stay raw as the event conventions in `ticdc_sync.events` require).
+Open Protocol's binary batch framing (codec facts 2.1) is split by an Arrow-vectorized
+`mapInArrow` function into per-event JSON texts, which `from_json` then parses.
+
+Every record yields at least one event row; a record that cannot be decoded becomes a
+`bad` event with the reason and its raw key/value. Typed value conversion is not done
+here (see `ticdc_sync.codecs`). This module must not apply, order or deduplicate events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from ticdc_sync import events
+from ticdc_sync.model import Protocol, Source
+
+# ---------------------------------------------------------------------------- reasons
+
+HANDLE_KEY_ONLY = (
+    "message carries only the handle-key columns (TiCDC large-message-handle-option="
+    "handle-key-only): the row must be re-read from TiDB, which ticdc-sync does not do; "
+    "raise max-message-bytes on the changefeed sink and the Kafka topic so that rows fit, "
+    "and re-sync the table"
+)
+CLAIM_CHECK = (
+    "claim-check message (TiCDC large-message-handle-option=claim-check): reading the "
+    "full row from the claim-check storage is not supported yet; raise max-message-bytes "
+    "on the changefeed sink and the Kafka topic, and re-sync the table"
+)
+
+
+def _e(sql: str) -> Column:
+    return F.expr(sql)
+
+
+def _lit_null(typ: str) -> Column:
+    return F.lit(None).cast(typ)
+
+
+def _dup_keys(m: str) -> str:
+    """SQL: the map has duplicate keys (JSON objects may repeat a name; Spark keeps both)."""
+    return f"({m} IS NOT NULL AND size(map_keys({m})) != size(array_distinct(map_keys({m}))))"
+
+
+def _finish(df: DataFrame) -> DataFrame:
+    """Select exactly EVENT_SCHEMA; keep raw bytes only for bad events; error only for bad."""
+    bad = F.col("kind") == events.KIND_BAD
+    cols = []
+    for name, typ in events.EVENT_FIELDS:
+        if name == "raw_key":
+            c = F.when(bad, F.col("key"))
+        elif name == "raw_value":
+            c = F.when(bad, F.col("value"))
+        elif name == "kafka_ts":
+            c = F.col("timestamp")
+        elif name == "error":
+            c = F.when(bad, F.col("error"))
+        elif name in ("topic", "partition", "offset", "kind", "idx"):
+            c = F.col(name)
+        else:
+            # A bad event keeps only its position and whatever identifies it.
+            keep = name in ("commit_ts", "exact_ts", "db", "tbl")
+            c = F.col(name) if keep else F.when(~bad, F.col(name))
+        cols.append(c.cast(typ).alias(name))
+    return df.select(*cols)
+
+
+def _kind(error: str, kind_sql: str) -> str:
+    return f"CASE WHEN ({error}) IS NOT NULL THEN '{events.KIND_BAD}' ELSE {kind_sql} END"
+
+
+# ---------------------------------------------------------------------------- Canal-JSON
+
+CANAL_SCHEMA = (
+    "id BIGINT, database STRING, table STRING, pkNames ARRAY<STRING>, isDdl BOOLEAN, "
+    "type STRING, es BIGINT, ts BIGINT, sql STRING, mysqlType MAP<STRING,STRING>, "
+    "data ARRAY<MAP<STRING,STRING>>, old ARRAY<MAP<STRING,STRING>>, "
+    "_tidb STRUCT<commitTs: BIGINT, watermarkTs: BIGINT, onlyHandleKey: BOOLEAN, "
+    "claimCheckLocation: STRING>, _corrupt_record STRING"
+)
+
+_JSON_BAD = (
+    "CASE WHEN get_json_object(v, '$') IS NULL THEN 'invalid JSON: not a JSON document' "
+    "WHEN NOT startswith(ltrim(v), '{{') THEN 'invalid {p}: the value is JSON but not an object' "
+    "ELSE 'invalid {p}: a field has the wrong JSON type or the JSON is malformed' END"
+)
+
+
+def _decode_canal(records: DataFrame) -> DataFrame:
+    # Trailing whitespace/CRLF tolerated (tiflow #11707): from_json ignores it.
+    df = records.withColumn("v", F.expr("CAST(value AS STRING)")).withColumn(
+        "j", F.from_json("v", CANAL_SCHEMA, {"mode": "PERMISSIVE"})
+    )
+    is_row = "j.type IN ('INSERT', 'UPDATE', 'DELETE') AND NOT coalesce(j.isDdl, false)"
+    df = df.withColumn("is_row", _e(f"coalesce({is_row}, false)"))
+    # One event per element of `data` (several rows per message in Alibaba Canal, facts 1.1).
+    df = df.select(
+        "*", F.posexplode_outer(F.when(F.col("is_row"), F.col("j.data"))).alias("idx", "d")
+    )
+    df = df.withColumn("idx", F.coalesce("idx", F.lit(0)))
+    df = df.withColumn("o", _e("try_element_at(j.old, idx + 1)"))
+    wm = "j.type = 'TIDB_WATERMARK'"
+    ddl = "coalesce(j.isDdl, false)"
+    commit = "coalesce(j._tidb.commitTs, shiftleft(j.es, 18))"
+    error = f"""CASE
+      WHEN value IS NULL OR length(value) = 0 THEN 'empty Kafka value: not a Canal-JSON message'
+      WHEN j IS NULL THEN 'blank Kafka value: not a Canal-JSON message'
+      WHEN j._corrupt_record IS NOT NULL THEN {_JSON_BAD.format(p="Canal-JSON")}
+      WHEN j.type IS NULL THEN 'invalid Canal-JSON: missing field type'
+      WHEN coalesce(j._tidb.onlyHandleKey, false) THEN '{HANDLE_KEY_ONLY}'
+      WHEN j._tidb.claimCheckLocation IS NOT NULL
+        THEN concat('{CLAIM_CHECK} (location ', j._tidb.claimCheckLocation, ')')
+      WHEN {wm} THEN IF(j._tidb.watermarkTs IS NULL,
+        'Canal-JSON TIDB_WATERMARK without _tidb.watermarkTs', NULL)
+      WHEN {ddl} THEN CASE
+        WHEN j.sql IS NULL THEN 'Canal-JSON DDL without sql'
+        WHEN {commit} IS NULL THEN 'Canal-JSON DDL without _tidb.commitTs or es' END
+      WHEN is_row THEN CASE
+        WHEN d IS NULL THEN concat('Canal-JSON ', j.type, ' without data')
+        WHEN j.database IS NULL OR j.table IS NULL OR j.table = ''
+          THEN 'Canal-JSON row event without database/table'
+        WHEN {commit} IS NULL THEN 'Canal-JSON row event without _tidb.commitTs or es'
+        WHEN {_dup_keys("d")} OR {_dup_keys("o")} THEN 'Canal-JSON row repeats a column name'
+        WHEN j.type = 'UPDATE' AND o IS NULL
+          THEN 'Canal-JSON UPDATE without the old row for this data element' END
+      ELSE concat('unknown Canal-JSON type ', j.type) END"""
+    df = df.withColumn("error", _e(error))
+    kind = (
+        f"CASE WHEN {wm} THEN '{events.KIND_WATERMARK}' WHEN {ddl} THEN '{events.KIND_DDL}' "
+        f"ELSE '{events.KIND_ROW}' END"
+    )
+    df = df.withColumn("kind", _e(_kind("error", kind)))
+    # UPDATE: a partial `old` (Alibaba Canal, only-output-updated-columns, content-compatible)
+    # is completed from `data`; a key present with null means "changed from NULL" (facts 1.5).
+    fill = "transform_values(d, (k, x) -> IF(map_contains_key(o, k), o[k], x))"
+    return _finish(
+        df.select(
+            "topic",
+            "partition",
+            "offset",
+            "timestamp",
+            "key",
+            "value",
+            "idx",
+            "kind",
+            "error",
+            _e(f"IF({wm}, j._tidb.watermarkTs, {commit})").alias("commit_ts"),
+            _e(f"{wm} OR j._tidb.commitTs IS NOT NULL").alias("exact_ts"),
+            _e("nullif(j.database, '')").alias("db"),
+            _e("nullif(j.table, '')").alias("tbl"),
+            _e(
+                "CASE j.type WHEN 'INSERT' THEN 'I' WHEN 'UPDATE' THEN 'U' WHEN 'DELETE' THEN 'D' END"
+            ).alias("op"),
+            _e(f"CASE j.type WHEN 'UPDATE' THEN {fill} WHEN 'DELETE' THEN d END").alias("before"),
+            _e("IF(j.type IN ('INSERT', 'UPDATE'), d, NULL)").alias("after"),
+            _e("IF(is_row, j.mysqlType, NULL)").alias("col_meta"),
+            _e("IF(is_row, j.pkNames, NULL)").alias("pk_names"),
+            _e(f"IF({ddl}, j.sql, NULL)").alias("ddl_sql"),
+            _e(f"IF({ddl}, j.type, NULL)").alias("ddl_hint"),
+            _lit_null("STRING").alias("table_changes"),
+        ).withColumn("op", _e("IF(kind = 'row', op, NULL)"))
+    )
+
+
+# ---------------------------------------------------------------------------- Debezium
+
+_DBZ_PAYLOAD_FIELDS = (
+    ("before", "MAP<STRING,STRING>"),
+    ("after", "MAP<STRING,STRING>"),
+    ("source", "STRUCT<db: STRING, table: STRING, commit_ts: BIGINT, ts_ms: BIGINT>"),
+    ("op", "STRING"),
+    ("ts_ms", "BIGINT"),
+    ("ddl", "STRING"),
+    ("databaseName", "STRING"),
+    ("tableChanges", "STRING"),
+)
+_DBZ_PAYLOAD = ", ".join(f"{n}: {t}" for n, t in _DBZ_PAYLOAD_FIELDS)
+# With schema: {"schema":..., "payload":...}; without (debezium-disable-schema, plain
+# connector with schemas.enable=false): the payload fields at the top level.
+DEBEZIUM_SCHEMA = (
+    "schema STRUCT<name: STRING, fields: ARRAY<STRUCT<field: STRING, fields: ARRAY<STRING>>>>, "
+    f"payload STRUCT<{_DBZ_PAYLOAD}>, "
+    + ", ".join(f"{n} {t}" for n, t in _DBZ_PAYLOAD_FIELDS)
+    + ", _corrupt_record STRING"
+)
+
+
+def _decode_debezium(records: DataFrame) -> DataFrame:
+    df = records.withColumn("v", F.expr("CAST(value AS STRING)")).withColumn(
+        "j", F.from_json("v", DEBEZIUM_SCHEMA, {"mode": "PERMISSIVE"})
+    )
+    bare = "named_struct(" + ", ".join(f"'{n}', j.{n}" for n, _ in _DBZ_PAYLOAD_FIELDS) + ")"
+    df = df.withColumn("p", _e(f"IF(j.payload IS NOT NULL, j.payload, {bare})"))
+    # Field schemas of the row image (the "after" or "before" struct) as compact JSON text.
+    df = df.withColumn(
+        "fs",
+        _e(
+            "coalesce(filter(j.schema.fields, x -> x.field = 'after')[0].fields, "
+            "filter(j.schema.fields, x -> x.field = 'before')[0].fields)"
+        ),
+    )
+    df = df.withColumn("fnames", _e("transform(fs, x -> get_json_object(x, '$.field'))"))
+    meta_ok = "fs IS NOT NULL AND NOT exists(fnames, x -> x IS NULL) AND size(array_distinct(fnames)) = size(fnames)"
+    df = df.withColumn("col_meta", _e(f"IF({meta_ok}, map_from_arrays(fnames, fs), NULL)"))
+    df = df.withColumn("kobj", _e("from_json(CAST(key AS STRING), 'MAP<STRING,STRING>')"))
+    df = df.withColumn(
+        "pk_names",
+        _e(
+            "IF(map_contains_key(kobj, 'payload'), "
+            "map_keys(from_json(kobj['payload'], 'MAP<STRING,STRING>')), map_keys(kobj))"
+        ),
+    )
+    tombstone = "value IS NULL OR length(value) = 0"
+    op = "p.op"
+    is_row = f"{op} IN ('c', 'r', 'u', 'd')"
+    is_ddl = f"{op} IS NULL AND p.ddl IS NOT NULL"
+    # Plain Debezium MySQL connector: no commit_ts; its binlog time in ms (events conventions).
+    commit = "coalesce(p.source.commit_ts, shiftleft(coalesce(p.source.ts_ms, p.ts_ms), 18))"
+    error = f"""CASE
+      WHEN {tombstone} THEN NULL
+      WHEN j IS NULL THEN 'blank Kafka value: not a Debezium message'
+      WHEN j._corrupt_record IS NOT NULL THEN {_JSON_BAD.format(p="Debezium JSON")}
+      WHEN {op} = 'm' THEN IF(p.source.commit_ts IS NULL,
+        'Debezium watermark (op m) without source.commit_ts', NULL)
+      WHEN {is_ddl} THEN IF({commit} IS NULL, 'Debezium DDL without source.commit_ts', NULL)
+      WHEN {op} IS NULL THEN 'not a Debezium change event: no op and no ddl field'
+      WHEN {is_row} THEN CASE
+        WHEN {op} IN ('c', 'r', 'u') AND p.after IS NULL
+          THEN concat('Debezium op ', {op}, ' without after')
+        WHEN {op} = 'd' AND p.before IS NULL THEN 'Debezium op d without before'
+        WHEN p.source.db IS NULL OR p.source.table IS NULL OR p.source.table = ''
+          THEN 'Debezium row event without source.db/source.table'
+        WHEN {commit} IS NULL THEN 'Debezium row event without source.commit_ts or ts_ms'
+        WHEN {_dup_keys("p.before")} OR {_dup_keys("p.after")}
+          THEN 'Debezium row repeats a column name' END
+      ELSE concat('unknown Debezium op ', {op}) END"""
+    df = df.withColumn("error", _e(error))
+    kind = (
+        f"CASE WHEN {tombstone} THEN '{events.KIND_EMPTY}' "
+        f"WHEN {op} = 'm' THEN '{events.KIND_WATERMARK}' "
+        f"WHEN {is_ddl} THEN '{events.KIND_DDL}' ELSE '{events.KIND_ROW}' END"
+    )
+    df = df.withColumn("kind", _e(_kind("error", kind)))
+    row = "kind = 'row'"
+    return _finish(
+        df.select(
+            "topic",
+            "partition",
+            "offset",
+            "timestamp",
+            "key",
+            "value",
+            F.lit(0).alias("idx"),
+            "kind",
+            "error",
+            _e(f"IF(kind = 'watermark', p.source.commit_ts, {commit})").alias("commit_ts"),
+            _e("p.source.commit_ts IS NOT NULL").alias("exact_ts"),
+            _e("nullif(coalesce(p.source.db, p.databaseName), '')").alias("db"),
+            _e("nullif(p.source.table, '')").alias("tbl"),
+            _e(
+                f"IF({row}, CASE {op} WHEN 'c' THEN 'I' WHEN 'r' THEN 'I' "
+                "WHEN 'u' THEN 'U' WHEN 'd' THEN 'D' END, NULL)"
+            ).alias("op"),
+            _e(f"IF({row} AND {op} IN ('u', 'd'), p.before, NULL)").alias("before"),
+            _e(f"IF({row} AND {op} != 'd', p.after, NULL)").alias("after"),
+            _e(f"IF({row}, col_meta, NULL)").alias("col_meta"),
+            _e(f"IF({row}, pk_names, NULL)").alias("pk_names"),
+            _e("IF(kind = 'ddl', p.ddl, NULL)").alias("ddl_sql"),
+            _e("IF(kind = 'ddl', 'debezium', NULL)").alias("ddl_hint"),
+            _e("IF(kind = 'ddl', p.tableChanges, NULL)").alias("table_changes"),
+        )
+    )
+
+
+# ---------------------------------------------------------------------------- Open Protocol
+
+SPLIT_SCHEMA = (
+    "topic STRING, partition INT, offset BIGINT, timestamp BIGINT, key BINARY, value BINARY, "
+    "idx INT, ev_key STRING, ev_value STRING, frame_error STRING"
+)
+_U64 = 8
+
+
+def _frames(buf: bytes, start: int, what: str) -> tuple[list[bytes], str | None]:
+    """Length-prefixed frames ([uint64 BE length][bytes]) from `start` (codec facts 2.1)."""
+    out: list[bytes] = []
+    pos, n = start, len(buf)
+    while pos < n:
+        if n - pos < _U64:
+            return (
+                out,
+                f"truncated Open Protocol {what}: {n - pos} bytes left where an 8-byte length was expected at byte {pos}",
+            )
+        length = int.from_bytes(buf[pos : pos + _U64], "big")
+        pos += _U64
+        if length > n - pos:
+            return out, (
+                f"truncated Open Protocol {what}: frame {len(out)} claims {length} bytes "
+                f"but only {n - pos} remain"
+            )
+        out.append(buf[pos : pos + length])
+        pos += length
+    return out, None
+
+
+def split_open_protocol(
+    key: bytes | None, value: bytes | None
+) -> list[tuple[int, str | None, str | None, str | None]]:
+    """One Kafka record -> [(idx, event key JSON, event value JSON, error)], never empty.
+
+    An empty batch yields one row with no key and no error (kind `empty`). A framing error
+    yields one row carrying the error for the whole record.
+    """
+    if key is None:
+        return [
+            (
+                0,
+                None,
+                None,
+                "Open Protocol record without a Kafka key (the key carries the version and event keys)",
+            )
+        ]
+    if len(key) < _U64:
+        return [
+            (
+                0,
+                None,
+                None,
+                f"Open Protocol key is {len(key)} bytes, shorter than the 8-byte version header",
+            )
+        ]
+    version = int.from_bytes(key[:_U64], "big")
+    if version != 1:
+        return [(0, None, None, f"unsupported Open Protocol batch version {version} (expected 1)")]
+    keys, kerr = _frames(key, _U64, "key")
+    if kerr:
+        return [(0, None, None, kerr)]
+    values, verr = _frames(value or b"", 0, "value")
+    if verr:
+        return [(0, None, None, verr)]
+    if len(keys) != len(values):
+        return [
+            (
+                0,
+                None,
+                None,
+                f"Open Protocol key has {len(keys)} events but the value has {len(values)}",
+            )
+        ]
+    if not keys:
+        return [(0, None, None, None)]
+    out: list[tuple[int, str | None, str | None, str | None]] = []
+    for i, (k, v) in enumerate(zip(keys, values, strict=True)):
+        try:
+            ks = k.decode("utf-8")
+        except UnicodeDecodeError:
+            out.append((i, None, None, f"Open Protocol event {i}: key is not UTF-8 JSON"))
+            continue
+        try:
+            vs = v.decode("utf-8")
+        except UnicodeDecodeError:
+            out.append(
+                (
+                    i,
+                    ks,
+                    None,
+                    f"Open Protocol event {i}: value is not UTF-8 JSON (compressed with "
+                    "large-message-handle-compression? that is not supported; set it to none)",
+                )
+            )
+            continue
+        out.append((i, ks, vs, None))
+    return out
+
+
+def _split_batches(batches: Iterator) -> Iterator:
+    """mapInArrow body: split every record of each Arrow batch into per-event rows."""
+    import pyarrow as pa
+
+    out_schema = pa.schema(
+        [
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("timestamp", pa.int64()),
+            ("key", pa.binary()),
+            ("value", pa.binary()),
+            ("idx", pa.int32()),
+            ("ev_key", pa.string()),
+            ("ev_value", pa.string()),
+            ("frame_error", pa.string()),
+        ]
+    )
+    for rb in batches:
+        cols = {
+            name: rb.column(name).to_pylist()
+            for name in ("topic", "partition", "offset", "timestamp", "key", "value")
+        }
+        acc: dict[str, list] = {f.name: [] for f in out_schema}
+        for r in range(rb.num_rows):
+            k, v = cols["key"][r], cols["value"][r]
+            for idx, ek, ev, err in split_open_protocol(k, v):
+                acc["topic"].append(cols["topic"][r])
+                acc["partition"].append(cols["partition"][r])
+                acc["offset"].append(cols["offset"][r])
+                acc["timestamp"].append(cols["timestamp"][r])
+                acc["key"].append(k)
+                acc["value"].append(v)
+                acc["idx"].append(idx)
+                acc["ev_key"].append(ek)
+                acc["ev_value"].append(ev)
+                acc["frame_error"].append(err)
+        yield pa.RecordBatch.from_pydict(acc, schema=out_schema)
+
+
+OPEN_KEY_SCHEMA = (
+    "ts BIGINT, scm STRING, tbl STRING, rid BIGINT, ptn BIGINT, t INT, ohk BOOLEAN, "
+    "ccl STRING, _corrupt_record STRING"
+)
+_OPEN_COL = "MAP<STRING, STRUCT<t: INT, h: BOOLEAN, f: BIGINT, v: STRING>>"
+OPEN_VALUE_SCHEMA = (
+    f"u {_OPEN_COL}, p {_OPEN_COL}, d {_OPEN_COL}, q STRING, t INT, _corrupt_record STRING"
+)
+
+
+def _decode_open(records: DataFrame) -> DataFrame:
+    df = records.select("topic", "partition", "offset", "timestamp", "key", "value").mapInArrow(
+        _split_batches, SPLIT_SCHEMA
+    )
+    df = df.withColumn("k", F.from_json("ev_key", OPEN_KEY_SCHEMA, {"mode": "PERMISSIVE"}))
+    df = df.withColumn(
+        "w",
+        _e(
+            f"IF(k.t IN (1, 2), from_json(ev_value, '{OPEN_VALUE_SCHEMA}', map('mode', 'PERMISSIVE')), NULL)"
+        ),
+    )
+    empty = "ev_key IS NULL AND frame_error IS NULL"
+    img = "coalesce(w.u, w.d)"
+    error = f"""CASE
+      WHEN frame_error IS NOT NULL THEN frame_error
+      WHEN {empty} THEN NULL
+      WHEN k IS NULL OR k._corrupt_record IS NOT NULL
+        THEN concat('Open Protocol event ', idx, ': key is not a valid JSON object')
+      WHEN k.t IS NULL THEN concat('Open Protocol event ', idx, ': key without t (message type)')
+      WHEN coalesce(k.ohk, false) THEN '{HANDLE_KEY_ONLY}'
+      WHEN k.ccl IS NOT NULL THEN concat('{CLAIM_CHECK} (location ', k.ccl, ')')
+      WHEN k.t = 3 THEN IF(k.ts IS NULL, 'Open Protocol resolved event without ts', NULL)
+      WHEN k.t NOT IN (1, 2) THEN concat('unknown Open Protocol message type t=', k.t)
+      WHEN w IS NULL OR w._corrupt_record IS NOT NULL
+        THEN concat('Open Protocol event ', idx, ': value is not a valid JSON object of the expected shape')
+      WHEN k.ts IS NULL THEN concat('Open Protocol event ', idx, ': key without ts')
+      WHEN k.t = 2 THEN IF(w.q IS NULL, 'Open Protocol DDL event without q', NULL)
+      WHEN {img} IS NULL THEN 'Open Protocol row event without u or d'
+      WHEN w.u IS NOT NULL AND w.d IS NOT NULL THEN 'Open Protocol row event with both u and d'
+      WHEN k.scm IS NULL OR k.tbl IS NULL OR k.tbl = '' THEN 'Open Protocol row event without scm/tbl'
+      WHEN {_dup_keys("w.u")} OR {_dup_keys("w.p")} OR {_dup_keys("w.d")}
+        THEN 'Open Protocol row repeats a column name' END"""
+    df = df.withColumn("error", _e(error))
+    kind = (
+        f"CASE WHEN {empty} THEN '{events.KIND_EMPTY}' WHEN k.t = 3 THEN '{events.KIND_WATERMARK}' "
+        f"WHEN k.t = 2 THEN '{events.KIND_DDL}' ELSE '{events.KIND_ROW}' END"
+    )
+    df = df.withColumn("kind", _e(_kind("error", kind)))
+    row = "kind = 'row'"
+    vals = "transform_values({m}, (c, x) -> x.v)"
+    # UPDATE with only-output-updated-columns: `p` holds changed columns only (facts 2.3).
+    before_u = "transform_values(w.u, (c, x) -> IF(map_contains_key(w.p, c), w.p[c].v, x.v))"
+    pk = f"map_keys(map_filter({img}, (c, x) -> (coalesce(x.f, 0) & 8) != 0))"
+    hk = f"map_keys(map_filter({img}, (c, x) -> coalesce(x.h, false) OR (coalesce(x.f, 0) & 2) != 0))"
+    return _finish(
+        df.select(
+            "topic",
+            "partition",
+            "offset",
+            "timestamp",
+            "key",
+            "value",
+            "idx",
+            "kind",
+            "error",
+            _e("k.ts").alias("commit_ts"),
+            _e("k.ts IS NOT NULL").alias("exact_ts"),
+            _e("nullif(k.scm, '')").alias("db"),
+            _e("nullif(k.tbl, '')").alias("tbl"),
+            _e(
+                f"IF({row}, CASE WHEN w.d IS NOT NULL THEN 'D' WHEN w.p IS NOT NULL THEN 'U' ELSE 'I' END, NULL)"
+            ).alias("op"),
+            _e(
+                f"IF({row}, CASE WHEN w.d IS NOT NULL THEN {vals.format(m='w.d')} "
+                f"WHEN w.p IS NOT NULL THEN {before_u} END, NULL)"
+            ).alias("before"),
+            _e(f"IF({row}, {vals.format(m='w.u')}, NULL)").alias("after"),
+            _e(
+                f"IF({row}, transform_values({img}, (c, x) -> concat(x.t, ',', coalesce(x.f, 0))), NULL)"
+            ).alias("col_meta"),
+            _e(f"IF({row}, IF(size({pk}) > 0, {pk}, {hk}), NULL)").alias("pk_names"),
+            _e("IF(kind = 'ddl', w.q, NULL)").alias("ddl_sql"),
+            _e("IF(kind = 'ddl', CAST(w.t AS STRING), NULL)").alias("ddl_hint"),
+            _lit_null("STRING").alias("table_changes"),
+        )
+    )
+
+
+# ---------------------------------------------------------------------------- entry point
+
+
+def decode_records(records: DataFrame, source: Source) -> DataFrame:
+    """Decode Kafka records (events.RECORD_SCHEMA) of `source` into events.EVENT_SCHEMA rows.
+
+    Lazy: returns a DataFrame plan; the caller decides when to evaluate or stage it.
+    """
+    missing = {"topic", "partition", "offset", "timestamp", "key", "value"} - set(records.columns)
+    if missing:
+        raise ValueError(f"records lack columns {sorted(missing)}; expected {events.RECORD_SCHEMA}")
+    recs = records.select(
+        F.col("topic").cast("STRING"),
+        F.col("partition").cast("INT"),
+        F.col("offset").cast("BIGINT"),
+        F.col("timestamp").cast("BIGINT"),
+        F.col("key").cast("BINARY"),
+        F.col("value").cast("BINARY"),
+    )
+    if source.protocol is Protocol.CANAL_JSON:
+        return _decode_canal(recs)
+    if source.protocol is Protocol.DEBEZIUM:
+        return _decode_debezium(recs)
+    if source.protocol is Protocol.OPEN_PROTOCOL:
+        return _decode_open(recs)
+    raise ValueError(f"unknown protocol {source.protocol!r}")
