@@ -85,7 +85,7 @@ def load_tables(project: Path) -> tuple[TableSchema, ...]:
     return fallback_tables()
 
 
-def build(project: Path, seed: int = 5) -> dict[str, int]:
+def build(project: Path, seed: int = 33) -> dict[str, int]:
     tables = load_tables(project)
     cfg = HistoryConfig(
         seed=seed,
