@@ -40,7 +40,10 @@ def canal(
         "old": old,
     }
     if commit_ts is not None or extra_tidb:
-        msg["_tidb"] = {**({"commitTs": commit_ts} if commit_ts is not None else {}), **(extra_tidb or {})}
+        msg["_tidb"] = {
+            **({"commitTs": commit_ts} if commit_ts is not None else {}),
+            **(extra_tidb or {}),
+        }
     return json.dumps(msg).encode()
 
 
@@ -103,13 +106,32 @@ def debezium(
     table: str = "t",
     with_schema: bool = True,
 ) -> bytes:
-    source: dict[str, Any] = {"version": "2.4.0.Final", "connector": "TiCDC", "name": "default", "ts_ms": 1700000000000, "db": db, "table": table}
+    source: dict[str, Any] = {
+        "version": "2.4.0.Final",
+        "connector": "TiCDC",
+        "name": "default",
+        "ts_ms": 1700000000000,
+        "db": db,
+        "table": table,
+    }
     if commit_ts is not None:
         source["commit_ts"] = commit_ts
-    payload = {"before": before, "after": after, "source": source, "op": op, "ts_ms": 1700000000001, "transaction": None}
+    payload = {
+        "before": before,
+        "after": after,
+        "source": source,
+        "op": op,
+        "ts_ms": 1700000000001,
+        "transaction": None,
+    }
     if not with_schema:
         return json.dumps(payload).encode()
-    value_struct = {"type": "struct", "optional": True, "name": f"default.{db}.{table}.Value", "fields": fields or []}
+    value_struct = {
+        "type": "struct",
+        "optional": True,
+        "name": f"default.{db}.{table}.Value",
+        "fields": fields or [],
+    }
     schema = {
         "type": "struct",
         "name": f"default.{db}.{table}.Envelope",

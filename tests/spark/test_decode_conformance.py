@@ -96,14 +96,24 @@ def test_canal_corpora(spark):
         ("+U", "1", "dev-a", "11"),
         ("-D", "1", "dev-a", "11"),
     ]
-    assert all(r.exact_ts is False and r.commit_ts == (json.loads((cdc / "insert.json").read_text())["es"] << 18) for r in c[2:3])
+    assert all(
+        r.exact_ts is False
+        and r.commit_ts == (json.loads((cdc / "insert.json").read_text())["es"] << 18)
+        for r in c[2:3]
+    )
     assert c[2].col_meta == {"id": "int", "device": "varchar", "value": "int"}
     assert c[2].pk_names == ["id"]
 
     expected_flink = [
         ("+I", "101", "scooter", "Small 2-wheel scooter", "3.14"),
         ("+I", "102", "car battery", "12V car battery", "8.1"),
-        ("+I", "103", "12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", "0.8"),
+        (
+            "+I",
+            "103",
+            "12-pack drill bits",
+            "12-pack of drill bits with sizes ranging from #40 to #3",
+            "0.8",
+        ),
         ("+I", "104", "hammer", "12oz carpenter's hammer", "0.75"),
         ("+I", "105", "hammer", "14oz carpenter's hammer", "0.875"),
         ("+I", "106", "hammer", None, "1.0"),
@@ -126,7 +136,13 @@ def test_canal_corpora(spark):
         ("-U", "102", "car battery", "12V car battery", "8.1"),
         ("+U", "102", "car battery", "12V car battery", "5.17"),
         ("-D", "102", "car battery", "12V car battery", "5.17"),
-        ("-D", "103", "12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", "0.8"),
+        (
+            "-D",
+            "103",
+            "12-pack drill bits",
+            "12-pack of drill bits with sizes ranging from #40 to #3",
+            "0.8",
+        ),
     ]
     cols = ["id", "name", "description", "weight"]
     assert _changelog(got["flink"], cols) == expected_flink
@@ -141,7 +157,12 @@ def test_canal_corpora(spark):
     assert [r.ddl_hint for r in st if r.kind == "ddl"] == ["QUERY", "CREATE", "ALTER"]
     log = _changelog(st, ["id", "weight"])
     assert [x[0] for x in log] == ["+I"] * 9 + ["-U", "+U", "-U", "+U", "-D"]
-    assert log[10] == ("+U", "1101", "4.56") and log[12] == ("+U", "1107", "7.88") and log[13] == ("-D", "1109", "5.3") or log[13][:2] == ("-D", "1109")
+    assert (
+        log[10] == ("+U", "1101", "4.56")
+        and log[12] == ("+U", "1107", "7.88")
+        and log[13] == ("-D", "1109", "5.3")
+        or log[13][:2] == ("-D", "1109")
+    )
 
     # RisingWave canal: partial `old` completed from `data`; two rows per message.
     rw = _changelog(got["rw"], ["id", "balance"])
@@ -167,7 +188,9 @@ def test_canal_corpora(spark):
 
 
 def _open_pair(folder: str, name: str) -> tuple[bytes, bytes]:
-    return (CORPUS / folder / "key" / name).read_bytes(), (CORPUS / folder / "value" / name).read_bytes()
+    return (CORPUS / folder / "key" / name).read_bytes(), (
+        CORPUS / folder / "value" / name
+    ).read_bytes()
 
 
 def test_open_protocol_corpora(spark):
@@ -175,7 +198,17 @@ def test_open_protocol_corpora(spark):
     for n in ["ddl_0", "ddl_1", "ddl_2", "row_0", "row_1", "row_2", "rts_0", "rts_1", "rts_2"]:
         k, v = _open_pair("tibigdata-open-protocol", n)
         recs.append(("tibig_" + n, k, v))
-    for n in ["ddl_key_0", "ddl_key_1", "ddl_key_2", "row_key_0", "row_key_1", "row_key_2", "rts_key_0", "rts_key_1", "rts_key_2"]:
+    for n in [
+        "ddl_key_0",
+        "ddl_key_1",
+        "ddl_key_2",
+        "row_key_0",
+        "row_key_1",
+        "row_key_2",
+        "rts_key_0",
+        "rts_key_1",
+        "rts_key_2",
+    ]:
         vname = n.replace("_key_", "_value_")
         k = (CORPUS / "tiflow/open-protocol-examples/key" / n).read_bytes()
         v = (CORPUS / "tiflow/open-protocol-examples/value" / vname).read_bytes()
@@ -183,13 +216,33 @@ def test_open_protocol_corpora(spark):
     # TiBigData row.json: one row value with 27 type codes, framed here.
     import struct
 
-    row_json = json.dumps(json.loads((CORPUS / "tibigdata-open-protocol/row.json").read_text())).encode()
+    row_json = json.dumps(
+        json.loads((CORPUS / "tibigdata-open-protocol/row.json").read_text())
+    ).encode()
     kj = b'{"ts":1,"scm":"a","tbl":"b","t":1}'
-    recs.append(("rowjson", struct.pack(">QQ", 1, len(kj)) + kj, struct.pack(">Q", len(row_json)) + row_json))
+    recs.append(
+        (
+            "rowjson",
+            struct.pack(">QQ", 1, len(kj)) + kj,
+            struct.pack(">Q", len(row_json)) + row_json,
+        )
+    )
     # The docs' DDL + resolved log lines (ticdc-open-protocol docs, Log 1 and 2).
     from tests.spark._encoders import open_frames
 
-    recs.append(("docs_ddl", *open_frames([({"ts": 415508856908021766, "scm": "test", "tbl": "t1", "t": 2}, {"q": "CREATE TABLE test.t1(id int primary key, val varchar(16))", "t": 3})])))
+    recs.append(
+        (
+            "docs_ddl",
+            *open_frames(
+                [
+                    (
+                        {"ts": 415508856908021766, "scm": "test", "tbl": "t1", "t": 2},
+                        {"q": "CREATE TABLE test.t1(id int primary key, val varchar(16))", "t": 3},
+                    )
+                ]
+            ),
+        )
+    )
     recs.append(("docs_rts", *open_frames([({"ts": 415508856908021766, "t": 3}, None)])))
     got = _decode(spark, Protocol.OPEN_PROTOCOL, recs)
 
@@ -203,7 +256,11 @@ def test_open_protocol_corpora(spark):
     assert d1[0].commit_ts == 423497695015731209 and d1[-1].commit_ts == 423497714284101642
     assert [r.idx for r in d1] == [0, 1, 2, 3]
     for pfx in ("tibig_", "tiflow_"):
-        for n in ("ddl_2", "row_2", "rts_2") if pfx == "tibig_" else ("ddl_key_2", "row_key_2", "rts_key_2"):
+        for n in (
+            ("ddl_2", "row_2", "rts_2")
+            if pfx == "tibig_"
+            else ("ddl_key_2", "row_key_2", "rts_key_2")
+        ):
             assert [r.kind for r in got[pfx + n]] == ["empty"], pfx + n
     r1 = got["tibig_row_1"]
     assert [(r.kind, r.op, r.db, r.tbl, r.commit_ts) for r in r1] == [
@@ -213,7 +270,11 @@ def test_open_protocol_corpora(spark):
         ("row", "I", "a", "c", 4),
     ]
     assert r1[0].after == {"col1": "aa"} and r1[0].col_meta == {"col1": "1,0"}
-    assert [(r.kind, r.commit_ts) for r in got["tibig_rts_1"]] == [("watermark", 1), ("watermark", 2), ("watermark", 3)]
+    assert [(r.kind, r.commit_ts) for r in got["tibig_rts_1"]] == [
+        ("watermark", 1),
+        ("watermark", 2),
+        ("watermark", 3),
+    ]
     assert [r.kind for r in got["tiflow_ddl_key_1"]] == ["ddl", "ddl", "ddl"]
     assert [r.after for r in got["tiflow_row_key_1"]] == [r.after for r in r1]
 
@@ -225,13 +286,22 @@ def test_open_protocol_corpora(spark):
     assert sorted(rj.pk_names) == sorted(rj.after)  # every column has "h": true
 
     assert got["docs_ddl"][0].ddl_hint == "3" and got["docs_ddl"][0].tbl == "t1"
-    assert (got["docs_rts"][0].kind, got["docs_rts"][0].commit_ts) == ("watermark", 415508856908021766)
+    assert (got["docs_rts"][0].kind, got["docs_rts"][0].commit_ts) == (
+        "watermark",
+        415508856908021766,
+    )
 
 
 def test_debezium_corpora(spark):
     recs = []
     tf = CORPUS / "tiflow/debezium-testdata"
-    recs.append(("tiflow", (tf / "datatype.dbz.key.json").read_bytes(), (tf / "datatype.dbz.json").read_bytes()))
+    recs.append(
+        (
+            "tiflow",
+            (tf / "datatype.dbz.key.json").read_bytes(),
+            (tf / "datatype.dbz.json").read_bytes(),
+        )
+    )
     for ln in _lines(CORPUS / "risingwave-kafka/debezium_log.1"):
         recs.append(("rw", None, ln))
     for ln in _lines(CORPUS / "risingwave-kafka/debezium_log_no_schema_field.1"):
@@ -242,7 +312,9 @@ def test_debezium_corpora(spark):
         recs.append(("flink_exc", None, ln))
     for ln in _lines(CORPUS / "seatunnel-kafka-e2e/debezium/debezium_data.txt"):
         recs.append(("seatunnel", None, ln))
-    fc = json.loads((CORPUS / "flink-cdc-mysql-debezium/file/debezium-data-schema-include.json").read_text())
+    fc = json.loads(
+        (CORPUS / "flink-cdc-mysql-debezium/file/debezium-data-schema-include.json").read_text()
+    )
     for k in ("expected_snapshot", "expected_binlog"):
         recs.append(("flinkcdc", None, json.dumps(fc[k]).encode()))
     recs.append(("tombstone", b'{"id":1}', None))
@@ -279,6 +351,9 @@ def test_debezium_corpora(spark):
 
     snap, binlog = got["flinkcdc"]
     assert (snap.op, binlog.op) == ("I", "U")
-    assert snap.after["timestamp_c"] == "2020-07-17T18:00:22Z" and binlog.after["timestamp_c"] == "2020-07-17T18:33:22Z"
+    assert (
+        snap.after["timestamp_c"] == "2020-07-17T18:00:22Z"
+        and binlog.after["timestamp_c"] == "2020-07-17T18:33:22Z"
+    )
     assert snap.after["big_un_c"] is not None
     assert got["tombstone"][0].kind == "empty"

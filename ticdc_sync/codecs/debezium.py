@@ -43,7 +43,7 @@ def _micro_time(col: Column, raw: str) -> str:
     v = f"try_cast(trim({raw}) AS BIGINT)"
     a = f"abs({v})"
     hms = (
-        f"concat(IF({v} < 0, '-', ''), lpad(CAST({a} DIV 3600000000 AS STRING), 2, '0'), ':', "
+        f"concat(IF({v} < 0, '-', ''), format_string('%02d', {a} DIV 3600000000), ':', "
         f"lpad(CAST(({a} DIV 60000000) % 60 AS STRING), 2, '0'), ':', "
         f"lpad(CAST(({a} DIV 1000000) % 60 AS STRING), 2, '0')"
     )
