@@ -341,7 +341,7 @@ def schema_from_debezium_table(db: str, table: str, table_json: dict[str, Any]) 
             args = [length] if length else []
         elif norm in ("decimal", "float", "double") and length and scale is not None:
             args = [length, scale]
-        elif norm == "decimal" and length or norm in ("char", "varchar", "binary", "varbinary", "bit") and length:
+        elif length and norm in ("decimal", "char", "varchar", "binary", "varbinary", "bit"):
             args = [length]
         members = [_unquote_member(m) for m in c.get("enumValues") or []]
         charset = (c.get("charsetName") or "").lower() or None

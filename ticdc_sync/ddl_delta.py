@@ -707,6 +707,11 @@ class Catalog:
 # -- Spark SQL --------------------------------------------------------------------------------
 
 
+# A TIMESTAMP_NTZ column added to an existing table needs Delta's `timestampNtz` table feature
+# enabled by hand (DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT, seen in tests/spark). Idempotent.
+_ENABLE_NTZ = "ALTER TABLE {ref} SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')"
+
+
 def delta_sql(
     change: DeltaChange, ref: str, *, column_types: dict[str, str] | None = None
 ) -> list[str]:
@@ -728,7 +733,10 @@ def delta_sql(
             col += f" COMMENT {sql_string(change.comment)}"
         if change.position is not None:
             col += " " + change.position.sql()
-        stmts = [f"ALTER TABLE {ref} ADD COLUMNS ({col})"]
+        stmts = []
+        if "TIMESTAMP_NTZ" in change.delta_type:
+            stmts.append(_ENABLE_NTZ.format(ref=ref))
+        stmts.append(f"ALTER TABLE {ref} ADD COLUMNS ({col})")
         if change.backfill_sql is not None:
             stmts.append(f"UPDATE {ref} SET {quote(change.name)} = {change.backfill_sql}")
         return stmts
@@ -738,7 +746,10 @@ def delta_sql(
         return [f"ALTER TABLE {ref} RENAME COLUMN {quote(change.old)} TO {quote(change.new)}"]
     if isinstance(change, ChangeColumnType):
         if change.change == "widen":
-            return [f"ALTER TABLE {ref} ALTER COLUMN {quote(change.name)} TYPE {change.new_type}"]
+            pre = [_ENABLE_NTZ.format(ref=ref)] if "TIMESTAMP_NTZ" in change.new_type else []
+            return pre + [
+                f"ALTER TABLE {ref} ALTER COLUMN {quote(change.name)} TYPE {change.new_type}"
+            ]
         return []  # same: nothing; narrow: the engine's `rebuild` policy rewrites the table
     if isinstance(change, MoveColumn):
         return [f"ALTER TABLE {ref} ALTER COLUMN {quote(change.name)} {change.position.sql()}"]
