@@ -186,6 +186,10 @@ log4j.logger.kafka.server.KafkaRaftServer=INFO
 """
 
 
+class _PortTaken(RuntimeError):
+    """Kafka could not bind a port."""
+
+
 class KafkaBroker:
     """One combined broker+controller (KRaft) on 127.0.0.1, in its own process group.
 
@@ -209,6 +213,11 @@ class KafkaBroker:
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="ticdc-sync-kafka-"))
         self.port = port or free_port()
         self.controller_port = controller_port or free_port()
+        # Ports we picked may be taken by someone else before Kafka binds them (the
+        # machine is shared); those, and only before the first successful start, are
+        # re-picked and the start retried.
+        self._repick_ports = port is None and controller_port is None
+        self._started_once = False
         self.extra_config = dict(extra_config or {})
         self.log_level = log_level
         self.proc: subprocess.Popen | None = None
@@ -306,7 +315,20 @@ class KafkaBroker:
         """Start the broker; return the bootstrap address once it answers requests."""
         if self.running:
             return self.bootstrap
+        for attempt in range(3):
+            try:
+                self._start_once(timeout)
+                self._started_once = True
+                return self.bootstrap
+            except _PortTaken:
+                if not self._repick_ports or self._started_once or attempt == 2:
+                    raise
+                self.port, self.controller_port = free_port(), free_port()
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout: float) -> None:
         self.format()
+        self._log_from = self.log_file.stat().st_size if self.log_file.exists() else 0
         log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child process
         try:
             self.proc = subprocess.Popen(
@@ -322,16 +344,20 @@ class KafkaBroker:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"Kafka exited with code {self.proc.returncode} while starting:\n"
-                    + self._log_tail()
+                code, self.proc = self.proc.returncode, None
+                tail = self._log_tail()
+                err = _PortTaken if "Address already in use" in tail else RuntimeError
+                raise err(
+                    f"Kafka exited with code {code} while starting ({self.log_file}):\n{tail}"
                 )
             if self._started_logged() and _api_versions_ok(self.port):
-                return self.bootstrap
+                return
             time.sleep(0.3)
         tail = self._log_tail()
         self.stop()
-        raise RuntimeError(f"Kafka did not become ready within {timeout}s:\n{tail}")
+        raise RuntimeError(
+            f"Kafka did not become ready within {timeout}s ({self.log_file}):\n{tail}"
+        )
 
     def _started_logged(self) -> bool:
         try:
@@ -343,11 +369,17 @@ class KafkaBroker:
 
     _starts_seen = 0
 
+    _log_from = 0
+
     def _log_tail(self, n: int = 30) -> str:
+        """The last `n` lines this start wrote."""
         try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-n:])
+            with open(self.log_file, "rb") as f:
+                f.seek(self._log_from)
+                text = f.read().decode(errors="replace")
         except OSError:
             return "(no log)"
+        return "\n".join(text.splitlines()[-n:])
 
     @property
     def running(self) -> bool:
