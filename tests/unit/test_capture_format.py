@@ -1,0 +1,55 @@
+"""Capture lines and resuming from existing capture files (no JVM)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ticdc_sync.errors import UserError
+from ticdc_sync.model import Defaults, Output, Project
+from ticdc_sync.spark.capture import capture, captured_next, record_line
+
+
+def test_captured_next_reads_any_layout_and_repairs_a_cut_last_line(tmp_path):
+    (tmp_path / "a.jsonl").write_text(
+        '{"offset": 4, "partition": 0}\n{"offset": 9, "partition": 2}\n\n'
+    )
+    (tmp_path / "part-0.jsonl").write_text('{"offset": 5, "partition": 0}\n{"offset": 6, "par')
+    (tmp_path / "part-1.jsonl").write_text('{"offset": 1, "partition": 1}')
+    assert captured_next(tmp_path) == {0: 6, 1: 2, 2: 10}
+    assert (tmp_path / "part-0.jsonl").read_text() == '{"offset": 5, "partition": 0}\n'
+    assert (tmp_path / "part-1.jsonl").read_text() == '{"offset": 1, "partition": 1}\n'
+
+
+def test_a_bad_line_in_the_middle_is_an_error_naming_it(tmp_path):
+    (tmp_path / "x.jsonl").write_text(
+        '{"offset": 1, "partition": 0}\nnope\n{"offset": 2, "partition": 0}\n'
+    )
+    with pytest.raises(UserError, match=r"x.jsonl:2: not a capture record"):
+        captured_next(tmp_path)
+
+
+def test_capture_needs_a_kafka_transport(tmp_path):
+    project = Project(
+        name="p",
+        root=tmp_path,
+        output=Output(name="dev"),
+        defaults=Defaults(),
+        sources=(),
+        tables=(),
+    )
+    with pytest.raises(UserError, match="files transport"):
+        capture(project, out=lambda s: None, spark=object())
+
+
+def test_line_format_is_identical_to_the_workload_writer():
+    from ticdc_sync.workload.captures import record_line as workload_line
+    from ticdc_sync.workload.encode import Record
+
+    cases = [
+        (0, 5, 1700000000123, b'{"a":1}', '{"v":"ü\\n"}'.encode()),
+        (3, 0, 0, None, None),
+        (1, 9, 1, b"\xff", b"\x00\x01"),
+        (2, 7, 2, b"text", b"\xc3"),
+    ]
+    for p, o, ts, k, v in cases:
+        assert record_line(p, o, ts, k, v) == workload_line(Record("t", p, o, ts, k, v))
