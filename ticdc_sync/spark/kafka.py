@@ -36,7 +36,8 @@ Offsets = dict[tuple[str, int], int]  # (topic, partition) -> next offset to rea
 
 # Any option whose name contains one of these may carry a secret (sasl.jaas.config holds
 # the password inline; ssl.key.password, ssl.keystore.key, sasl.oauthbearer tokens, ...).
-SECRET_MARKERS = ("password", "secret", "sasl.jaas.config", "token", "key")
+# Same words as the plan's redaction (README "Commands").
+SECRET_MARKERS = ("password", "secret", "sasl.jaas.config", "jaas", "token", "credential", "key")
 REDACTED = "****"
 
 # Spark's Kafka source manages these itself and rejects them (Spark docs: "Kafka specific
