@@ -343,7 +343,9 @@ def test_debezium_corpora(spark):
     assert [(*x[:4], float(x[4])) for x in inc] == [(*x[:4], float(x[4])) for x in exc]
     assert len(inc) == 20
     assert inc[9] == ("-U", "106", "hammer", "16oz carpenter's hammer", "1.0")
-    assert inc[-1] == ("-D", "111", "scooter", "Big 2-wheel scooter ", "5.17")
+    # FLOAT column: the file carries binary-float noise (5.170000076293945), which is raw text.
+    assert inc[-1][:4] == ("-D", "111", "scooter", "Big 2-wheel scooter ")
+    assert round(float(inc[-1][4]), 3) == 5.17
 
     st = got["seatunnel"]
     assert [(r.kind, r.op) for r in st] == [("row", "I")] * 3
