@@ -15,8 +15,8 @@ from tests.spark.conftest import spark  # noqa: F401 - the one shared SparkSessi
 @pytest.fixture(scope="session")
 def kafka_broker():
     broker = broker_module().KafkaBroker()
-    broker.start()
     try:
+        broker.start()
         yield broker
     finally:
         broker.close()
