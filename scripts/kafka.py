@@ -144,8 +144,13 @@ def free_port() -> int:
 
 
 def _cluster_id() -> str:
-    # Kafka's Uuid text form: URL-safe base64 of 16 bytes without padding.
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    # Kafka's Uuid text form: URL-safe base64 of 16 bytes without padding. One starting
+    # with "-" reads as an option to StorageTool's argument parser (1 in 64 formats failed),
+    # so, like Kafka's own Uuid.randomUuid, draw again.
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def _api_versions_ok(port: int, timeout: float = 2.0) -> bool:
