@@ -69,6 +69,8 @@ TARGET_PROPERTIES = {
     "delta.columnMapping.mode": "name",
     "delta.enableTypeWidening": "true",
     "delta.feature.allowColumnDefaults": "supported",
+    # DATETIME maps to TIMESTAMP_NTZ; ADD COLUMN of that type needs the feature enabled.
+    "delta.feature.timestampNtz": "supported",
 }
 
 

@@ -17,20 +17,43 @@ MT = {"id": "int", "v": "varchar", "n": "decimal"}
 
 def row(op: str, ts: int, data: dict, old: dict | None = None) -> bytes:
     msg = {
-        "id": 0, "database": "shop", "table": "t", "pkNames": ["id"], "isDdl": False,
-        "type": op, "es": ts >> 18, "ts": 0, "sql": "", "sqlType": {"id": 4, "v": 12, "n": 3},
-        "mysqlType": MT, "data": [data], "old": [old] if old else None,
+        "id": 0,
+        "database": "shop",
+        "table": "t",
+        "pkNames": ["id"],
+        "isDdl": False,
+        "type": op,
+        "es": ts >> 18,
+        "ts": 0,
+        "sql": "",
+        "sqlType": {"id": 4, "v": 12, "n": 3},
+        "mysqlType": MT,
+        "data": [data],
+        "old": [old] if old else None,
         "_tidb": {"commitTs": ts},
     }
     return json.dumps(msg).encode()
 
 
 def wm(ts: int) -> bytes:
-    return json.dumps({
-        "id": 0, "database": "", "table": "", "pkNames": None, "isDdl": False,
-        "type": "TIDB_WATERMARK", "es": ts >> 18, "ts": 0, "sql": "", "sqlType": None,
-        "mysqlType": None, "data": None, "old": None, "_tidb": {"watermarkTs": ts},
-    }).encode()
+    return json.dumps(
+        {
+            "id": 0,
+            "database": "",
+            "table": "",
+            "pkNames": None,
+            "isDdl": False,
+            "type": "TIDB_WATERMARK",
+            "es": ts >> 18,
+            "ts": 0,
+            "sql": "",
+            "sqlType": None,
+            "mysqlType": None,
+            "data": None,
+            "old": None,
+            "_tidb": {"watermarkTs": ts},
+        }
+    ).encode()
 
 
 def test_insert_update_delete_and_watermark_gating(spark, tmp_path):
@@ -38,14 +61,34 @@ def test_insert_update_delete_and_watermark_gating(spark, tmp_path):
     recs0 = [
         (0, 0, None, row("INSERT", 100, {"id": "1", "v": "a", "n": "1.50"})),
         (0, 1, None, row("INSERT", 110, {"id": "2", "v": "b", "n": None})),
-        (0, 2, None, row("UPDATE", 120, {"id": "1", "v": "a2", "n": "2.00"}, {"id": "1", "v": "a", "n": "1.50"})),
+        (
+            0,
+            2,
+            None,
+            row(
+                "UPDATE",
+                120,
+                {"id": "1", "v": "a2", "n": "2.00"},
+                {"id": "1", "v": "a", "n": "1.50"},
+            ),
+        ),
         (0, 3, None, wm(120)),
         (0, 4, None, row("DELETE", 130, {"id": "2", "v": "b", "n": None})),
     ]
     recs1 = [
         # key move on partition 1: id 3 -> 4, at a ts below the watermark of partition 1
         (1, 0, None, row("INSERT", 105, {"id": "3", "v": "c", "n": "3.00"})),
-        (1, 1, None, row("UPDATE", 115, {"id": "4", "v": "c", "n": "3.00"}, {"id": "3", "v": "c", "n": "3.00"})),
+        (
+            1,
+            1,
+            None,
+            row(
+                "UPDATE",
+                115,
+                {"id": "4", "v": "c", "n": "3.00"},
+                {"id": "3", "v": "c", "n": "3.00"},
+            ),
+        ),
         (1, 2, None, wm(125)),
     ]
     write_captures(root, "t", recs0 + recs1)
@@ -53,19 +96,28 @@ def test_insert_update_delete_and_watermark_gating(spark, tmp_path):
     assert runner.run(project, spark=spark, out=lambda s: None) == 0
     rows = read_target(spark, project, "t", "id")
     # resolved = min(120, 125) = 120: the DELETE at 130 waits.
-    assert [(r["id"], r["v"], str(r["n"]) if r["n"] is not None else None, r["_commit_ts"]) for r in rows] == [
-        (1, "a2", "2.00", 120), (2, "b", None, 110), (4, "c", "3.00", 115)]
+    assert [
+        (r["id"], r["v"], str(r["n"]) if r["n"] is not None else None, r["_commit_ts"])
+        for r in rows
+    ] == [(1, "a2", "2.00", 120), (2, "b", None, 110), (4, "c", "3.00", 115)]
 
     # More records: the watermark passes the delete; a replay of an old insert is ignored.
-    write_captures(root, "t", [
-        (0, 5, None, wm(140)),
-        (1, 3, None, row("INSERT", 105, {"id": "3", "v": "c", "n": "3.00"})),  # replay
-        (1, 4, None, wm(140)),
-    ])
+    write_captures(
+        root,
+        "t",
+        [
+            (0, 5, None, wm(140)),
+            (1, 3, None, row("INSERT", 105, {"id": "3", "v": "c", "n": "3.00"})),  # replay
+            (1, 4, None, wm(140)),
+        ],
+    )
     assert runner.run(project, spark=spark, out=lambda s: None) == 0
     rows = read_target(spark, project, "t", "id")
     assert [(r["id"], r["v"]) for r in rows] == [(1, "a2"), (4, "c")]
 
     # Running again with nothing new changes nothing.
     assert runner.run(project, spark=spark, out=lambda s: None) == 0
-    assert [(r["id"], r["v"]) for r in read_target(spark, project, "t", "id")] == [(1, "a2"), (4, "c")]
+    assert [(r["id"], r["v"]) for r in read_target(spark, project, "t", "id")] == [
+        (1, "a2"),
+        (4, "c"),
+    ]

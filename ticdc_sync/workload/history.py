@@ -243,7 +243,9 @@ def gen_value(col: Column, rng: random.Random, allow_null: bool = True) -> Any:
         if col.unsigned:
             return rng.choice([0, 1, (1 << bits) - 1, rng.randrange(1 << bits)])
         lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-        return rng.choice([lo, hi, 0, rng.randint(lo, hi), rng.randint(-1000, 1000)])
+        return rng.choice(
+            [lo, hi, 0, rng.randint(lo, hi), rng.randint(max(lo, -1000), min(hi, 1000))]
+        )
     if b == "decimal":
         p, s = col.precision or 10, col.scale or 0
         digits = min(p, 15)
