@@ -1,0 +1,686 @@
+"""ticdc-sync benchmarks: one command, one table of figures and targets (issue 7).
+
+Usage: python benchmarks/run.py [--events N] [--quick] [--repeat 3] [--only a,b,...]
+                                [--profile] [--protocol canal-json]
+
+Measures, in one run and on one local[2] SparkSession (best of --repeat each):
+  decode   Spark reading the capture and parsing every message with plain from_json (noop sink)
+  e2e      ticdc_sync.spark.runner.run on a fresh project (files transport): pass 1 into empty
+           targets, pass 2 (another N events) into the populated targets
+  baseline a hand-written Structured Streaming job over the same capture lines: foreachBatch,
+           last change per key (window), one MERGE per table per micro-batch, no DDL/watermarks
+  merge    10,000 changes MERGEd into targets of 1M and 10M rows (several layouts)
+  memory   peak RSS of the driver (python + its JVM) running e2e pass 1 for N and 5N events
+  plan     `ticdc-sync plan` wall time on projects_example/shop (a subprocess, no JVM)
+`--profile` also runs e2e pass 1 once under cProfile and prints where the driver waited.
+Not part of the test suite. Captures are cached under benchmarks/out/ (gitignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import platform
+import pstats
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO))
+
+import workload as W  # noqa: E402
+
+SESSION_CONF = {
+    "spark.master": "local[2]",
+    "spark.driver.memory": "2g",
+    "spark.ui.enabled": "false",
+}
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def best_of(fn, repeat: int, label: str):
+    """Run fn() `repeat` times; return (best seconds, last result)."""
+    best, res = float("inf"), None
+    for i in range(repeat):
+        t0 = time.perf_counter()
+        res = fn(i)
+        dt = time.perf_counter() - t0
+        best = min(best, dt)
+        print(f"  {label} #{i + 1}: {dt:.1f}s", flush=True)
+    return best, res
+
+
+def session():
+    from ticdc_sync.spark.session import build_session
+
+    spark = build_session(None, app_name="ticdc-sync-bench", kafka=False, extra_conf=SESSION_CONF)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def make_project(root: Path, cap: W.Capture) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "ticdc_sync.yml").write_text("name: bench\nprofile: bench\n")
+    (root / "profiles.yml").write_text(
+        "bench:\n  target: dev\n  outputs:\n    dev:\n"
+        '      spark: {master: "local[2]"}\n'
+        "      warehouse: warehouse\n      transport: {type: files, captures: captures}\n"
+    )
+    (root / "sources").mkdir(exist_ok=True)
+    (root / "sources" / "s.yml").write_text(
+        f"sources:\n  - name: src\n    protocol: {cap.params.protocol}\n    topics: [{W.TOPIC}]\n"
+        "    options:\n      enable-tidb-extension: true\n"
+    )
+    (root / "tables").mkdir(exist_ok=True)
+    (root / "tables" / "t.yml").write_text(
+        f'tables:\n  - upstream: "{W.DB}.*"\n    name: "{{table}}"\n'
+    )
+    (root / "schema").mkdir(exist_ok=True)
+    (root / "schema" / "bench.sql").write_text(cap.schema_sql())
+    point_captures(root, cap, 1)
+    return root
+
+
+def point_captures(root: Path, cap: W.Capture, n: int) -> None:
+    """captures/<topic> -> the pass's folder (a consumed pass is gone, as in Kafka)."""
+    (root / "captures").mkdir(exist_ok=True)
+    link = root / "captures" / W.TOPIC
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(cap.captures(n) / W.TOPIC, target_is_directory=True)
+
+
+def target_counts(spark, wh: Path) -> dict[str, int]:
+    from ticdc_sync.sqlgen import target_location
+
+    return {
+        t.table: spark.read.format("delta").load(target_location(str(wh), t.table)).count()
+        for t in W.bench_tables()
+    }
+
+
+# ------------------------------------------------------------------------------ (a) decode
+
+
+def measure_decode(spark, cap: W.Capture, repeat: int) -> float:
+    from pyspark.sql import functions as F
+
+    from ticdc_sync.spark.decode import CANAL_SCHEMA, DEBEZIUM_SCHEMA
+    from ticdc_sync.spark.sources import CAPTURE_LINE_SCHEMA
+
+    schema = DEBEZIUM_SCHEMA if cap.params.protocol == "debezium" else CANAL_SCHEMA
+    folder = str(cap.captures(1) / W.TOPIC)
+
+    def once(_):
+        df = (
+            spark.read.text(folder)
+            .select(F.from_json("value", CAPTURE_LINE_SCHEMA).alias("r"))
+            .select("r.partition", "r.offset", F.from_json("r.value", schema).alias("j"))
+        )
+        df.write.format("noop").mode("overwrite").save()
+
+    t, _ = best_of(once, repeat, "decode limit")
+    return t
+
+
+# ------------------------------------------------------------------------------ (b) e2e
+
+
+def measure_e2e(spark, cap: W.Capture, repeat: int, tmp: Path) -> dict:
+    from ticdc_sync.project import load_project
+    from ticdc_sync.spark import runner
+
+    results: dict = {"pass1": float("inf"), "pass2": float("inf"), "log": []}
+    want = [p["live_rows"] for p in cap.meta["passes"]]
+    for i in range(repeat):
+        root = make_project(tmp / f"e2e{i}", cap)
+        for n in (1, 2):
+            point_captures(root, cap, n)
+            project = load_project(root)
+            lines: list[str] = []
+            t0 = time.perf_counter()
+            code = runner.run(project, spark=spark, out=lines.append)
+            dt = time.perf_counter() - t0
+            if code != 0:
+                raise SystemExit("e2e run failed:\n" + "\n".join(lines))
+            print(f"  e2e pass {n} #{i + 1}: {dt:.1f}s", flush=True)
+            if dt < results[f"pass{n}"]:
+                results[f"pass{n}"] = dt
+                results[f"log{n}"] = lines
+            if i == 0:
+                got = target_counts(spark, root / "warehouse")
+                if got != want[n - 1]:
+                    raise SystemExit(f"e2e pass {n}: target rows {got}, expected {want[n - 1]}")
+        shutil.rmtree(root, ignore_errors=True)
+    return results
+
+
+# ------------------------------------------------------------------------------ (c) baseline
+
+
+def run_baseline(spark, cap: W.Capture, work: Path) -> tuple[float, float]:
+    """The job a Spark engineer writes from the Delta docs (streaming upserts with MERGE)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from ticdc_sync.datatypes import delta_type
+
+    line_schema = "partition INT, offset BIGINT, value STRING"
+    msg_schema = (
+        "database STRING, table STRING, type STRING, isDdl BOOLEAN, "
+        "data ARRAY<MAP<STRING,STRING>>, _tidb STRUCT<commitTs: BIGINT>"
+    )
+    tables = W.bench_tables()
+    paths = {}
+    for s in tables:
+        path = str(work / "tables" / s.table)
+        cols = ", ".join(f"`{c.name}` {delta_type(c)}" for c in s.columns)
+        spark.sql(f"CREATE TABLE delta.`{path}` ({cols}) USING delta")
+        paths[s.table] = path
+    inbox = work / "inbox"
+    inbox.mkdir()
+
+    def upsert(batch, _batch_id):
+        rows = (
+            batch.select(F.from_json("value", line_schema).alias("r"))
+            .select("r.partition", "r.offset", F.from_json("r.value", msg_schema).alias("m"))
+            .where("m.type IN ('INSERT', 'UPDATE', 'DELETE') AND NOT m.isDdl")
+            .select(
+                "partition",
+                "offset",
+                F.col("m.table").alias("tbl"),
+                F.col("m.type").alias("op"),
+                F.col("m._tidb.commitTs").alias("ts"),
+                F.posexplode("m.data").alias("idx", "d"),
+            )
+            .persist()
+        )
+        for s in tables:
+            cols = [F.col("d")[c.name].cast(delta_type(c)).alias(c.name) for c in s.columns]
+            w = Window.partitionBy("id").orderBy(
+                F.col("ts").desc(), F.col("offset").desc(), F.col("idx").desc()
+            )
+            last = (
+                rows.where(F.col("tbl") == s.table)
+                .select(*cols, "op", "ts", "offset", "idx")
+                .withColumn("rn", F.row_number().over(w))
+                .where("rn = 1")
+            )
+            names = [c.name for c in s.columns]
+            (
+                DeltaTable.forPath(spark, paths[s.table])
+                .alias("t")
+                .merge(last.alias("s"), "t.id = s.id")
+                .whenMatchedDelete("s.op = 'DELETE'")
+                .whenMatchedUpdate(set={n: f"s.`{n}`" for n in names})
+                .whenNotMatchedInsert("s.op != 'DELETE'", values={n: f"s.`{n}`" for n in names})
+                .execute()
+            )
+        rows.unpersist()
+
+    times = []
+    for n in (1, 2):
+        for f in sorted((cap.captures(n) / W.TOPIC).glob("*.jsonl")):
+            (inbox / f"pass{n}-{f.name}").symlink_to(f)
+        t0 = time.perf_counter()
+        q = (
+            spark.readStream.format("text")
+            .load(str(inbox))
+            .writeStream.foreachBatch(upsert)
+            .option("checkpointLocation", str(work / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination()
+        times.append(time.perf_counter() - t0)
+    want = [p["live_rows"] for p in cap.meta["passes"]][-1]
+    got = {t: spark.read.format("delta").load(p).count() for t, p in paths.items()}
+    if got != want:
+        raise SystemExit(f"baseline: target rows {got}, expected {want}")
+    return times[0], times[1]
+
+
+def measure_baseline(spark, cap: W.Capture, repeat: int, tmp: Path) -> dict:
+    best = {"pass1": float("inf"), "pass2": float("inf")}
+    for i in range(repeat):
+        work = tmp / f"baseline{i}"
+        work.mkdir(parents=True)
+        t1, t2 = run_baseline(spark, cap, work)
+        print(f"  baseline #{i + 1}: pass 1 {t1:.1f}s, pass 2 {t2:.1f}s", flush=True)
+        best["pass1"], best["pass2"] = min(best["pass1"], t1), min(best["pass2"], t2)
+        shutil.rmtree(work, ignore_errors=True)
+    return best
+
+
+# ------------------------------------------------------------------------------ (d) MERGE
+
+
+MERGE_LAYOUTS = {
+    # name: (keys of the batch, literal key range in ON, deletion vectors)
+    "random keys": ("random", False, False),
+    "random keys + DV": ("random", False, True),
+    "clustered keys": ("clustered", False, False),
+    "clustered + range": ("clustered", True, False),
+    "clustered + range + DV": ("clustered", True, True),
+}
+ROWS_PER_FILE = 125_000
+HOT = 100_000  # clustered batches hit the newest 100k keys (auto-increment hot set; 10% if less)
+
+
+def build_target(spark, path: str, rows: int, dv: bool) -> None:
+    files = max(1, rows // ROWS_PER_FILE)
+    spark.range(0, rows, numPartitions=files).selectExpr(
+        "id",
+        "id % 97 AS grp",
+        "CAST(id * 3 AS BIGINT) AS v",
+        "concat('name-', id) AS name",
+        "CAST(id % 100000 AS DECIMAL(12,2)) AS amount",
+        "0L AS _ts",
+    ).write.format("delta").save(path)
+    if dv:
+        spark.sql(
+            f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+        )
+
+
+def merge_batch(spark, rows: int, batch: int, keys: str, rep: int):
+    """8k updates + 1k deletes of existing keys, 1k inserts of new keys (batch 10k)."""
+    upd = batch * 8 // 10
+    dele = batch // 10
+    ins = batch - upd - dele
+    seed = 1000 + rep
+    if keys == "random":
+        existing = f"CAST(pmod(hash(id, {seed}), {rows}) AS BIGINT)"
+    else:
+        hot = min(HOT, rows // 10)
+        existing = f"{rows - hot} + CAST(pmod(hash(id, {seed}), {hot}) AS BIGINT)"
+    src = spark.range(0, upd + dele).selectExpr(
+        f"{existing} AS id", f"IF(id < {dele}, 'D', 'U') AS op"
+    )
+    src = src.dropDuplicates(["id"]).unionByName(
+        spark.range(rows + rep * ins, rows + (rep + 1) * ins).selectExpr("id", "'I' AS op")
+    )
+    return src.selectExpr(
+        "id",
+        "id % 97 AS grp",
+        "id * 5 AS v",
+        "concat('upd-', id) AS name",
+        "CAST(1 AS DECIMAL(12,2)) AS amount",
+        f"{rep + 1}L AS _ts",
+        "op",
+    ).cache()
+
+
+def one_merge(spark, path: str, src, ranged: bool) -> dict:
+    src.createOrReplaceTempView("__bench_src")
+    on = "t.id = s.id"
+    if ranged:
+        lo, hi = src.selectExpr("min(id)", "max(id)").first()
+        on += f" AND t.id BETWEEN {lo} AND {hi}"
+    t0 = time.perf_counter()
+    spark.sql(
+        f"MERGE INTO delta.`{path}` t USING __bench_src s ON {on} "
+        "WHEN MATCHED AND s.op = 'D' THEN DELETE "
+        "WHEN MATCHED THEN UPDATE SET * "
+        "WHEN NOT MATCHED AND s.op <> 'D' THEN INSERT *"
+    ).collect()
+    dt = time.perf_counter() - t0
+    m = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").select("operationMetrics").first()[0]
+    return {
+        "seconds": dt,
+        "files_removed": int(m.get("numTargetFilesRemoved", 0)),
+        "rows_copied": int(m.get("numTargetRowsCopied", 0)),
+        "dv_added": int(m.get("numTargetDeletionVectorsAdded", 0) or 0),
+    }
+
+
+def measure_merge(spark, sizes: tuple[int, int], batch: int, repeat: int, tmp: Path) -> dict:
+    out: dict = {}
+    for rows in sizes:
+        paths = {}
+        for dv in (False, True):
+            t0 = time.perf_counter()
+            paths[dv] = str(tmp / f"merge-{rows}-{dv}")
+            build_target(spark, paths[dv], rows, dv)
+            print(f"  built {rows:,}-row target (DV {dv}) in {time.perf_counter() - t0:.1f}s")
+        for name, (keys, ranged, dv) in MERGE_LAYOUTS.items():
+            best: dict | None = None
+            for rep in range(repeat):
+                # distinct batches per repetition (each rep's inserts are new keys)
+                src = merge_batch(spark, rows, batch, keys, rep + 10 * len(out))
+                src.count()
+                r = one_merge(spark, paths[dv], src, ranged)
+                src.unpersist()
+                if best is None or r["seconds"] < best["seconds"]:
+                    best = r
+            assert best is not None
+            print(
+                f"  merge {batch:,} into {rows:,} [{name}]: {best['seconds']:.2f}s, "
+                f"{best['files_removed']} files rewritten, {best['rows_copied']:,} rows copied, "
+                f"{best['dv_added']} DVs",
+                flush=True,
+            )
+            out[(rows, name)] = best
+        for p in paths.values():
+            shutil.rmtree(p, ignore_errors=True)
+    return out
+
+
+# ------------------------------------------------------------------------------ (e) memory
+
+
+def _tree_rss(pid: int) -> tuple[int, int]:
+    """(RSS of pid, RSS of all its descendants) in bytes, from /proc."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+
+    def rss(p: int) -> int:
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
+    total, stack = 0, list(children.get(pid, []))
+    while stack:
+        p = stack.pop()
+        total += rss(p)
+        stack.extend(children.get(p, []))
+    return rss(pid), total
+
+
+def measure_memory(events: int, protocol: str) -> dict:
+    """Peak RSS of a child `run.py --mem-child` (python driver + JVM and any children)."""
+    W.ensure_captures(W.Params(events=events, protocol=protocol, passes=1))
+    cmd = [sys.executable, str(HERE / "run.py"), "--mem-child", str(events), "--protocol", protocol]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    peak = {"python": 0, "jvm": 0, "total": 0}
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            py, kids = _tree_rss(proc.pid)
+            peak["python"] = max(peak["python"], py)
+            peak["jvm"] = max(peak["jvm"], kids)
+            peak["total"] = max(peak["total"], py + kids)
+            time.sleep(0.25)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out, _ = proc.communicate()
+    stop.set()
+    th.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"memory child failed:\n{out[-3000:]}")
+    peak["seconds"] = float(out.strip().splitlines()[-1].split()[-1])
+    print(
+        f"  memory {events:,} events: peak {peak['total'] / 2**20:,.0f} MiB "
+        f"(python {peak['python'] / 2**20:,.0f}, JVM {peak['jvm'] / 2**20:,.0f}), "
+        f"run {peak['seconds']:.1f}s",
+        flush=True,
+    )
+    return peak
+
+
+def mem_child(events: int, protocol: str) -> None:
+    from ticdc_sync.project import load_project
+    from ticdc_sync.spark import runner
+
+    cap = W.ensure_captures(W.Params(events=events, protocol=protocol, passes=1))
+    spark = session()
+    with tempfile.TemporaryDirectory(prefix="ticdc-bench-mem-") as tmp:
+        root = make_project(Path(tmp) / "p", cap)
+        t0 = time.perf_counter()
+        code = runner.run(load_project(root), spark=spark, out=lambda s: None)
+        dt = time.perf_counter() - t0
+    spark.stop()
+    if code:
+        raise SystemExit(code)
+    print(f"seconds {dt:.2f}")
+
+
+# ------------------------------------------------------------------------------ (f) plan
+
+
+def measure_plan(repeat: int) -> float:
+    project = REPO / "projects_example" / "shop"
+    exe = shutil.which("ticdc-sync")
+    cmd = [exe] if exe else [sys.executable, "-m", "ticdc_sync.cli"]
+
+    def once(_):
+        r = subprocess.run(
+            [*cmd, "plan", "--project", str(project)], capture_output=True, text=True
+        )
+        if r.returncode not in (0, 2):
+            raise SystemExit(f"plan failed: {r.stderr[-2000:]}")
+
+    t, _ = best_of(once, repeat, "plan")
+    return t
+
+
+# ------------------------------------------------------------------------------ profile
+
+
+PROFILE_FUNCS = (
+    ("sources.py", "read_capture_records"),
+    ("state.py", "stage"),
+    ("state.py", "last_commit_rows"),
+    ("state.py", "partitions"),
+    ("state.py", "capped_watermark"),
+    ("state.py", "open_bad_records"),
+    ("state.py", "quarantine_open_bad"),
+    ("state.py", "upstream_tables"),
+    ("state.py", "ddl_events"),
+    ("state.py", "schema_versions"),
+    ("state.py", "target_marker"),
+    ("state.py", "table_exists"),
+    ("apply.py", "run"),
+    ("apply.py", "_merge"),
+    ("apply.py", "_target_columns"),
+    ("apply.py", "_handle_bad_values"),
+    ("ddl_apply.py", "apply_ddl_group"),
+    ("runner.py", "run_once"),
+)
+
+
+def profile_e2e(spark, cap: W.Capture, tmp: Path) -> str:
+    from ticdc_sync.project import load_project
+    from ticdc_sync.spark import runner
+
+    root = make_project(tmp / "profile", cap)
+    prof = cProfile.Profile()
+    lines: list[str] = []
+    prof.enable()
+    runner.run(load_project(root), spark=spark, out=lines.append)
+    prof.disable()
+    st = pstats.Stats(prof, stream=io.StringIO())
+    rows = []
+    for (file, _line, func), (cc, _nc, _tt, ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
+        for f, fn in PROFILE_FUNCS:
+            if file.endswith("/" + f) and func == fn and "ticdc_sync" in file:
+                rows.append((ct, cc, f"{f}:{fn}"))
+    rows.sort(reverse=True)
+    text = "\n".join(f"  {ct:8.1f}s  {cc:5d} call(s)  {name}" for ct, cc, name in rows)
+    return text + "\n  runner output:\n" + "\n".join("    " + x for x in lines)
+
+
+# ------------------------------------------------------------------------------ main
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="ticdc-sync benchmarks (issue 7)")
+    ap.add_argument("--events", type=int, default=None, help="row events per pass (1,000,000)")
+    ap.add_argument("--quick", action="store_true", help="scaled-down smoke run")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", default="decode,e2e,baseline,merge,memory,plan")
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--protocol", default="canal-json")
+    ap.add_argument("--mem-child", type=int, default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.mem_child is not None:
+        mem_child(a.mem_child, a.protocol)
+        return
+    n = a.events or (50_000 if a.quick else 1_000_000)
+    merge_sizes = (100_000, 1_000_000) if a.quick else (1_000_000, 10_000_000)
+    mem_sizes = (n, 5 * n)
+    only = set(a.only.split(","))
+    t_start = time.perf_counter()
+    print(
+        f"ticdc-sync benchmark: {n:,} events/pass, {a.protocol}, best of {a.repeat}; "
+        f"{os.cpu_count()} cores; load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    print(f"fast Canal path == real encoder on {W.verify_fast_path():,} sample lines", flush=True)
+    cap = W.ensure_captures(W.Params(events=n, protocol=a.protocol))
+    records = cap.meta["passes"][0]["records"]
+    records2 = cap.meta["passes"][1]["records"]
+    rows: list[tuple[str, str, str, str]] = []  # figure, value, target, met
+    loads = [os.getloadavg()[0]]
+
+    def met(ok: bool) -> str:
+        return "MET" if ok else "NOT MET"
+
+    res: dict = {}
+    spark = None
+    if only & {"decode", "e2e", "baseline", "merge"} or a.profile:
+        spark = session()
+    with tempfile.TemporaryDirectory(prefix="ticdc-bench-") as tmpd:
+        tmp = Path(tmpd)
+        if "decode" in only:
+            res["decode"] = measure_decode(spark, cap, a.repeat)
+            loads.append(os.getloadavg()[0])
+        if "e2e" in only:
+            res["e2e"] = measure_e2e(spark, cap, a.repeat, tmp)
+            loads.append(os.getloadavg()[0])
+        if "baseline" in only:
+            res["baseline"] = measure_baseline(spark, cap, a.repeat, tmp)
+            loads.append(os.getloadavg()[0])
+        if "merge" in only:
+            res["merge"] = measure_merge(spark, merge_sizes, 10_000, a.repeat, tmp)
+            loads.append(os.getloadavg()[0])
+        profile = profile_e2e(spark, cap, tmp) if a.profile else None
+    if spark is not None:
+        spark.stop()
+    if "memory" in only:
+        res["memory"] = [measure_memory(m, a.protocol) for m in mem_sizes]
+        loads.append(os.getloadavg()[0])
+    if "plan" in only:
+        res["plan"] = measure_plan(a.repeat)
+
+    if "decode" in res:
+        rows.append(
+            ("decode limit (plain from_json)", f"{records / res['decode']:,.0f} rec/s", "", "")
+        )
+    if "e2e" in res:
+        e = res["e2e"]
+        r1 = records / e["pass1"]
+        r2 = records2 / e["pass2"]
+        rows.append(("e2e pass 1 (empty targets)", f"{r1:,.0f} rec/s ({e['pass1']:.1f}s)", "", ""))
+        rows.append(("e2e pass 2 (populated)", f"{r2:,.0f} rec/s ({e['pass2']:.1f}s)", "", ""))
+        if "decode" in res:
+            ratio = r1 / (records / res["decode"])
+            rows.append(("e2e / decode limit", f"{ratio:.3f}", ">= 0.333", met(ratio >= 1 / 3)))
+    if "baseline" in res:
+        b = res["baseline"]
+        rows.append(
+            ("baseline pass 1", f"{records / b['pass1']:,.0f} rec/s ({b['pass1']:.1f}s)", "", "")
+        )
+        rows.append(
+            ("baseline pass 2", f"{records2 / b['pass2']:,.0f} rec/s ({b['pass2']:.1f}s)", "", "")
+        )
+        if "e2e" in res:
+            for k in ("pass1", "pass2"):
+                ratio = b[k] / res["e2e"][k]
+                rows.append(
+                    (f"e2e / baseline speed, {k}", f"{ratio:.2f}x", ">= 1.0x", met(ratio >= 1.0))
+                )
+    if "merge" in res:
+        m = res["merge"]
+        small, big = merge_sizes
+        for name in MERGE_LAYOUTS:
+            s, g = m[(small, name)], m[(big, name)]
+            ratio = g["seconds"] / s["seconds"]
+            target = "<= 1.5x" if name == "clustered + range + DV" else ""
+            rows.append(
+                (
+                    f"MERGE 10k: {big // 10**6 if big >= 10**6 else big}{'M' if big >= 10**6 else ''} vs "
+                    f"{small // 10**6 if small >= 10**6 else small}{'M' if small >= 10**6 else ''} rows [{name}]",
+                    f"{g['seconds']:.2f}s / {s['seconds']:.2f}s = {ratio:.2f}x "
+                    f"(files {g['files_removed']}/{s['files_removed']})",
+                    target,
+                    met(ratio <= 1.5) if target else "",
+                )
+            )
+    if "memory" in res:
+        m1, m5 = res["memory"]
+        ratio = m5["total"] / m1["total"]
+        rows.append(
+            (
+                f"driver peak RSS {mem_sizes[0]:,} vs {mem_sizes[1]:,} events",
+                f"{m1['total'] / 2**20:,.0f} / {m5['total'] / 2**20:,.0f} MiB = {ratio:.2f}x",
+                "<= 1.2x",
+                met(ratio <= 1.2),
+            )
+        )
+    if "plan" in res:
+        rows.append(
+            (
+                "ticdc-sync plan (example project)",
+                f"{res['plan']:.2f}s",
+                "< 1s",
+                met(res["plan"] < 1),
+            )
+        )
+
+    print()
+    print(
+        f"# {time.strftime('%Y-%m-%d')} {platform.node()} {os.cpu_count()} cores, "
+        f"load avg during run {min(loads):.1f}-{max(loads):.1f}; {n:,} row events/pass "
+        f"({records:,} records pass 1, {records2:,} pass 2), {a.protocol}, best of {a.repeat}; "
+        f"total {time.perf_counter() - t_start:.0f}s"
+    )
+    w = max(len(r[0]) for r in rows) if rows else 10
+    v = max(len(r[1]) for r in rows) if rows else 10
+    print(f"| {'figure':<{w}} | {'value':<{v}} | target   | met     |")
+    print(f"|{'-' * (w + 2)}|{'-' * (v + 2)}|----------|---------|")
+    for r in rows:
+        print(f"| {r[0]:<{w}} | {r[1]:<{v}} | {r[2]:<8} | {r[3]:<7} |")
+    if "e2e" in res:
+        print("\nphases of the best e2e pass 1 (runner output):")
+        print("\n".join("  " + x for x in res["e2e"].get("log1", [])))
+        print("phases of the best e2e pass 2:")
+        print("\n".join("  " + x for x in res["e2e"].get("log2", [])))
+    if profile:
+        print("\ncProfile of one e2e pass 1 (wall time the driver spent in each call):")
+        print(profile)
+    (W.OUT / "last_results.json").write_text(
+        json.dumps({"rows": rows, "n": n, "loads": loads}, indent=1)
+    )
+
+
+if __name__ == "__main__":
+    main()
