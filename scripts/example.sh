@@ -10,4 +10,4 @@ PROJECT=projects_example/shop
 python3 -m ticdc_sync.cli validate --project "$PROJECT"
 python3 -m ticdc_sync.cli plan --project "$PROJECT"
 python3 -m ticdc_sync.cli run --project "$PROJECT"
-python3 -m ticdc_sync.cli status --project "$PROJECT"
+python3 -m ticdc_sync.cli status --project "$PROJECT" --show 5

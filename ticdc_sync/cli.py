@@ -129,7 +129,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     project = _load(args)
     from ticdc_sync.spark import runner
 
-    return runner.status(project, out=_out)
+    return runner.status(project, out=_out, show=args.show)
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
@@ -202,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("status", parents=[debug, proj], help="per-table progress, lag, blocks")
+    p.add_argument(
+        "--show", type=int, default=0, metavar="N", help="also print N rows of each target"
+    )
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser(

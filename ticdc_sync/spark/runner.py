@@ -10,6 +10,7 @@ writes `target/run_results.json` and `target/state.json` (read by `plan`).
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import signal
 import time
@@ -164,7 +165,7 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
 
         ddls = dedupe_ddl(ddls)
         for name in sorted(targets):
-            if select and name not in select:
+            if select and not any(fnmatch.fnmatchcase(name, pat) for pat in select):
                 continue
             entry, ups = targets[name]
             t = time.monotonic()
@@ -173,7 +174,7 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
                 res = applier.run(resolved, ddls)
             except BlockedError as e:
                 res = applier.result
-                res.blocked = {"message": str(e)}
+                res.blocked = {"message": str(e), "pending": getattr(e, "pending", [])}
                 result["errors"].append(str(e))
                 out(f"error: {e}")
                 exit_code = 1
@@ -214,10 +215,11 @@ def write_results(project: Project, result: dict) -> None:
     folder = project.root / "target"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "run_results.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    # plan.PlanState entries (upstream, kind, sql, commit_ts, ...), from spark/ddl_apply.
     pending = [
-        {"target": name, "blocked": t["blocked"]["message"]}
-        for name, t in sorted(result["targets"].items())
-        if t.get("blocked")
+        p
+        for _, t in sorted(result["targets"].items())
+        for p in (t.get("blocked") or {}).get("pending", [])
     ]
     state = {
         "applied": {n: t["applied_ts"] for n, t in sorted(result["targets"].items())},
@@ -240,7 +242,7 @@ def tso_wall_time(ts: int) -> str:
     )
 
 
-def status(project: Project, *, out: Out = print, spark=None) -> int:
+def status(project: Project, *, out: Out = print, spark=None, show: int = 0) -> int:
     """Per target: applied TSO and its wall time, pending events, blocked DDL, quarantine."""
     from pyspark.sql import functions as F
 
@@ -287,7 +289,28 @@ def status(project: Project, *, out: Out = print, spark=None) -> int:
         )
     total_q = q.count()
     out(f"quarantined records in total: {total_q}")
+    for name in names if show else []:
+        loc = target_location(wh, name)
+        if not table_exists(spark, loc):
+            continue
+        df = spark.read.format("delta").load(loc)
+        out(f"\n{name} ({df.count()} rows; first {show}):")
+        out(format_rows(df.columns, [list(r) for r in df.limit(show).collect()]))
     return 0
+
+
+def format_rows(columns: list[str], rows: list[list]) -> str:
+    """A plain text table (for `status --show`)."""
+    cells = [[str(c) for c in columns]] + [
+        ["NULL" if v is None else str(v) for v in r] for r in rows
+    ]
+    widths = [min(40, max(len(r[i]) for r in cells)) for i in range(len(columns))]
+    lines = []
+    for j, r in enumerate(cells):
+        lines.append(" | ".join(v[:40].ljust(widths[i]) for i, v in enumerate(r)))
+        if j == 0:
+            lines.append("-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
 
 
 def _known_targets(project: Project) -> list[str]:
