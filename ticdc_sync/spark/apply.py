@@ -141,7 +141,9 @@ class TargetApplier:
         db, tbl = self.upstreams[0]
         schema = self.schemas.at(db, tbl, max(marker.applied_ts, 0))
         if schema is None:
-            pending_create = any(d.sql.lstrip().upper().startswith("CREATE") for d in ddls)
+            from ticdc_sync.spark.ddl_apply import creates_target
+
+            pending_create = any(creates_target(d) for d in ddls)
             if pending_create:
                 return False
             schema = self._infer(db, tbl)
@@ -276,6 +278,8 @@ class TargetApplier:
         )
 
     def _merge(self, marker: Marker, step: MergeRows) -> Marker:
+        if not table_exists(self.spark, self.location):
+            return marker  # the DDL that creates this target comes later in the window
         target_cols = self._target_columns()
         typed, keys = self._typed(step.hi, target_cols, step.lo)
         new_marker = Marker(step.hi, marker.ddl_ts, marker.ddl_part, marker.ddl_parts)
