@@ -59,8 +59,26 @@ def run(
         with RunLock(wh):
             state = State(spark, wh)
             batches = 0
+            code, failures = 0, 0
             while True:
-                code, result = run_once(project, spark, state, select=select, out=out)
+                try:
+                    code, result = run_once(project, spark, state, select=select, out=out)
+                except Exception as e:
+                    # --follow outlives a Kafka outage: a batch that failed reading Kafka
+                    # staged nothing (staging is one commit), so it is simply read again.
+                    if not follow or stop["now"] or not _kafka_unavailable(project, e):
+                        raise
+                    failures += 1
+                    wait = min(FOLLOW_MAX_BACKOFF_S, poll_seconds * 2**failures)
+                    out(
+                        f"warning: Kafka unavailable ({_first_line(e)}); nothing was staged "
+                        f"from this batch; retrying in {wait:.0f}s (attempt {failures})"
+                    )
+                    _sleep_unless(stop, wait)
+                    if stop["now"]:
+                        return code
+                    continue
+                failures = 0
                 write_results(project, result)
                 batches += 1
                 if (
@@ -69,15 +87,42 @@ def run(
                     or (max_batches is not None and batches >= max_batches)
                 ):
                     return code
-                deadline = time.monotonic() + poll_seconds
-                while time.monotonic() < deadline and not stop["now"]:
-                    time.sleep(0.2)
+                _sleep_unless(stop, poll_seconds)
                 if stop["now"]:
                     return code
     finally:
         if follow:
             for s, h in old.items():
                 signal.signal(s, h)
+
+
+FOLLOW_MAX_BACKOFF_S = 60.0
+
+
+def _sleep_unless(stop: dict, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not stop["now"]:
+        time.sleep(0.2)
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return (text.splitlines()[0] if text else type(e).__name__)[:300]
+
+
+def _kafka_unavailable(project: Project, e: Exception) -> bool:
+    if project.output.transport.kind is not TransportKind.KAFKA:
+        return False
+    from ticdc_sync.spark.kafka import is_unavailable
+
+    return is_unavailable(project.output.transport, e)
+
+
+def _events_version(spark, state) -> int:
+    from ticdc_sync.sqlgen import table_ref
+
+    h = spark.sql(f"DESCRIBE HISTORY {table_ref(state.events_path)} LIMIT 1").collect()
+    return int(h[0]["version"]) if h else -1
 
 
 def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Out):
@@ -97,8 +142,15 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
         consumed = {(p.topic, p.partition): p.last_offset for p in state.partitions(source.name)}
         records = sources_mod.read_records(spark, project, source, consumed)
         decoded = decode_records(records, source)
+        before = _events_version(spark, state)
         state.stage(source.name, decoded)
-        staged = state.last_commit_rows(state.events_path)
+        # Appending nothing makes no Delta commit: the latest commit is then an earlier
+        # batch's (or another source's) and its row count must not be reported as new.
+        staged = (
+            state.last_commit_rows(state.events_path)
+            if _events_version(spark, state) != before
+            else 0
+        )
         s_res["staged_events"] = staged
         out(
             f"read+decode {source.name}: {staged} new event(s) staged ({time.monotonic() - t:.1f}s)"
