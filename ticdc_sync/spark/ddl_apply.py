@@ -3,7 +3,15 @@
 Every Delta statement a DDL needs is its own commit carrying the target's marker with the
 statement's index, so a run killed half-way through a multi-clause ALTER resumes at the
 next statement. Policies (`apply`/`skip`/`fail`/`rebuild`) are checked for every change
-before anything is committed; a refused change blocks this target only.
+before anything is committed; a refused change blocks this target only, and the error
+carries the pending DDL (classified, with its Delta change) for `target/state.json`.
+
+RENAME TABLE: TiCDC keys the DDL under the new name (codec facts 0.5), so the target of the
+new name handles it. When the route gives the new name another target (a `{table}`
+template), the new target is created from the renamed schema, the old target is first
+brought up to just before the rename, its rows are copied over, then removed from the old
+target (which is marked `ticdc_sync.renamed_to`): three commits on the new target, each
+with its marker, each safe to repeat. Must not touch targets other than the two named.
 """
 
 from __future__ import annotations
@@ -12,21 +20,70 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ticdc_sync import ddl as ddl_mod
+from ticdc_sync.ddl_parse import AlterTable, CreateTable, RenameTableClause, RenameTables
+from ticdc_sync.errors import BlockedError
 from ticdc_sync.model import Action, DdlKind
-from ticdc_sync.spark.state import commit_marker
-from ticdc_sync.sqlgen import COMMIT_TS, quote, sql_string
+from ticdc_sync.spark.state import commit_marker, table_exists, target_marker
+from ticdc_sync.sqlgen import COMMIT_TS, quote, sql_string, table_ref, target_location
 from ticdc_sync.upstream import TableSchema
-from ticdc_sync.window import ApplyDdl, Marker
+from ticdc_sync.window import ApplyDdl, DdlEvent, Marker
+
+# A dropped (or renamed-away) upstream table is recorded in the schema history as its last
+# schema with this comment: rows typed after the drop still find their columns (there are
+# none, but a MERGE segment past the drop asks), and a later CREATE TABLE sees no table.
+DROPPED = "\x00ticdc_sync:dropped"
 
 
 @dataclass
 class Part:
-    """One Delta commit of a DDL: SQL text, or a callable for rewrites."""
+    """One Delta commit of a DDL: SQL text, or a callable that commits with the marker it gets."""
 
     describe: str
     sql: str | None = None
-    run: Callable[[], None] | None = None
+    run: Callable[[Marker], None] | None = None
     tolerate: tuple[str, ...] = ()  # error fragments meaning "already done" (shards, resumes)
+
+
+def is_dropped(schema: TableSchema | None) -> bool:
+    return schema is not None and schema.comment == DROPPED
+
+
+def tombstone(schema: TableSchema) -> TableSchema:
+    return schema.with_(comment=DROPPED)
+
+
+def _rename_source(stmt, db: str, tbl: str) -> tuple[str, str] | None:
+    """The old name of the table a RENAME event is keyed under (its new name), if it is one."""
+    if isinstance(stmt, RenameTables):
+        for (od, ot), (nd, nt) in stmt.pairs:
+            if (nd.lower(), nt.lower()) == (db.lower(), tbl.lower()):
+                return od, ot
+        return None
+    if isinstance(stmt, AlterTable):
+        for c in stmt.clauses:
+            if isinstance(c, RenameTableClause) and (c.new_db.lower(), c.new_table.lower()) == (
+                db.lower(),
+                tbl.lower(),
+            ):
+                return stmt.db, stmt.table
+    return None
+
+
+def creates_target(event: DdlEvent) -> bool:
+    """Whether a DDL brings its (new) table into being: CREATE TABLE, or a RENAME onto it.
+
+    The engine waits for such a DDL instead of inferring the target from row metadata.
+    """
+    head = event.sql.lstrip().upper()
+    if head.startswith("CREATE"):
+        return True
+    if "RENAME" not in head:
+        return False
+    try:
+        stmts = ddl_mod.parse_ddl(event.sql, event.db or None, event.hint)
+    except Exception:  # noqa: BLE001 - unreadable DDL is reported when it is applied
+        return False
+    return any(_rename_source(s, event.db, event.tbl) is not None for s in stmts)
 
 
 def statement_table(stmt, fallback: tuple[str, str]) -> tuple[str, str]:
@@ -39,9 +96,33 @@ def statement_table(stmt, fallback: tuple[str, str]) -> tuple[str, str]:
     return fallback
 
 
-def apply_ddl_group(applier, marker: Marker, step: ApplyDdl) -> Marker:
+def _base(applier, db: str, tbl: str, ts: int) -> TableSchema | None:
+    s = applier.schemas.at(db, tbl, ts - 1)
+    return None if is_dropped(s) else s
+
+
+def _blocked(applier, event: DdlEvent, ts: int, change, setting: str, reason: str) -> BlockedError:
     from ticdc_sync.spark.apply import blocked
 
+    err = blocked(applier.target, event.sql, ts, change.kind.value, setting, reason)
+    cls = "destructive" if change.effect in ("destructive", "none") else change.effect
+    # `target/state.json` entry read by `plan` (plan.PlanState).
+    err.pending = [  # type: ignore[attr-defined]
+        {
+            "upstream": f"{event.db}.{event.tbl}",
+            "target": applier.target,
+            "kind": change.kind.value,
+            "sql": event.sql.strip(),
+            "commit_ts": ts,
+            "classification": cls,
+            "delta": change.describe(),
+            "reason": f"{reason} (set `{setting}` to let it through)",
+        }
+    ]
+    return err
+
+
+def apply_ddl_group(applier, marker: Marker, step: ApplyDdl) -> Marker:
     ts = step.commit_ts
     parts: list[Part] = []
     new_versions: list[tuple[TableSchema, str]] = []
@@ -49,57 +130,73 @@ def apply_ddl_group(applier, marker: Marker, step: ApplyDdl) -> Marker:
     for event in step.ddls:
         statements = ddl_mod.parse_ddl(event.sql, event.db or None, event.hint)
         for stmt in statements:
-            db, tbl = statement_table(stmt, (event.db, event.tbl))
-            base = applier.schemas.at(db, tbl, ts - 1)
-            new_schema, changes = ddl_mod.apply_statement(base, stmt)
-            if event.table_changes and type(stmt).__name__ == "Unknown":
+            old_name = _rename_source(stmt, event.db, event.tbl)
+            db, tbl = old_name or statement_table(stmt, (event.db, event.tbl))
+            base = _base(applier, db, tbl, ts)
+            if isinstance(stmt, CreateTable) and base is not None:
+                # A seed (schema/*.sql) or a table whose DROP we never saw: follow the CREATE.
+                new_schema = stmt.schema
+                changes = ddl_mod.diff_schemas(base, new_schema)
+            elif event.table_changes and type(stmt).__name__ == "Unknown":
                 new_schema, changes = _from_debezium(event, base)
+            else:
+                new_schema, changes = ddl_mod.apply_statement(base, stmt)
             for change in changes:
                 kind: DdlKind = change.kind
                 action = applier.project.ddl_policy(applier.entry, kind)
                 name = type(change).__name__
-                setting = f"{kind.value}: skip"
+                narrow = name == "ChangeColumnType" and change.change == "narrow"
+                if name == "ChangeColumnType" and change.change == "same":
+                    described.append(change.describe() + " (no Delta change)")
+                    continue
                 if change.effect == "unsupported":
                     if action is Action.SKIP:
                         described.append(f"skipped (unsupported): {change.describe()}")
                         continue
-                    raise blocked(
-                        applier.target,
-                        event.sql,
+                    raise _blocked(
+                        applier,
+                        event,
                         ts,
-                        kind.value,
-                        setting,
-                        f"{change.describe()} (unsupported: no row events come with it)",
-                    )
-                if action is Action.FAIL:
-                    raise blocked(
-                        applier.target,
-                        event.sql,
-                        ts,
-                        kind.value,
-                        f"{kind.value}: apply",
-                        f"{change.describe()} (policy {kind.value}: fail)",
+                        change,
+                        f"{kind.value}: skip",
+                        f"{change.describe()} (no row events come with it: the target "
+                        "cannot follow; `skip` ignores it)",
                     )
                 if action is Action.SKIP:
                     described.append(f"skipped by policy: {change.describe()}")
                     continue
-                if name == "ChangeColumnType" and getattr(change, "change", "") == "narrow":
-                    if action is not Action.REBUILD:
-                        raise blocked(
-                            applier.target,
-                            event.sql,
-                            ts,
-                            kind.value,
-                            f"{kind.value}: rebuild",
-                            f"{change.describe()} narrows the Delta type",
-                        )
+                if narrow and action is not Action.REBUILD:
+                    raise _blocked(
+                        applier,
+                        event,
+                        ts,
+                        change,
+                        f"{kind.value}: rebuild",
+                        f"{change.describe()} narrows the Delta type "
+                        f"(policy {kind.value}: {action.value}; `skip` keeps the wider type)",
+                    )
+                if action is Action.FAIL:
+                    raise _blocked(
+                        applier,
+                        event,
+                        ts,
+                        change,
+                        f"{kind.value}: apply",
+                        f"{change.describe()} (policy {kind.value}: fail)",
+                    )
+                if narrow:
                     parts.append(_rebuild_part(applier, change))
-                    described.append(change.describe())
-                    continue
-                parts.extend(_parts_for(applier, change, base))
+                elif name == "RenameTarget" and old_name is not None:
+                    parts.extend(_rename_parts(applier, event, ts, old_name, new_schema))
+                else:
+                    parts.extend(_parts_for(applier, change, base))
                 described.append(change.describe())
             if new_schema is not None:
                 new_versions.append((new_schema, event.sql))
+            elif base is not None:
+                new_versions.append((tombstone(base), event.sql))
+            if old_name is not None and base is not None:
+                new_versions.append((tombstone(base), event.sql))
     # History first: a resumed run recomputes the same parts from the version before `ts`.
     for schema, sql in new_versions:
         applier.state.record_schema(applier.source.name, schema, ts, sql)
@@ -107,15 +204,7 @@ def apply_ddl_group(applier, marker: Marker, step: ApplyDdl) -> Marker:
     n = len(parts)
     done = marker.parts_done(ts)
     if n == 0:
-        parts = [
-            Part(
-                "record DDL",
-                sql=(
-                    f"ALTER TABLE {applier.ref} SET TBLPROPERTIES "
-                    f"('ticdc_sync.last_ddl_ts' = {sql_string(str(ts))})"
-                ),
-            )
-        ]
+        parts = [Part("record DDL", sql=_last_ddl_sql(applier.ref, ts))]
         n = 1
     for k in range(done, n):
         last = k == n - 1
@@ -133,39 +222,49 @@ def apply_ddl_group(applier, marker: Marker, step: ApplyDdl) -> Marker:
     return marker
 
 
+def _last_ddl_sql(ref: str, ts: int) -> str:
+    return f"ALTER TABLE {ref} SET TBLPROPERTIES ('ticdc_sync.last_ddl_ts' = {sql_string(str(ts))})"
+
+
 def _execute(applier, part: Part, m: Marker) -> None:
     spark = applier.spark
+    if part.run is not None:
+        part.run(m)
+        return
     with commit_marker(spark, m):
         try:
-            if part.sql is not None:
-                spark.sql(part.sql)
-            elif part.run is not None:
-                part.run()
+            assert part.sql is not None
+            spark.sql(part.sql)
         except Exception as e:  # noqa: BLE001 - tolerated "already done" cases only
             if not any(t in str(e) for t in part.tolerate):
                 raise
             # Already applied (a shard's twin DDL, or a resumed run): still commit the marker.
-            spark.sql(
-                f"ALTER TABLE {applier.ref} SET TBLPROPERTIES "
-                f"('ticdc_sync.last_ddl_ts' = {sql_string(str(m.ddl_ts))})"
-            )
+            spark.sql(_last_ddl_sql(applier.ref, m.ddl_ts))
+
+
+def _create_part(applier, schema: TableSchema, describe: str) -> Part:
+    def run(m: Marker) -> None:
+        with commit_marker(applier.spark, m):
+            applier._create(schema, replace=table_exists(applier.spark, applier.location))
+
+    return Part(describe, run=run)
 
 
 def _parts_for(applier, change, base: TableSchema | None) -> list[Part]:
     name = type(change).__name__
     ref = applier.ref
     if name == "CreateTarget":
-        from ticdc_sync.spark.state import table_exists
-
         if not table_exists(applier.spark, applier.location):
-            return [Part(change.describe(), run=lambda: applier._create(change.schema))]
+            return [_create_part(applier, change.schema, change.describe())]
         if base is not None:
             out = []
             for c in ddl_mod.diff_schemas(base, change.schema):
                 out.extend(_parts_for(applier, c, base))
             return out
-        return [Part(change.describe(), run=lambda: applier._create(change.schema, replace=True))]
+        # The table was dropped upstream (its target kept, emptied): start it afresh.
+        return [_create_part(applier, change.schema, change.describe())]
     if name == "DropTarget":
+        # Rows go, the Delta table and its history stay (time travel; crash-safe).
         return [
             Part(change.describe(), sql=f"DELETE FROM {ref}"),
             Part(
@@ -173,9 +272,8 @@ def _parts_for(applier, change, base: TableSchema | None) -> list[Part]:
                 sql=f"ALTER TABLE {ref} SET TBLPROPERTIES ('ticdc_sync.dropped' = 'true')",
             ),
         ]
-    if name == "RenameTarget":
-        return []  # the route follows the new upstream name; the Delta table keeps its place
-    if name in ("ChangeKey", "NoOp", "SetDefault"):
+    if name in ("RenameTarget", "ChangeKey", "NoOp", "SetDefault"):
+        # RenameTarget keyed under the old name / onto the same target: routing only.
         return []
     statements = ddl_mod.delta_sql(change, ref)
     tolerate: tuple[str, ...] = ()
@@ -186,25 +284,116 @@ def _parts_for(applier, change, base: TableSchema | None) -> list[Part]:
     return [Part(change.describe(), sql=s, tolerate=tolerate) for s in statements]
 
 
+def _rename_parts(
+    applier, event: DdlEvent, ts: int, old: tuple[str, str], new_schema: TableSchema | None
+) -> list[Part]:
+    """RENAME onto this target's upstream: carry the old target's rows over (see module doc).
+
+    Always three parts, so a resumed run counts them the same way whatever state it finds.
+    """
+    spark = applier.spark
+    old_entry = applier.project.route(applier.source.name, old[0], old[1])
+    old_name = old_entry.target_name(old[0], old[1]) if old_entry is not None else None
+    if old_name == applier.target or new_schema is None:
+        return []  # same target (fixed name, shards): only the upstream name changes
+    old_loc = target_location(applier.state.warehouse, old_name) if old_name else None
+    old_ref = table_ref(old_loc) if old_loc else None
+
+    def create(m: Marker) -> None:
+        if old_entry is not None and old_name is not None:
+            _catch_up(applier, old_entry, old_name, old, ts - 1)
+        with commit_marker(spark, m):
+            applier._create(new_schema, replace=table_exists(spark, applier.location))
+
+    def copy(m: Marker) -> None:
+        with commit_marker(spark, m):
+            if old_loc is None or not table_exists(spark, old_loc):
+                spark.sql(_last_ddl_sql(applier.ref, ts))
+                return
+            mine = {f.name for f in spark.read.format("delta").load(applier.location).schema}
+            theirs = spark.read.format("delta").load(old_loc).schema.fieldNames()
+            cols = ", ".join(quote(c) for c in theirs if c in mine)
+            spark.sql(
+                f"INSERT INTO {applier.ref} ({cols}) SELECT {cols} FROM {old_ref} "
+                f"WHERE {quote(COMMIT_TS)} < {ts}"
+            )
+
+    def clean(m: Marker) -> None:
+        if old_loc is not None and table_exists(spark, old_loc):
+            # Commits on the old target keep the old target's own marker.
+            with commit_marker(spark, target_marker(spark, old_loc) or Marker()):
+                spark.sql(f"DELETE FROM {old_ref} WHERE {quote(COMMIT_TS)} < {ts}")
+                spark.sql(
+                    f"ALTER TABLE {old_ref} SET TBLPROPERTIES "
+                    f"('ticdc_sync.renamed_to' = {sql_string(applier.target)})"
+                )
+        with commit_marker(spark, m):
+            spark.sql(
+                f"ALTER TABLE {applier.ref} SET TBLPROPERTIES "
+                f"('ticdc_sync.renamed_from' = {sql_string(old_name or '')})"
+            )
+
+    what = f"{old[0]}.{old[1]} -> {event.db}.{event.tbl}"
+    return [
+        Part(f"create target for renamed {what}", run=create),
+        Part(f"copy rows of target {old_name}", run=copy),
+        Part(f"empty target {old_name} (renamed to {applier.target})", run=clean),
+    ]
+
+
+def _catch_up(applier, entry, name: str, upstream: tuple[str, str], upto: int) -> None:
+    """Bring the old target of a RENAME up to just before it (it may sort after this one)."""
+    from ticdc_sync.spark.apply import TargetApplier
+    from ticdc_sync.window import dedupe_ddl
+
+    loc = target_location(applier.state.warehouse, name)
+    if table_exists(applier.spark, loc):
+        m = target_marker(applier.spark, loc)
+        if m is not None and m.applied_ts >= upto:
+            return
+    src = applier.source.name
+    ups = {upstream}
+    for r in applier.state.upstream_tables(src):
+        db, tbl = r["db"] or "", r["tbl"] or ""
+        e = applier.project.route(src, db, tbl) if tbl else None
+        if e is not None and e.target_name(db, tbl) == name:
+            ups.add((db, tbl))
+    other = TargetApplier(
+        applier.spark,
+        applier.state,
+        applier.project,
+        applier.source,
+        entry,
+        name,
+        sorted(ups),
+        applier.schemas,
+        applier.out,
+    )
+    other.run(upto, dedupe_ddl(applier.state.ddl_events(src, upto)))
+
+
 def _rebuild_part(applier, change) -> Part:
     """Narrowing type change, opted in with `narrow_column: rebuild`: rewrite with a cast."""
 
-    def run() -> None:
+    def run(m: Marker) -> None:
         from pyspark.sql import functions as F
 
         spark = applier.spark
         df = spark.read.format("delta").load(applier.location)
         cols = [
-            F.col(quote(c)).cast(change.new_type).alias(c) if c == change.name else F.col(quote(c))
+            F.col(quote(c)).cast(change.new_type).alias(c)
+            if c.lower() == change.name.lower()
+            else F.col(quote(c))
             for c in df.columns
         ]
-        (
-            df.select(*cols)
-            .write.format("delta")
-            .mode("overwrite")
-            .option("overwriteSchema", "true")
-            .save(applier.location)
-        )
+        with commit_marker(spark, m):
+            (
+                df.select(*cols)
+                .write.format("delta")
+                .mode("overwrite")
+                .option("overwriteSchema", "true")
+                .save(applier.location)
+            )
 
     return Part(change.describe(), run=run)
 
@@ -225,4 +414,4 @@ def _from_debezium(event, base: TableSchema | None):
     return base, []
 
 
-__all__ = ["apply_ddl_group", "COMMIT_TS"]
+__all__ = ["apply_ddl_group", "creates_target", "is_dropped", "COMMIT_TS"]
