@@ -93,6 +93,50 @@ def spark_options(transport: Transport) -> dict[str, str]:
     return {f"kafka.{k}": v for k, v in client_options(transport).items()}
 
 
+# Kafka client errors that mean "the cluster cannot be reached right now", not "the request
+# is wrong": a `run --follow` waits these out (runner), a plain `run` reports them.
+UNAVAILABLE_MARKERS = (
+    "org.apache.kafka.common.errors.TimeoutException",
+    "org.apache.kafka.common.errors.DisconnectException",
+    "org.apache.kafka.common.errors.NetworkException",
+    "org.apache.kafka.common.errors.NotLeaderOrFollowerException",
+    "org.apache.kafka.common.errors.LeaderNotAvailableException",
+    "org.apache.kafka.common.errors.CoordinatorNotAvailableException",
+    "Timed out waiting for a node assignment",
+    "Timed out waiting to send the call",
+)
+
+
+def _reachable(servers: str, timeout: float = 3.0) -> bool:
+    """Whether any bootstrap server accepts a TCP connection (no Kafka protocol)."""
+    import socket
+
+    for hp in servers.split(","):
+        host, _, port = hp.strip().rpartition(":")
+        if not host or not port.isdigit():
+            continue
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def is_unavailable(transport: Transport, e: BaseException) -> bool:
+    """True when `e` (from a Kafka read or offset look-up) is Kafka being unreachable.
+
+    Either the error is one of Kafka's availability errors, or no bootstrap server accepts
+    a connection right now. Gaps, missing topics and bad options are not: they need a human.
+    """
+    text = str(e)
+    if "no longer has records" in text or "fewer records than" in text:
+        return False
+    if any(m in text for m in UNAVAILABLE_MARKERS):
+        return True
+    return bool(transport.bootstrap_servers) and not _reachable(transport.bootstrap_servers)
+
+
 def _java_error(e: Exception) -> str:
     """The Java exception's message without the JVM stack trace."""
     j = getattr(e, "java_exception", None)
