@@ -53,3 +53,55 @@ def produce(
         .option("kafka.linger.ms", "0")
         .save()
     )
+
+
+def kafka_profiles(
+    bootstrap: str,
+    *,
+    master: str = "local[2]",
+    conf: dict[str, str] | None = None,
+    options: dict[str, str] | None = None,
+) -> str:
+    """profiles.yml text for a project reading from the local broker (profile `test`, target `dev`)."""
+    import yaml
+
+    spark: dict = {"master": master}
+    if conf:
+        spark["conf"] = dict(conf)
+    tr: dict = {"type": "kafka", "bootstrap_servers": bootstrap}
+    if options:
+        tr["options"] = dict(options)
+    out = {"spark": spark, "warehouse": "warehouse", "transport": tr}
+    return yaml.safe_dump({"test": {"target": "dev", "outputs": {"dev": out}}}, sort_keys=True)
+
+
+def kafka_project(
+    root: Path,
+    bootstrap: str,
+    *,
+    protocol: str,
+    topic: str,
+    schema_sql: str,
+    master: str = "local[2]",
+    conf: dict[str, str] | None = None,
+    options: dict[str, str] | None = None,
+) -> Path:
+    """A project (tables `app.*` -> `{table}`) whose profile reads `topic` from Kafka."""
+    from tests.spark.engine_harness import make_project
+
+    make_project(
+        root,
+        protocol=protocol,
+        topic=topic,
+        schema_sql=schema_sql,
+        tables='  - upstream: "app.*"\n    name: "{table}"\n',
+    )
+    (root / "profiles.yml").write_text(
+        kafka_profiles(bootstrap, master=master, conf=conf, options=options)
+    )
+    return root
+
+
+def produce_records(spark, bootstrap: str, topic: str, records) -> None:
+    """Produce generated `workload.encode.Record`s (keys and partitions as generated)."""
+    produce(spark, bootstrap, topic, [(r.partition, r.key, r.value) for r in records])
