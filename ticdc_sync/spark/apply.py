@@ -118,9 +118,20 @@ class TargetApplier:
 
     # --- public -------------------------------------------------------------------
 
-    def run(self, resolved: int, ddls) -> TargetResult:
-        exists = table_exists(self.spark, self.location)
-        marker = (target_marker(self.spark, self.location) if exists else None) or Marker()
+    def load_marker(self) -> Marker:
+        """Read whether the target exists and its progress marker (one Delta log read each)."""
+        self.exists = table_exists(self.spark, self.location)
+        found = target_marker(self.spark, self.location) if self.exists else None
+        self.marker = found or Marker()
+        return self.marker
+
+    def run(self, resolved: int, ddls, rows: DataFrame | None = None) -> TargetResult:
+        """Apply up to `resolved`. `rows`: the source's staged row events of this run's
+        window, cached once for all targets (default: read the staging table)."""
+        if not hasattr(self, "marker"):
+            self.load_marker()
+        self.rows = rows
+        exists, marker = self.exists, self.marker
         mine = [d for d in ddls if (d.db, d.tbl) in set(self.upstreams)]
         steps = plan_steps(marker, mine, resolved)
         self.result.applied_ts = marker.applied_ts
@@ -193,7 +204,8 @@ class TargetApplier:
 
     def _typed(self, hi: int, target_cols: list[tuple[str, str]], lo: int):
         """Typed row changes of every upstream table of this target, with a fit check."""
-        ev = self.state.events().where(
+        base = self.rows if getattr(self, "rows", None) is not None else self.state.events()
+        ev = base.where(
             (F.col("source") == self.source.name)
             & (F.col("kind") == KIND_ROW)
             & (F.col("commit_ts") > lo)

@@ -126,6 +126,9 @@ def _events_version(spark, state) -> int:
 
 
 def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Out):
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
     from ticdc_sync.spark import sources as sources_mod
     from ticdc_sync.spark.apply import SchemaBook, TargetApplier
     from ticdc_sync.spark.decode import decode_records
@@ -216,14 +219,33 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
         from ticdc_sync.window import dedupe_ddl
 
         ddls = dedupe_ddl(ddls)
+        appliers = []
         for name in sorted(targets):
             if select and not any(fnmatch.fnmatchcase(name, pat) for pat in select):
                 continue
             entry, ups = targets[name]
-            t = time.monotonic()
             applier = TargetApplier(spark, state, project, source, entry, name, ups, schemas, out)
+            applier.load_marker()
+            appliers.append(applier)
+        # The window of row events every selected target still needs, read once and cached.
+        lo = min((a.marker.applied_ts for a in appliers), default=resolved)
+        window = None
+        if appliers and lo < resolved:
+            window = (
+                state.events()
+                .where(
+                    (F.col("source") == source.name)
+                    & (F.col("kind") == "row")
+                    & (F.col("commit_ts") > lo)
+                    & (F.col("commit_ts") <= resolved)
+                )
+                .persist(StorageLevel.MEMORY_AND_DISK)
+            )
+        for applier in appliers:
+            name, ups = applier.target, applier.upstreams
+            t = time.monotonic()
             try:
-                res = applier.run(resolved, ddls)
+                res = applier.run(resolved, ddls, window)
             except BlockedError as e:
                 res = applier.result
                 res.blocked = {"message": str(e), "pending": getattr(e, "pending", [])}
@@ -255,6 +277,8 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
                 f"merge(s), {len(res.ddl_applied)} DDL, applied ts {res.applied_ts} "
                 f"({time.monotonic() - t:.1f}s)"
             )
+        if window is not None:
+            window.unpersist()
     result["seconds"] = round(time.monotonic() - t0, 3)
     out(
         f"done: {len(result['targets'])} target(s), {len(result['errors'])} error(s) "
