@@ -169,7 +169,7 @@ class TargetApplier:
             return None
         from ticdc_sync.codecs.infer import schema_from_meta
 
-        schema = schema_from_meta(self.source.protocol, db, tbl, meta, pk)
+        schema = schema_from_meta(db, tbl, meta, pk, self.source.protocol)
         self.schemas.inferred[(db, tbl)] = schema
         self.out(
             f"  {self.target}: no DDL or schema/*.sql for {db}.{tbl}; columns inferred from "
