@@ -375,10 +375,10 @@ class TargetApplier:
         """One row per key: its last change (commit_ts, then DELETE before INSERT, then position)."""
         keys_equal = F.lit(True)
         for k in keys:
-            keys_equal = keys_equal & F.col(f"`v_{k}`").eqNullSafe(F.col(f"`b_{k}`"))
+            keys_equal = keys_equal & F.col(quote(f"v_{k}")).eqNullSafe(F.col(quote(f"b_{k}")))
         pos = ["commit_ts", "partition", "offset", "idx"]
         upserts = typed.where(F.col("op") != OP_DELETE).select(
-            *[F.col(f"`v_{c}`").alias(c) for c in columns],
+            *[F.col(quote(f"v_{c}")).alias(c) for c in columns],
             F.lit("U").alias(OP_COL),
             F.lit(1).alias("__rank"),
             *pos,
@@ -388,13 +388,13 @@ class TargetApplier:
             (F.col("op") != OP_DELETE) & F.col("has_before") & ~keys_equal
         )
         deletes = typed.where(moved).select(
-            *[(F.col(f"`b_{c}`") if c in keys else F.lit(None)).alias(c) for c in columns],
+            *[(F.col(quote(f"b_{c}")) if c in keys else F.lit(None)).alias(c) for c in columns],
             F.lit("D").alias(OP_COL),
             F.lit(0).alias("__rank"),
             *pos,
         )
         both = upserts.unionByName(deletes, allowMissingColumns=False)
-        w = Window.partitionBy(*[F.col(f"`{k}`") for k in keys]).orderBy(
+        w = Window.partitionBy(*[F.col(quote(k)) for k in keys]).orderBy(
             F.col("commit_ts").desc(),
             F.col("__rank").desc(),
             F.col("partition").desc(),
@@ -403,7 +403,7 @@ class TargetApplier:
         )
         last = both.withColumn("__n", F.row_number().over(w)).where(F.col("__n") == 1)
         return last.select(
-            *[F.col(f"`{c}`") for c in columns], F.col("commit_ts").alias(COMMIT_TS), OP_COL
+            *[F.col(quote(c)) for c in columns], F.col("commit_ts").alias(COMMIT_TS), OP_COL
         )
 
     # --- DDL ----------------------------------------------------------------------------

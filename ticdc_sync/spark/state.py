@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from ticdc_sync.errors import UserError
 from ticdc_sync.events import EVENT_SCHEMA, KIND_BAD, KIND_DDL, KIND_ROW, KIND_WATERMARK
 from ticdc_sync.model import Project
-from ticdc_sync.sqlgen import state_location, table_ref
+from ticdc_sync.sqlgen import quote, state_location, table_ref
 from ticdc_sync.upstream import TableSchema
 from ticdc_sync.window import DdlEvent, Marker
 
@@ -85,7 +85,7 @@ class State:
 
     def stage(self, source: str, decoded: DataFrame) -> None:
         """Append decoded events in one Delta commit: positions and events move together."""
-        cols = [F.lit(source).alias("source"), *[F.col(f"`{c}`") for c in decoded.columns]]
+        cols = [F.lit(source).alias("source"), *[F.col(quote(c)) for c in decoded.columns]]
         decoded.select(*cols).write.format("delta").mode("append").save(self.events_path)
 
     def last_commit_rows(self, path: str) -> int:
