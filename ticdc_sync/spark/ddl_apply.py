@@ -127,12 +127,16 @@ def apply_ddl_group(applier, marker: Marker, step: ApplyDdl) -> Marker:
     parts: list[Part] = []
     new_versions: list[tuple[TableSchema, str]] = []
     described: list[str] = []
+    # Schemas changed earlier in this group: DDLs sharing a commit_ts (an `es`-ordered source
+    # puts CREATE and the next ALTER in the same second) see each other in order.
+    current: dict[tuple[str, str], TableSchema | None] = {}
     for event in step.ddls:
         statements = ddl_mod.parse_ddl(event.sql, event.db or None, event.hint)
         for stmt in statements:
             old_name = _rename_source(stmt, event.db, event.tbl)
             db, tbl = old_name or statement_table(stmt, (event.db, event.tbl))
-            base = _base(applier, db, tbl, ts)
+            key = (db.lower(), tbl.lower())
+            base = current[key] if key in current else _base(applier, db, tbl, ts)
             if isinstance(stmt, CreateTable) and base is not None:
                 # A seed (schema/*.sql) or a table whose DROP we never saw: follow the CREATE.
                 new_schema = stmt.schema
@@ -191,7 +195,11 @@ def apply_ddl_group(applier, marker: Marker, step: ApplyDdl) -> Marker:
                 else:
                     parts.extend(_parts_for(applier, change, base))
                 described.append(change.describe())
+            current[key] = new_schema
+            if old_name is not None:
+                current[(event.db.lower(), event.tbl.lower())] = new_schema
             if new_schema is not None:
+                current[(new_schema.db.lower(), new_schema.table.lower())] = new_schema
                 new_versions.append((new_schema, event.sql))
             elif base is not None:
                 new_versions.append((tombstone(base), event.sql))
