@@ -12,7 +12,7 @@ import pytest
 os.environ["TZ"] = "UTC"
 time.tzset()
 
-from ticdc_sync.spark.session import build_session
+from ticdc_sync.spark.session import build_session  # noqa: E402 (after the TZ pin)
 
 
 @pytest.fixture(scope="session")

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import base64
 import re
-from pathlib import Path
 
 import pytest
 
+from tests.shared_paths import SHARED
 from tests.spark._encoders import canal, debezium, go_quote, open_frames
 from ticdc_sync import codecs, datatypes, events
 from ticdc_sync.codecs.infer import parse_mysql_type
@@ -200,7 +200,7 @@ def test_debezium_values(spark):
 
 def test_debezium_tiflow_golden_values(spark):
     """tiflow datatype.dbz.json with datatype.ddl.sql as the schema: every column's value."""
-    base = Path("/work/shared/corpus/tiflow/debezium-testdata")
+    base = SHARED / "corpus/tiflow/debezium-testdata"
     cols: list[Column] = []
     for line in (base / "datatype.ddl.sql").read_text().splitlines():
         m = re.match(r"^\s*(\w+)\s+(.+?),?\s*$", line)

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
+from tests.shared_paths import SHARED
 from ticdc_sync.ddl import Catalog, parse_ddl, parse_schema_sql
 from ticdc_sync.ddl_lex import split_statements
 from ticdc_sync.ddl_parse import Unknown
 from ticdc_sync.upstream import TableSchema
 
-CORPUS = Path("/work/shared/corpus/canal-ddl-meta")
+CORPUS = SHARED / "corpus/canal-ddl-meta"
 INT_TYPES = ("tinyint", "smallint", "mediumint", "int", "bigint")
 
 # Cases we do not reproduce, each with its reason. The test fails if one starts passing.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
+from tests.shared_paths import SHARED
 from ticdc_sync.ddl import (
     AddColumn,
     ChangeColumnType,
@@ -23,8 +23,8 @@ from ticdc_sync.ddl import (
     schema_from_debezium_table,
 )
 
-DOCS = Path("/work/shared/protocols/ticdc-debezium.txt")
-DDL_SQL = Path("/work/shared/corpus/tiflow/debezium-testdata/datatype.ddl.sql")
+DOCS = SHARED / "protocols/ticdc-debezium.txt"
+DDL_SQL = SHARED / "corpus/tiflow/debezium-testdata/datatype.ddl.sql"
 
 
 def col(name, type_name, pos, optional=True, **kw):

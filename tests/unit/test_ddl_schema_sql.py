@@ -6,10 +6,11 @@ import glob
 
 import pytest
 
+from tests.shared_paths import SHARED
 from ticdc_sync.ddl import parse_schema_sql
 from ticdc_sync.errors import DdlError
 
-CORPUS = "/work/shared/corpus/canal-ddl-meta"
+CORPUS = str(SHARED / "corpus/canal-ddl-meta")
 
 SQL = """
 -- seed

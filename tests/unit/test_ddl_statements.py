@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from tests.shared_paths import SHARED
 from ticdc_sync import ddl
 from ticdc_sync.ddl import (
     AddColumn,
@@ -44,7 +43,7 @@ from ticdc_sync.ddl_parse import (
 from ticdc_sync.errors import DdlError
 from ticdc_sync.model import DdlKind
 
-CORPUS = Path("/work/shared/corpus/canal-ddl-meta")
+CORPUS = SHARED / "corpus/canal-ddl-meta"
 BASE = """CREATE TABLE shop.t (
   id int NOT NULL, a int, b varchar(10) DEFAULT 'x', d decimal(10,2), f float,
   e enum('p','q'), PRIMARY KEY (id) /*T![clustered_index] CLUSTERED */

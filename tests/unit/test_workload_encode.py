@@ -6,10 +6,10 @@ import base64
 import datetime as dt
 import json
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
+from tests.shared_paths import SHARED
 from ticdc_sync.ddl import parse_schema_sql
 from ticdc_sync.upstream import Column, TableSchema
 from ticdc_sync.workload.encode import (
@@ -25,7 +25,7 @@ from ticdc_sync.workload.encode import (
 )
 from ticdc_sync.workload.gojson import go_quote_inner
 
-CORPUS = Path("/work/shared/corpus")
+CORPUS = SHARED / "corpus"
 DBZ = CORPUS / "tiflow" / "debezium-testdata"
 OPEN = CORPUS / "tiflow" / "open-protocol-examples"
 

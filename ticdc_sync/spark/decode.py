@@ -110,7 +110,11 @@ def _decode_canal(records: DataFrame) -> DataFrame:
     df = df.withColumn("o", _e("try_element_at(j.old, idx + 1)"))
     wm = "j.type = 'TIDB_WATERMARK'"
     ddl = "coalesce(j.isDdl, false)"
-    commit = "coalesce(j._tidb.commitTs, shiftleft(j.es, 18))"
+    # Without the TiDB extension there is no commitTs (codec facts 1.6): `es` is the commit
+    # time in ms. The offset within the partition fills the TSO's 18 logical bits, so events
+    # of one partition sharing an `es` keep their offset order and a DDL never shares its
+    # position in the order with a row (an approximation; `plan` warns about it).
+    commit = "coalesce(j._tidb.commitTs, shiftleft(j.es, 18) + pmod(`offset`, 262144))"
     error = f"""CASE
       WHEN value IS NULL OR length(value) = 0 THEN 'empty Kafka value: not a Canal-JSON message'
       WHEN j IS NULL THEN 'blank Kafka value: not a Canal-JSON message'
@@ -224,7 +228,12 @@ def _decode_debezium(records: DataFrame) -> DataFrame:
     is_row = f"{op} IN ('c', 'r', 'u', 'd')"
     is_ddl = f"{op} IS NULL AND p.ddl IS NOT NULL"
     # Plain Debezium MySQL connector: no commit_ts; its binlog time in ms (events conventions).
-    commit = "coalesce(p.source.commit_ts, shiftleft(coalesce(p.source.ts_ms, p.ts_ms), 18))"
+    # The plain Debezium MySQL connector has no commit_ts: source.ts_ms plus the offset in
+    # the logical bits, as for Canal-JSON without the TiDB extension.
+    commit = (
+        "coalesce(p.source.commit_ts, "
+        "shiftleft(coalesce(p.source.ts_ms, p.ts_ms), 18) + pmod(`offset`, 262144))"
+    )
     error = f"""CASE
       WHEN {tombstone} THEN NULL
       WHEN j IS NULL THEN 'blank Kafka value: not a Debezium message'

@@ -181,7 +181,12 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
             s_res["resolved_ts"] = None
             continue
         wms = [state.capped_watermark(source.name, p) for p in parts]
-        resolved = -1 if any(w is None for w in wms) else min(wms)  # type: ignore[type-var]
+        if source.has_commit_ts:
+            resolved = -1 if any(w is None for w in wms) else min(wms)  # type: ignore[type-var]
+        else:
+            # No watermarks exist (codec facts 4.5): everything staged counts as resolved.
+            known = [w for w in wms if w is not None]
+            resolved = max(known) if known else -1
         s_res["resolved_ts"] = resolved
         s_res["partitions"] = {f"{p.topic}/{p.partition}": p.last_offset for p in parts}
         out(f"  {source.name}: resolved ts {resolved} over {len(parts)} partition(s)")
