@@ -67,19 +67,8 @@ def read_capture_records(
         if not files:
             continue
         raw = spark.read.text([str(f) for f in files]).withColumn("__file", F.input_file_name())
-        parsed = raw.select(
-            F.from_json("value", CAPTURE_LINE_SCHEMA).alias("r"), "__file", F.col("value")
-        )
-        broken = (
-            parsed.where(
-                F.col("r").isNull() | F.col("r.partition").isNull() | F.col("r.offset").isNull()
-            )
-            .where(F.trim(F.col("value")) != "")
-            .limit(3)
-            .collect()
-        )
-        if broken:
-            _raise_broken_lines(files, broken)
+        dup = _check_lines(raw, files)
+        parsed = raw.select(F.from_json("value", CAPTURE_LINE_SCHEMA).alias("r"))
         b64 = F.col("r.encoding") == "base64"
 
         def raw_bytes(col: str, is_b64=b64):
@@ -97,14 +86,40 @@ def read_capture_records(
             raw_bytes("key").alias("key"),
             raw_bytes("value").alias("value"),
         )
+        if dup:
+            # The same record captured twice (overlapping capture files) is one record.
+            df = df.dropDuplicates(["topic", "partition", "offset"])
         frames.append(_after_consumed(df, consumed, topic))
     if not frames:
         return spark.createDataFrame([], RECORD_SCHEMA)
     out = frames[0]
     for f in frames[1:]:
         out = out.unionByName(f)
-    # The same record captured twice (overlapping capture files) is one record.
-    return out.dropDuplicates(["topic", "partition", "offset"])
+    return out
+
+
+def _check_lines(raw: DataFrame, files: list[Path]) -> bool:
+    """One narrow pass over a topic's capture lines: raise on a line that is not a record;
+    return whether some (partition, offset) occurs more than once.
+
+    Only the positions are parsed (the JSON reader skips the value text) and only positions
+    are shuffled, so the full records need no shuffle unless there really are duplicates
+    (a `dropDuplicates` over the records would move every value's bytes).
+    """
+    pos = raw.where(F.trim(F.col("value")) != "").select(
+        F.from_json("value", "partition INT, offset BIGINT").alias("p"), "__file", "value"
+    )
+    broken = F.col("p.partition").isNull() | F.col("p.offset").isNull()
+    found = (
+        pos.groupBy(F.col("p.partition").alias("partition"), F.col("p.offset").alias("offset"))
+        .count()
+        .where((F.col("count") > 1) | F.col("partition").isNull() | F.col("offset").isNull())
+        .limit(4)
+        .collect()
+    )
+    if any(r["partition"] is None or r["offset"] is None for r in found):
+        _raise_broken_lines(files, pos.where(broken).select("value", "__file").limit(3).collect())
+    return bool(found)
 
 
 def _raise_broken_lines(files: list[Path], broken: list) -> None:
