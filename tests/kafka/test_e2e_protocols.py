@@ -24,18 +24,7 @@ from ticdc_sync.workload.history import HistoryConfig, encode, generate
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
-PROTOCOLS = [
-    "canal-json",
-    "debezium",
-    pytest.param(
-        "open-protocol",
-        marks=pytest.mark.xfail(
-            reason="engine bug: codecs/_sql.py decodes \\u escapes with decode(..., 'UTF-32BE'), "
-            "which Spark 4.2 rejects (INVALID_PARAMETER_VALUE.CHARSET) in the MERGE of seed 11",
-            strict=False,
-        ),
-    ),
-]
+PROTOCOLS = ["canal-json", "debezium", "open-protocol"]
 
 
 def check_targets(spark, project, truth, schemas, what: str) -> None:

@@ -61,7 +61,6 @@ def _rows(spark, project, name: str, order: str) -> list[tuple]:
     ]
 
 
-@pytest.mark.xfail(strict=True, reason=SAME_ES)
 def test_seatunnel_canal_ddl_then_dml(spark, tmp_path):
     """CREATE DATABASE, CREATE TABLE (embedded newlines, DEFAULT), ALTER AUTO_INCREMENT, DML."""
     root = make_project(

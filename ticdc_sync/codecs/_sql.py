@@ -223,10 +223,23 @@ def go_unquote(raw: str) -> str:
         f"WHEN '\\\\' THEN '5C' WHEN '\"' THEN '22' WHEN '\\'' THEN '27' ELSE 'ZZ' END"
     )
     cpv = f"CAST({cp} AS BIGINT)"
-    unicode = (
-        f"IF({cpv} BETWEEN 55296 AND 57343 OR {cpv} > 1114111, 'ZZ', "
-        f"hex(encode(decode(unhex(lpad(substr({tok}, 3), 8, '0')), 'UTF-32BE'), 'UTF-8')))"
+
+    # The code point's UTF-8 bytes, computed arithmetically: Spark 4.2 has no UTF-32BE
+    # charset for decode(), and this keeps the expression free of charset tables.
+    def byte(expr: str) -> str:
+        return f"lpad(hex({expr}), 2, '0')"
+
+    utf8 = (
+        f"CASE WHEN {cpv} < 128 THEN {byte(cpv)} "
+        f"WHEN {cpv} < 2048 THEN concat({byte(f'192 | shiftright({cpv}, 6)')}, "
+        f"{byte(f'128 | ({cpv} & 63)')}) "
+        f"WHEN {cpv} < 65536 THEN concat({byte(f'224 | shiftright({cpv}, 12)')}, "
+        f"{byte(f'128 | (shiftright({cpv}, 6) & 63)')}, {byte(f'128 | ({cpv} & 63)')}) "
+        f"ELSE concat({byte(f'240 | shiftright({cpv}, 18)')}, "
+        f"{byte(f'128 | (shiftright({cpv}, 12) & 63)')}, "
+        f"{byte(f'128 | (shiftright({cpv}, 6) & 63)')}, {byte(f'128 | ({cpv} & 63)')}) END"
     )
+    unicode = f"IF({cpv} BETWEEN 55296 AND 57343 OR {cpv} > 1114111, 'ZZ', {utf8})"
     per_token = (
         f"CASE WHEN length({tok}) = 1 THEN hex(encode({tok}, 'UTF-8')) "
         f"WHEN length({tok}) = 2 THEN {named} "
