@@ -63,11 +63,18 @@ def _run_and_kill(root, delay_after_start: float, timeout: float = 600) -> str:
 
 
 def test_sigkill_at_random_moments_then_resume_equals_truth(spark, tmp_path):
-    history = generate(HistoryConfig(seed=11, transactions=50, partitions=3, dispatch="index-value", ddl_count=1))
+    history = generate(
+        HistoryConfig(seed=11, transactions=50, partitions=3, dispatch="index-value", ddl_count=1)
+    )
     enc = encode(history, "canal-json", "cdc")
     sql = "".join(schema_sql(s) for s in history.initial.values())
-    root = make_project(tmp_path / "p", protocol="canal-json", topic="cdc", schema_sql=sql,
-                        tables='  - upstream: "app.*"\n    name: "{table}"\n')
+    root = make_project(
+        tmp_path / "p",
+        protocol="canal-json",
+        topic="cdc",
+        schema_sql=sql,
+        tables='  - upstream: "app.*"\n    name: "{table}"\n',
+    )
     rng = random.Random(2024)
     outcomes = []
     # Two chunks: the first run may be killed while staging or merging; the second while

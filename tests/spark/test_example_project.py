@@ -44,10 +44,10 @@ def test_example_runs_end_to_end(spark, tmp_path, capsys):
         schema = schemas[(db, tbl)]
         for prefix in ("canal_", "debezium_", "open_"):
             rows = read_target(spark, project, prefix + tbl, "id")
-            got = [
-                {k: canon_delta(schema.column(k), v) for k, v in r.items()} for r in rows
+            got = [{k: canon_delta(schema.column(k), v) for k, v in r.items()} for r in rows]
+            want = [
+                {k: _canon_expected(schema, k, v) for k, v in r.items()} for r in expected["rows"]
             ]
-            want = [{k: _canon_expected(schema, k, v) for k, v in r.items()} for r in expected["rows"]]
             assert [r["id"] for r in got] == [r["id"] for r in want], prefix + tbl
             for g, w in zip(got, want, strict=True):
                 diff = {k: (g.get(k), w[k]) for k in w if g.get(k) != w[k]}
