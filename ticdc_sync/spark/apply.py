@@ -13,6 +13,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -299,7 +300,11 @@ class TargetApplier:
             return marker
         key_names = [next(n for n, _ in target_cols if n.lower() == k.lower()) for k in keys]
         typed = self._handle_bad_values(typed, step)
-        src = self._collapse(typed, key_names, [n for n, _ in target_cols])
+        # Cached: Delta's MERGE evaluates its source twice (touched files, then the write);
+        # without the cache each evaluation re-reads, re-types and re-collapses the segment.
+        src = self._collapse(typed, key_names, [n for n, _ in target_cols]).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
         src.createOrReplaceTempView(SOURCE_VIEW)
         sql = merge_sql(self.ref, SOURCE_VIEW, key_names, [n for n, _ in target_cols])
         try:
@@ -313,6 +318,7 @@ class TargetApplier:
             raise
         finally:
             self.spark.catalog.dropTempView(SOURCE_VIEW)
+            src.unpersist()
         if metrics:
             m = metrics[0].asDict()
             self.result.inserted += int(m.get("num_inserted_rows") or 0)

@@ -284,12 +284,23 @@ class State:
 
 def target_marker(spark: SparkSession, location: str) -> Marker | None:
     """The marker of the latest ticdc-sync commit of a target, or None if it has none."""
-    rows = spark.sql(f"DESCRIBE HISTORY {table_ref(location)}").select("version", "userMetadata")
-    for r in rows.orderBy(F.col("version").desc()).collect():
-        m = Marker.from_user_metadata(r["userMetadata"])
-        if m is not None:
-            return m
-    return None
+    # The newest commits first, widening the look-back only while none carries a marker
+    # (commits by others, e.g. OPTIMIZE, carry none): the history grows with every run.
+    limit = 8
+    while True:
+        rows = (
+            spark.sql(f"DESCRIBE HISTORY {table_ref(location)} LIMIT {limit}")
+            .select("version", "userMetadata")
+            .orderBy(F.col("version").desc())
+            .collect()
+        )
+        for r in rows:
+            m = Marker.from_user_metadata(r["userMetadata"])
+            if m is not None:
+                return m
+        if len(rows) < limit:
+            return None
+        limit *= 4
 
 
 def table_exists(spark: SparkSession, location: str) -> bool:
