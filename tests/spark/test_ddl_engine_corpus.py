@@ -27,17 +27,8 @@ pytestmark = pytest.mark.spark
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
 NO_EXT = "      enable-tidb-extension: false\n"
 
-# Known gaps (engine ordering for sources without commit_ts, not DDL translation). Strict:
-# each test fails loudly once the engine handles it, so the marker gets removed then.
-SAME_ES = (
-    "rows whose `es` (second precision) equals a DDL's are merged neither before nor after it: "
-    "window.plan_steps assumes rows never share a commit_ts with a DDL, true for TiCDC's "
-    "commit_ts but not for es-derived ts; needs offset-ordered DDL barriers (engine-owned)"
-)
-MAP_ORDER = (
-    "columns inferred from Canal `mysqlType` come out in map order, not message order "
-    "(t2's k1,k2 land after v1,v2)"
-)
+# Known gap (engine ordering for sources without commit_ts, not DDL translation). Strict:
+# the test fails loudly once the engine handles it, so the marker gets removed then.
 ES_BACKWARDS = (
     "file 5 has a row whose es is earlier than the DDL before it (MODIFY v5 DOUBLE): es order "
     "types it with the FLOAT schema, losing 4.00000000004"
@@ -97,7 +88,6 @@ def test_seatunnel_canal_ddl_then_dml(spark, tmp_path):
     ]
 
 
-@pytest.mark.xfail(strict=True, reason=SAME_ES + "; " + MAP_ORDER)
 def test_paimon_database_schemaevolution(spark, tmp_path):
     """Per-table ADD COLUMN / MODIFY widening on t1 (PK k) and t2 (PK k1,k2), one topic.
 
@@ -137,7 +127,7 @@ def test_paimon_database_schemaevolution(spark, tmp_path):
     ]
 
 
-@pytest.mark.xfail(strict=True, reason=SAME_ES + "; " + ES_BACKWARDS)
+@pytest.mark.xfail(strict=True, reason=ES_BACKWARDS)
 def test_paimon_table_schemaevolution_two_shards_one_target(spark, tmp_path):
     """schema_evolution_1 and _2 merged into one target (Paimon's table sync), 5 files."""
     base = CORPUS / "paimon-kafka" / "canal" / "table" / "schemaevolution"

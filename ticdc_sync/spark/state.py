@@ -258,11 +258,20 @@ class State:
                 & F.col("col_meta").isNotNull()
             )
             .orderBy("commit_ts", "partition", "offset", "idx")
-            .select("col_meta", "pk_names")
+            # Keys and values as arrays: a map reaches Python through a Java HashMap, which
+            # loses the message's column order (the order an inferred schema must keep).
+            .select(
+                F.map_keys("col_meta").alias("names"),
+                F.map_values("col_meta").alias("metas"),
+                "pk_names",
+            )
             .limit(1)
             .collect()
         )
-        return (dict(r[0]["col_meta"]), list(r[0]["pk_names"] or [])) if r else (None, None)
+        if not r:
+            return None, None
+        meta = dict(zip(r[0]["names"], r[0]["metas"], strict=True))
+        return meta, list(r[0]["pk_names"] or [])
 
     # --- schema history -------------------------------------------------------------
 
