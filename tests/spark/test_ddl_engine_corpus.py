@@ -27,13 +27,6 @@ pytestmark = pytest.mark.spark
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
 NO_EXT = "      enable-tidb-extension: false\n"
 
-# Known gap (engine ordering for sources without commit_ts, not DDL translation). Strict:
-# the test fails loudly once the engine handles it, so the marker gets removed then.
-ES_BACKWARDS = (
-    "file 5 has a row whose es is earlier than the DDL before it (MODIFY v5 DOUBLE): es order "
-    "types it with the FLOAT schema, losing 4.00000000004"
-)
-
 
 def _messages(path: Path) -> list[bytes]:
     return [ln.encode() for ln in path.read_text("utf-8").splitlines() if ln.startswith("{")]
@@ -127,7 +120,6 @@ def test_paimon_database_schemaevolution(spark, tmp_path):
     ]
 
 
-@pytest.mark.xfail(strict=True, reason=ES_BACKWARDS)
 def test_paimon_table_schemaevolution_two_shards_one_target(spark, tmp_path):
     """schema_evolution_1 and _2 merged into one target (Paimon's table sync), 5 files."""
     base = CORPUS / "paimon-kafka" / "canal" / "table" / "schemaevolution"

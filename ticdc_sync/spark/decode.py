@@ -429,11 +429,54 @@ def _decode_open(records: DataFrame) -> DataFrame:
 # ---------------------------------------------------------------------------- entry point
 
 
-def decode_records(records: DataFrame, source: Source) -> DataFrame:
+def decode_records(
+    records: DataFrame, source: Source, floors: dict[tuple[str, int], int] | None = None
+) -> DataFrame:
     """Decode Kafka records (events.RECORD_SCHEMA) of `source` into events.EVENT_SCHEMA rows.
 
     Lazy: returns a DataFrame plan; the caller decides when to evaluate or stage it.
+    `floors`: for sources without commit_ts, the highest approximate ts already staged per
+    (topic, partition), so order keeps rising across batches (see `_monotonic_inexact`).
     """
+    out = _decode(records, source)
+    if not source.has_commit_ts:
+        out = _monotonic_inexact(out, floors or {})
+    return out
+
+
+def _monotonic_inexact(df: DataFrame, floors: dict[tuple[str, int], int]) -> DataFrame:
+    """Without commit_ts (Canal-JSON without the TiDB extension, codec facts 1.6) the order
+    within a partition is its offsets: `es` can run backwards across messages. The ms part
+    of the approximate ts becomes the running maximum of `es` in offset order (starting at
+    what earlier batches staged), the logical bits keep the offset, so ts rises with offset.
+    """
+    ms = "shiftright(commit_ts, 18)"
+    floor = "CAST(NULL AS BIGINT)"
+    if floors:
+        whens = " ".join(
+            f"WHEN topic = {_sql_str(t)} AND `partition` = {p} THEN {int(v) >> 18}"
+            for (t, p), v in sorted(floors.items())
+        )
+        floor = f"CASE {whens} END"
+    running = (
+        f"max(IF(exact_ts, NULL, {ms})) OVER (PARTITION BY topic, `partition` "
+        "ORDER BY `offset`, idx ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+    )
+    fixed = f"shiftleft(greatest({running}, {floor}), 18) + pmod(`offset`, 262144)"
+    cols = [
+        F.expr(f"IF(exact_ts OR commit_ts IS NULL, commit_ts, {fixed})").alias("commit_ts")
+        if c == "commit_ts"
+        else F.col(f"`{c}`")
+        for c in df.columns
+    ]
+    return df.select(*cols)
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _decode(records: DataFrame, source: Source) -> DataFrame:
     missing = {"topic", "partition", "offset", "timestamp", "key", "value"} - set(records.columns)
     if missing:
         raise ValueError(f"records lack columns {sorted(missing)}; expected {events.RECORD_SCHEMA}")

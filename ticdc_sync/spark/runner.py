@@ -142,9 +142,12 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
         result["sources"][source.name] = s_res
         # Read + decode + stage.
         t = time.monotonic()
-        consumed = {(p.topic, p.partition): p.last_offset for p in state.partitions(source.name)}
+        progress = state.partitions(source.name)
+        consumed = {(p.topic, p.partition): p.last_offset for p in progress}
+        # Sources without commit_ts keep their approximate order rising across batches.
+        floors = {(p.topic, p.partition): p.watermark for p in progress if p.watermark is not None}
         records = sources_mod.read_records(spark, project, source, consumed)
-        decoded = decode_records(records, source)
+        decoded = decode_records(records, source, floors)
         before = _events_version(spark, state)
         state.stage(source.name, decoded)
         # Appending nothing makes no Delta commit: the latest commit is then an earlier
