@@ -56,6 +56,27 @@ def wm(ts: int) -> bytes:
     ).encode()
 
 
+def ddl(ts: int, sql: str) -> bytes:
+    return json.dumps(
+        {
+            "id": 0,
+            "database": "shop",
+            "table": "t",
+            "pkNames": None,
+            "isDdl": True,
+            "type": "ALTER",
+            "es": ts >> 18,
+            "ts": 0,
+            "sql": sql,
+            "sqlType": None,
+            "mysqlType": None,
+            "data": None,
+            "old": None,
+            "_tidb": {"commitTs": ts},
+        }
+    ).encode()
+
+
 def test_insert_update_delete_and_watermark_gating(spark, tmp_path):
     root = make_project(tmp_path / "p", protocol="canal-json", schema_sql=SCHEMA)
     recs0 = [
@@ -74,6 +95,7 @@ def test_insert_update_delete_and_watermark_gating(spark, tmp_path):
         ),
         (0, 3, None, wm(120)),
         (0, 4, None, row("DELETE", 130, {"id": "2", "v": "b", "n": None})),
+        (0, 5, None, ddl(135, "ALTER TABLE t ADD COLUMN extra INT NOT NULL DEFAULT 7")),
     ]
     recs1 = [
         # key move on partition 1: id 3 -> 4, at a ts below the watermark of partition 1
@@ -101,12 +123,18 @@ def test_insert_update_delete_and_watermark_gating(spark, tmp_path):
         for r in rows
     ] == [(1, "a2", "2.00", 120), (2, "b", None, 110), (4, "c", "3.00", 115)]
 
+    # The DDL beyond the resolved ts is listed for `plan` as pending, with its Delta change.
+    state = json.loads((root / "target" / "state.json").read_text())
+    assert [(p["commit_ts"], p["classification"], p["kind"]) for p in state["pending_ddl"]] == [
+        (135, "additive", "add_column")
+    ]
+
     # More records: the watermark passes the delete; a replay of an old insert is ignored.
     write_captures(
         root,
         "t",
         [
-            (0, 5, None, wm(140)),
+            (0, 6, None, wm(140)),
             (1, 3, None, row("INSERT", 105, {"id": "3", "v": "c", "n": "3.00"})),  # replay
             (1, 4, None, wm(140)),
         ],

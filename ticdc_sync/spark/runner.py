@@ -223,10 +223,15 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
         if resolved < 0:
             out(f"  {source.name}: no watermark on every partition yet; nothing is resolved")
             continue
-        ddls = state.ddl_events(source.name, resolved)
         from ticdc_sync.window import dedupe_ddl
 
-        ddls = dedupe_ddl(ddls)
+        all_ddls = dedupe_ddl(state.ddl_events(source.name, 2**63 - 1))
+        ddls = [d for d in all_ddls if d.commit_ts <= resolved]
+        result.setdefault("waiting_ddl", []).extend(
+            waiting_ddl(
+                project, source.name, schemas, [d for d in all_ddls if d.commit_ts > resolved]
+            )
+        )
         appliers = []
         for name in sorted(targets):
             if select and not any(fnmatch.fnmatchcase(name, pat) for pat in select):
@@ -305,11 +310,52 @@ def write_results(project: Project, result: dict) -> None:
         for _, t in sorted(result["targets"].items())
         for p in (t.get("blocked") or {}).get("pending", [])
     ]
+    # DDL received but beyond the resolved TSO: the next runs will apply it.
+    pending += sorted(result.get("waiting_ddl", []), key=lambda p: (p["commit_ts"], p["upstream"]))
     state = {
         "applied": {n: t["applied_ts"] for n, t in sorted(result["targets"].items())},
         "pending_ddl": pending,
     }
     (folder / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+
+
+def waiting_ddl(project: Project, source: str, schemas, events) -> list[dict]:
+    """plan.PlanState entries for DDL staged beyond the resolved TSO, classified by what
+    it would do to Delta (additive / destructive / unsupported / no-change)."""
+    from ticdc_sync import ddl as ddl_mod
+    from ticdc_sync.spark.ddl_apply import statement_table
+
+    out = []
+    for e in events:
+        entry = project.route(source, e.db, e.tbl) if e.tbl else None
+        if entry is None:
+            continue
+        changes = []
+        reason = None
+        try:
+            for stmt in ddl_mod.parse_ddl(e.sql, e.db or None, e.hint):
+                db, tbl = statement_table(stmt, (e.db, e.tbl))
+                _, ch = ddl_mod.apply_statement(schemas.at(db, tbl, e.commit_ts - 1), stmt)
+                changes.extend(ch)
+        except Exception as err:  # noqa: BLE001 - reported, never fatal for plan output
+            reason = f"cannot classify yet: {err}"
+        effects = {c.effect for c in changes}
+        cls = next(
+            (k for k in ("unsupported", "destructive", "additive") if k in effects), "no-change"
+        )
+        item = {
+            "upstream": f"{e.db}.{e.tbl}",
+            "target": entry.target_name(e.db, e.tbl),
+            "kind": changes[0].kind.value if changes else "other",
+            "sql": e.sql.strip(),
+            "commit_ts": e.commit_ts,
+            "classification": cls,
+            "delta": "; ".join(c.describe() for c in changes) or "none",
+        }
+        if reason:
+            item["reason"] = reason
+        out.append(item)
+    return out
 
 
 def tso_wall_time(ts: int) -> str:
