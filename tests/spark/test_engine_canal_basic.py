@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from tests.spark.engine_harness import load, make_project, read_target, write_captures
+from tests.spark.engine_harness import canal_row, load, make_project, read_target, write_captures
+from tests.spark.engine_harness import canal_watermark as wm
 from ticdc_sync.spark import runner
 
 pytestmark = pytest.mark.spark
@@ -16,44 +17,7 @@ MT = {"id": "int", "v": "varchar", "n": "decimal"}
 
 
 def row(op: str, ts: int, data: dict, old: dict | None = None) -> bytes:
-    msg = {
-        "id": 0,
-        "database": "shop",
-        "table": "t",
-        "pkNames": ["id"],
-        "isDdl": False,
-        "type": op,
-        "es": ts >> 18,
-        "ts": 0,
-        "sql": "",
-        "sqlType": {"id": 4, "v": 12, "n": 3},
-        "mysqlType": MT,
-        "data": [data],
-        "old": [old] if old else None,
-        "_tidb": {"commitTs": ts},
-    }
-    return json.dumps(msg).encode()
-
-
-def wm(ts: int) -> bytes:
-    return json.dumps(
-        {
-            "id": 0,
-            "database": "",
-            "table": "",
-            "pkNames": None,
-            "isDdl": False,
-            "type": "TIDB_WATERMARK",
-            "es": ts >> 18,
-            "ts": 0,
-            "sql": "",
-            "sqlType": None,
-            "mysqlType": None,
-            "data": None,
-            "old": None,
-            "_tidb": {"watermarkTs": ts},
-        }
-    ).encode()
+    return canal_row("shop", "t", op, ts, data, MT, ["id"], old)
 
 
 def ddl(ts: int, sql: str) -> bytes:

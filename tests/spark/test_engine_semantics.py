@@ -3,12 +3,13 @@ tables, awkward identifiers, and the run lock."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 
+from tests.spark.engine_harness import canal_row as canal
+from tests.spark.engine_harness import canal_watermark as wm
 from tests.spark.engine_harness import load, make_project, read_target, write_captures
 from ticdc_sync.errors import UserError
 from ticdc_sync.spark import runner
@@ -18,55 +19,7 @@ from ticdc_sync.sqlgen import create_table_sql, merge_sql, table_ref, target_loc
 pytestmark = pytest.mark.spark
 
 
-def canal(
-    db: str, table: str, op: str, ts: int, data: dict, mysql_type: dict, pk: list[str], old=None
-) -> bytes:
-    return json.dumps(
-        {
-            "id": 0,
-            "database": db,
-            "table": table,
-            "pkNames": pk,
-            "isDdl": False,
-            "type": op,
-            "es": ts >> 18,
-            "ts": 0,
-            "sql": "",
-            "sqlType": {k: 12 for k in mysql_type},
-            "mysqlType": mysql_type,
-            "data": [data],
-            "old": [old] if old else None,
-            "_tidb": {"commitTs": ts},
-        }
-    ).encode()
-
-
-def wm(ts: int) -> bytes:
-    return json.dumps(
-        {
-            "id": 0,
-            "database": "",
-            "table": "",
-            "pkNames": None,
-            "isDdl": False,
-            "type": "TIDB_WATERMARK",
-            "es": ts >> 18,
-            "ts": 0,
-            "sql": "",
-            "sqlType": None,
-            "mysqlType": None,
-            "data": None,
-            "old": None,
-            "_tidb": {"watermarkTs": ts},
-        }
-    ).encode()
-
-
 MT = {"id": "int", "v": "varchar"}
-
-
-def quiet(_: str) -> None:
-    pass
 
 
 def test_merge_never_regresses_a_row_to_an_older_commit(spark, tmp_path):
