@@ -255,3 +255,32 @@ def go_unquote(raw: str) -> str:
 
 def go_unquote_fits(raw: str) -> str:
     return fits(raw, go_unquote(raw))
+
+
+def index_encoded_fits(col: Column, raw: str, value: str) -> str:
+    """The fit check shared by Canal-JSON and Open Protocol, which carry numbers, temporal
+    text, enum indexes, set bitmasks and bit values the same way (codec facts 1.2, 2.4).
+    `value` is the protocol's converted expression for `raw`. Binary types are the
+    protocols' own business and are checked before this is called."""
+    b = base(col)
+    if b in datatypes.INTEGER_TYPES:
+        return integer_fits(col, raw)
+    if b in ("float", "double"):
+        return floating_fits(col, raw)
+    if b == "decimal":
+        return decimal_exact_fits(col, raw)
+    if b == "date":
+        return date_fits(raw)
+    if b in ("datetime", "timestamp"):
+        return datetime_fits(raw, value)
+    if b == "time":
+        return fits(raw, time_text(raw))
+    if b == "year":
+        return year_fits(raw)
+    if b == "enum":
+        return enum_from_index_fits(col, raw)
+    if b == "set":
+        return set_from_bitmask_fits(col, raw)
+    if b == "bit":
+        return bit_fits(col, value, raw)
+    return "true"

@@ -61,27 +61,12 @@ def value_sql(col: Column, raw: str, options: SourceOptions) -> str:
 
 def fits_sql(col: Column, raw: str, options: SourceOptions) -> str:
     """Spark SQL boolean: `raw` is NULL or converts to the column type without loss."""
-    b = _sql.base(col)
-    if b in datatypes.INTEGER_TYPES:
-        return _sql.integer_fits(col, raw)
-    if b in ("float", "double"):
-        return _sql.floating_fits(col, raw)
-    if b == "decimal":
-        return _sql.decimal_exact_fits(col, raw)
-    if b in _TEXT_BLOB or b in _BLOBS or _is_quoted_binary(col) or b in datatypes.SPATIAL_TYPES:
-        return _sql.fits(raw, value_sql(col, raw, options))
-    if b == "date":
-        return _sql.date_fits(raw)
-    if b in ("datetime", "timestamp"):
-        return _sql.datetime_fits(raw, value_sql(col, raw, options))
-    if b == "time":
-        return _sql.fits(raw, _sql.time_text(raw))
-    if b == "year":
-        return _sql.year_fits(raw)
-    if b == "enum":
-        return _sql.enum_from_index_fits(col, raw)
-    if b == "set":
-        return _sql.set_from_bitmask_fits(col, raw)
-    if b == "bit":
-        return _sql.bit_fits(col, value_sql(col, raw, options), raw)
-    return "true"
+    value = value_sql(col, raw, options)
+    if (
+        (b := _sql.base(col)) in _TEXT_BLOB
+        or b in _BLOBS
+        or _is_quoted_binary(col)
+        or b in datatypes.SPATIAL_TYPES
+    ):
+        return _sql.fits(raw, value)
+    return _sql.index_encoded_fits(col, raw, value)
