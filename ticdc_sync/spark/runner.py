@@ -97,6 +97,21 @@ def run(
 
 
 FOLLOW_MAX_BACKOFF_S = 60.0
+# Staged-event columns a target's MERGE source is built from (apply.TargetApplier._typed_one).
+WINDOW_COLUMNS = (
+    "source",
+    "topic",
+    "partition",
+    "offset",
+    "idx",
+    "kind",
+    "commit_ts",
+    "op",
+    "db",
+    "tbl",
+    "before",
+    "after",
+)
 
 
 def _sleep_unless(stop: dict, seconds: float) -> None:
@@ -118,17 +133,11 @@ def _kafka_unavailable(project: Project, e: Exception) -> bool:
     return is_unavailable(project.output.transport, e)
 
 
-def _events_version(spark, state) -> int:
-    from ticdc_sync.sqlgen import table_ref
-
-    h = spark.sql(f"DESCRIBE HISTORY {table_ref(state.events_path)} LIMIT 1").collect()
-    return int(h[0]["version"]) if h else -1
-
-
 def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Out):
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
+    from ticdc_sync.spark import raised
     from ticdc_sync.spark import sources as sources_mod
     from ticdc_sync.spark.apply import SchemaBook, TargetApplier
     from ticdc_sync.spark.decode import decode_records
@@ -142,21 +151,18 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
         result["sources"][source.name] = s_res
         # Read + decode + stage.
         t = time.monotonic()
-        progress = state.partitions(source.name)
-        consumed = {(p.topic, p.partition): p.last_offset for p in progress}
+        tally = state.tally(source.name)
+        consumed = tally.consumed()
         # Sources without commit_ts keep their approximate order rising across batches.
-        floors = {(p.topic, p.partition): p.watermark for p in progress if p.watermark is not None}
+        floors = {
+            k: p.progress_ts for k, p in tally.partitions.items() if p.progress_ts is not None
+        }
         records = sources_mod.read_records(spark, project, source, consumed)
         decoded = decode_records(records, source, floors)
-        before = _events_version(spark, state)
-        state.stage(source.name, decoded)
-        # Appending nothing makes no Delta commit: the latest commit is then an earlier
-        # batch's (or another source's) and its row count must not be reported as new.
-        staged = (
-            state.last_commit_rows(state.events_path)
-            if _events_version(spark, state) != before
-            else 0
-        )
+        try:
+            staged = state.stage(source.name, decoded)
+        except Exception as e:  # noqa: BLE001 - a bad capture line, raised inside the job
+            raise (raised.user_error(e) or e) from None
         s_res["staged_events"] = staged
         out(
             f"read+decode {source.name}: {staged} new event(s) staged ({time.monotonic() - t:.1f}s)"
@@ -252,6 +258,9 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
                     & (F.col("commit_ts") > lo)
                     & (F.col("commit_ts") <= resolved)
                 )
+                # Only what typing and ordering read: the protocol metadata (col_meta) is
+                # the widest column and is needed only for schema inference.
+                .select(*WINDOW_COLUMNS)
                 .persist(StorageLevel.MEMORY_AND_DISK)
             )
         for applier in appliers:

@@ -11,8 +11,10 @@ reach the driver here; rows never do.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -21,6 +23,7 @@ from ticdc_sync.errors import UserError
 from ticdc_sync.events import EVENT_SCHEMA, KIND_BAD, KIND_DDL, KIND_ROW, KIND_WATERMARK
 from ticdc_sync.model import Project
 from ticdc_sync.sqlgen import quote, state_location, table_ref
+from ticdc_sync.staged import SourceTally, from_user_metadata, to_user_metadata
 from ticdc_sync.upstream import TableSchema
 from ticdc_sync.window import DdlEvent, Marker
 
@@ -32,6 +35,7 @@ QUARANTINE_SCHEMA = (
 SCHEMA_HISTORY_SCHEMA = (
     "db STRING, tbl STRING, commit_ts BIGINT, ddl STRING, schema_json STRING, `source` STRING"
 )
+T = TypeVar("T")
 MARKER_COMMIT_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 
@@ -68,6 +72,8 @@ class State:
         self._ensure(self.events_path, STAGED_SCHEMA)
         self._ensure(self.quarantine_path, QUARANTINE_SCHEMA)
         self._ensure(self.history_path, SCHEMA_HISTORY_SCHEMA)
+        self._tallies: dict[str, SourceTally] = {}
+        self._stored: dict[str, SourceTally] | None = None
 
     # --- tables -----------------------------------------------------------------
 
@@ -83,53 +89,93 @@ class State:
     def quarantine(self) -> DataFrame:
         return self.spark.read.format("delta").load(self.quarantine_path)
 
-    def stage(self, source: str, decoded: DataFrame) -> None:
-        """Append decoded events in one Delta commit: positions and events move together."""
-        cols = [F.lit(source).alias("source"), *[F.col(quote(c)) for c in decoded.columns]]
-        decoded.select(*cols).write.format("delta").mode("append").save(self.events_path)
+    def stage(self, source: str, decoded: DataFrame) -> int:
+        """Append decoded events in one Delta commit: positions and events move together.
 
-    def last_commit_rows(self, path: str) -> int:
-        """Rows written by the latest commit of a table (from Delta's operation metrics)."""
-        h = self.spark.sql(f"DESCRIBE HISTORY {table_ref(path)} LIMIT 1").collect()
-        if not h:
-            return 0
-        metrics = h[0]["operationMetrics"] or {}
-        return int(metrics.get("numOutputRows", 0))
+        The commit carries the tallies of everything staged before it (`staged.py`);
+        returns how many events it staged."""
+        before = self.tally(source)
+        carried = {**self._stored_tallies(), **self._tallies}
+        # Forget the cached tally first: if anything below fails, the next batch must
+        # re-derive it from the table instead of re-reading what may have been staged.
+        self._tallies.pop(source, None)
+        cols = [F.lit(source).alias("source"), *[F.col(quote(c)) for c in decoded.columns]]
+        with user_metadata(self.spark, to_user_metadata(carried)):
+            decoded.select(*cols).write.format("delta").mode("append").save(self.events_path)
+        after = before.copy()
+        staged = after.fold(self._increments(source, before))
+        self._tallies[source] = after
+        return staged
 
     # --- progress -----------------------------------------------------------------
 
+    def tally(self, source: str) -> SourceTally:
+        """What is staged for a source: the tally the latest staging commit carries, plus
+        one narrow aggregate over the events staged since (by offset, so Delta's file
+        statistics skip the older files)."""
+        if source not in self._tallies:
+            t = self._stored_tallies().get(source, SourceTally()).copy()
+            t.fold(self._increments(source, t))
+            self._tallies[source] = t
+        return self._tallies[source]
+
+    def _stored_tallies(self) -> dict[str, SourceTally]:
+        if self._stored is None:
+            self._stored = latest_user_metadata(self.spark, self.events_path, from_user_metadata)
+            self._stored = self._stored or {}
+        return self._stored
+
+    def _increments(self, source: str, known: SourceTally) -> list:
+        ev = self.events().where(F.col("source") == source)
+        if known.partitions:
+            seen, newer = F.lit(False), F.lit(False)
+            for (topic, part), p in sorted(known.partitions.items()):
+                same = (F.col("topic") == topic) & (F.col("partition") == part)
+                seen = seen | same
+                newer = newer | (same & (F.col("offset") > p.last_offset))
+            ev = ev.where(newer | ~seen)
+        kind = F.col("kind")
+        return (
+            ev.groupBy("topic", "partition", "db", "tbl")
+            .agg(
+                F.max("offset").alias("last_offset"),
+                F.max(F.when(kind == KIND_WATERMARK, F.col("commit_ts"))).alias("watermark"),
+                F.max(
+                    F.when(kind.isin(KIND_ROW, KIND_DDL) & ~F.col("exact_ts"), F.col("commit_ts"))
+                ).alias("inexact_ts"),
+                F.min(F.when(kind == KIND_BAD, F.col("offset"))).alias("first_bad"),
+                F.count(F.when(kind == KIND_BAD, 1)).alias("bad"),
+                F.count(F.when(kind == KIND_ROW, 1)).alias("rows"),
+                F.count(F.when(kind == KIND_DDL, 1)).alias("ddls"),
+                F.count(F.lit(1)).alias("events"),
+            )
+            .collect()
+        )
+
     def partitions(self, source: str) -> list[PartitionProgress]:
         """Per partition of a source: last offset staged, highest watermark, first open bad record."""
-        ev = self.events().where(F.col("source") == source)
+        tally = self.tally(source)
+        open_bad = self._first_open_bad(source) if tally.bad else {}
+        return [
+            PartitionProgress(p.topic, p.partition, p.last_offset, p.progress_ts, open_bad.get(k))
+            for k, p in sorted(tally.partitions.items())
+        ]
+
+    def _first_open_bad(self, source: str) -> dict[tuple[str, int], int]:
+        ev = self.events().where((F.col("source") == source) & (F.col("kind") == KIND_BAD))
         q = (
             self.quarantine()
             .where(F.col("source") == source)
             .select("topic", "partition", "offset", F.lit(True).alias("__q"))
         )
-        bad = (
-            ev.where(F.col("kind") == KIND_BAD)
-            .join(q, ["topic", "partition", "offset"], "left")
+        rows = (
+            ev.join(q, ["topic", "partition", "offset"], "left")
             .where(F.col("__q").isNull())
             .groupBy("topic", "partition")
             .agg(F.min("offset").alias("first_bad"))
+            .collect()
         )
-        agg = ev.groupBy("topic", "partition").agg(
-            F.max("offset").alias("last_offset"),
-            F.max(F.when(F.col("kind") == KIND_WATERMARK, F.col("commit_ts"))).alias("wm"),
-            F.max(
-                F.when(
-                    F.col("kind").isin(KIND_ROW, KIND_DDL) & ~F.col("exact_ts"), F.col("commit_ts")
-                )
-            ).alias("inexact_ts"),
-        )
-        rows = agg.join(bad, ["topic", "partition"], "left").collect()
-        out = []
-        for r in rows:
-            wm = r["wm"] if r["wm"] is not None else r["inexact_ts"]
-            out.append(
-                PartitionProgress(r["topic"], r["partition"], r["last_offset"], wm, r["first_bad"])
-            )
-        return sorted(out, key=lambda p: (p.topic, p.partition))
+        return {(r["topic"], r["partition"]): r["first_bad"] for r in rows}
 
     def capped_watermark(self, source: str, p: PartitionProgress) -> int | None:
         """Highest watermark (or inexact ts) strictly before the partition's first bad record."""
@@ -157,6 +203,8 @@ class State:
         return r["wm"] if r["wm"] is not None else r["ix"]
 
     def open_bad_records(self, source: str, limit: int = 20) -> list:
+        if not self.tally(source).bad:
+            return []
         ev = self.events().where((F.col("source") == source) & (F.col("kind") == KIND_BAD))
         q = self.quarantine().select("topic", "partition", "offset", F.lit(True).alias("__q"))
         return (
@@ -170,6 +218,8 @@ class State:
 
     def quarantine_open_bad(self, source: str) -> int:
         """Move the source's open bad records into the quarantine table (idempotent)."""
+        if not self.tally(source).bad:
+            return 0
         ev = self.events().where((F.col("source") == source) & (F.col("kind") == KIND_BAD))
         q = self.quarantine().select(
             "topic", "partition", "offset", "idx", F.lit(True).alias("__q")
@@ -196,21 +246,16 @@ class State:
             fresh.write.format("delta").mode("append").save(self.quarantine_path)
         return n
 
-    def upstream_tables(self, source: str) -> list:
-        """(db, tbl, rows, ddls) for every upstream table seen in a source."""
-        return (
-            self.events()
-            .where((F.col("source") == source) & F.col("kind").isin(KIND_ROW, KIND_DDL))
-            .groupBy("db", "tbl")
-            .agg(
-                F.sum(F.when(F.col("kind") == KIND_ROW, 1).otherwise(0)).alias("rows"),
-                F.sum(F.when(F.col("kind") == KIND_DDL, 1).otherwise(0)).alias("ddls"),
-            )
-            .orderBy("db", "tbl")
-            .collect()
-        )
+    def upstream_tables(self, source: str) -> list[dict]:
+        """{db, tbl, rows, ddls} for every upstream table seen in a source."""
+        return [
+            {"db": db, "tbl": tbl, "rows": rows, "ddls": ddls}
+            for (db, tbl), (rows, ddls) in sorted(self.tally(source).tables.items())
+        ]
 
     def ddl_events(self, source: str, max_ts: int) -> list[DdlEvent]:
+        if not self.tally(source).ddls:
+            return []
         rows = (
             self.events()
             .where(
@@ -293,9 +338,14 @@ class State:
 
 def target_marker(spark: SparkSession, location: str) -> Marker | None:
     """The marker of the latest ticdc-sync commit of a target, or None if it has none."""
-    # The newest commits first, widening the look-back only while none carries a marker
-    # (commits by others, e.g. OPTIMIZE, carry none): the history grows with every run.
-    limit = 8
+    return latest_user_metadata(spark, location, Marker.from_user_metadata)
+
+
+def latest_user_metadata(spark: SparkSession, location: str, parse: Callable[[str | None], T]) -> T:
+    """`parse` of the newest commit's userMetadata that parses to something (or None)."""
+    # The newest commits first, widening the look-back only while none parses (commits
+    # by others, e.g. OPTIMIZE, carry none): the history grows with every run.
+    limit = 4
     while True:
         rows = (
             spark.sql(f"DESCRIBE HISTORY {table_ref(location)} LIMIT {limit}")
@@ -304,11 +354,11 @@ def target_marker(spark: SparkSession, location: str) -> Marker | None:
             .collect()
         )
         for r in rows:
-            m = Marker.from_user_metadata(r["userMetadata"])
-            if m is not None:
-                return m
+            found = parse(r["userMetadata"])
+            if found is not None:
+                return found
         if len(rows) < limit:
-            return None
+            return None  # type: ignore[return-value]
         limit *= 4
 
 
@@ -318,18 +368,23 @@ def table_exists(spark: SparkSession, location: str) -> bool:
     return DeltaTable.isDeltaTable(spark, location)
 
 
-class commit_marker:  # noqa: N801 - used as a context manager
-    """Attach a marker to every Delta commit made inside the block (userMetadata)."""
+class user_metadata:  # noqa: N801 - used as a context manager
+    """Attach `text` as the userMetadata of every Delta commit made inside the block."""
 
-    def __init__(self, spark: SparkSession, marker: Marker) -> None:
+    def __init__(self, spark: SparkSession, text: str) -> None:
         self.spark = spark
-        self.marker = marker
+        self.text = text
 
     def __enter__(self) -> None:
-        self.spark.conf.set(MARKER_COMMIT_CONF, self.marker.to_json())
+        self.spark.conf.set(MARKER_COMMIT_CONF, self.text)
 
     def __exit__(self, *exc: object) -> None:
         self.spark.conf.unset(MARKER_COMMIT_CONF)
+
+
+def commit_marker(spark: SparkSession, marker: Marker) -> user_metadata:
+    """Attach a target's progress marker to every Delta commit made inside the block."""
+    return user_metadata(spark, marker.to_json())
 
 
 class RunLock:

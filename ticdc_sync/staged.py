@@ -1,0 +1,140 @@
+"""Running tallies of what has been staged, per source: the bookkeeping a run starts from.
+
+Per partition: the last staged offset, the highest watermark (or, for sources without a
+commit_ts, the highest approximate ts), and the first staged bad record. Per upstream
+table: row and DDL event counts (for routing and the "skipped" report). Each staging
+commit carries the tallies of everything staged *before* it in its Delta `userMetadata`;
+what was staged since is found by offset (`offset > last_offset` per partition) and folded
+in. So a run's bookkeeping costs one narrow aggregate over the newest batch, not a scan of
+the whole history. Pure Python: the aggregate query itself lives in `spark/state.py`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+STAGED_KEY = "ticdc_sync_staged"
+FORMAT_VERSION = 1
+
+# Columns of one increment row, as `spark/state.py` aggregates them per
+# (topic, partition, db, tbl) over newly staged events.
+INCREMENT_FIELDS = (
+    "topic",
+    "partition",
+    "db",
+    "tbl",
+    "last_offset",
+    "watermark",
+    "inexact_ts",
+    "first_bad",
+    "bad",
+    "rows",
+    "ddls",
+    "events",
+)
+
+
+@dataclass(frozen=True)
+class PartitionTally:
+    topic: str
+    partition: int
+    last_offset: int
+    watermark: int | None = None  # highest TIDB_WATERMARK / resolved commit_ts staged
+    inexact_ts: int | None = None  # highest approximate ts of row/DDL events (no commit_ts)
+    first_bad: int | None = None  # offset of the first bad record ever staged
+    bad: int = 0  # bad records staged
+
+    @property
+    def progress_ts(self) -> int | None:
+        """Exact sources advance by watermark; inexact ones by their highest event ts."""
+        return self.watermark if self.watermark is not None else self.inexact_ts
+
+
+@dataclass
+class SourceTally:
+    partitions: dict[tuple[str, int], PartitionTally] = field(default_factory=dict)
+    tables: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)  # rows, ddls
+
+    @property
+    def bad(self) -> int:
+        return sum(p.bad for p in self.partitions.values())
+
+    @property
+    def ddls(self) -> int:
+        return sum(d for _, d in self.tables.values())
+
+    def consumed(self) -> dict[tuple[str, int], int]:
+        return {k: p.last_offset for k, p in self.partitions.items()}
+
+    def fold(self, increments: Iterable[Mapping]) -> int:
+        """Add aggregate rows of newly staged events (INCREMENT_FIELDS); return their count."""
+        total = 0
+        for r in increments:
+            total += int(r["events"])
+            key = (r["topic"], int(r["partition"]))
+            old = self.partitions.get(key)
+            if old is None:
+                old = PartitionTally(key[0], key[1], int(r["last_offset"]))
+            self.partitions[key] = replace(
+                old,
+                last_offset=max(old.last_offset, int(r["last_offset"])),
+                watermark=_max(old.watermark, r["watermark"]),
+                inexact_ts=_max(old.inexact_ts, r["inexact_ts"]),
+                # Increments lie after everything already tallied: an older first bad wins.
+                first_bad=old.first_bad if old.first_bad is not None else r["first_bad"],
+                bad=old.bad + int(r["bad"]),
+            )
+            if int(r["rows"]) or int(r["ddls"]):
+                tkey = (r["db"] or "", r["tbl"] or "")
+                rows, ddls = self.tables.get(tkey, (0, 0))
+                self.tables[tkey] = (rows + int(r["rows"]), ddls + int(r["ddls"]))
+        return total
+
+    def to_dict(self) -> dict:
+        return {
+            "partitions": [
+                [p.topic, p.partition, p.last_offset, p.watermark, p.inexact_ts, p.first_bad, p.bad]
+                for _, p in sorted(self.partitions.items())
+            ],
+            "tables": [
+                [db, tbl, rows, ddls] for (db, tbl), (rows, ddls) in sorted(self.tables.items())
+            ],
+        }
+
+    @staticmethod
+    def from_dict(d: Mapping) -> SourceTally:
+        t = SourceTally()
+        for topic, part, last, wm, ix, first_bad, bad in d.get("partitions", []):
+            t.partitions[(topic, part)] = PartitionTally(topic, part, last, wm, ix, first_bad, bad)
+        for db, tbl, rows, ddls in d.get("tables", []):
+            t.tables[(db, tbl)] = (rows, ddls)
+        return t
+
+    def copy(self) -> SourceTally:
+        return SourceTally(dict(self.partitions), dict(self.tables))
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return None if b is None else int(b)
+    return a if b is None else max(a, int(b))
+
+
+def to_user_metadata(tallies: Mapping[str, SourceTally]) -> str:
+    body = {"v": FORMAT_VERSION, "sources": {s: t.to_dict() for s, t in sorted(tallies.items())}}
+    return json.dumps({STAGED_KEY: body}, sort_keys=True, separators=(",", ":"))
+
+
+def from_user_metadata(text: str | None) -> dict[str, SourceTally] | None:
+    """The tallies a staging commit carries, or None if it carries none (or a newer format)."""
+    if not text:
+        return None
+    try:
+        body = json.loads(text)[STAGED_KEY]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(body, dict) or body.get("v") != FORMAT_VERSION:
+        return None
+    return {s: SourceTally.from_dict(d) for s, d in body.get("sources", {}).items()}
