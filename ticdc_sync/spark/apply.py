@@ -21,6 +21,7 @@ from ticdc_sync import datatypes
 from ticdc_sync.errors import BlockedError, UserError
 from ticdc_sync.events import KIND_ROW, OP_DELETE
 from ticdc_sync.model import BadMessagePolicy, Project, Source, TableEntry
+from ticdc_sync.spark import raised
 from ticdc_sync.spark.state import State, commit_marker, table_exists, target_marker
 from ticdc_sync.sqlgen import (
     COMMIT_TS,
@@ -306,16 +307,15 @@ class TargetApplier:
             StorageLevel.MEMORY_AND_DISK
         )
         src.createOrReplaceTempView(SOURCE_VIEW)
-        sql = merge_sql(self.ref, SOURCE_VIEW, key_names, [n for n, _ in target_cols])
         try:
+            # The first job over the source: a bad value raises here (see below).
+            key_range = _key_range(src, key_names[0], dict(target_cols)[key_names[0]])
+            cols = [n for n, _ in target_cols]
+            sql = merge_sql(self.ref, SOURCE_VIEW, key_names, cols, key_range)
             with commit_marker(self.spark, new_marker):
                 metrics = self.spark.sql(sql).collect()
         except Exception as e:  # noqa: BLE001 - surface raise_error text from the JVM
-            text = str(e)
-            if "ticdc-sync:" in text:
-                msg = text[text.index("ticdc-sync:") :].split("\n")[0]
-                raise UserError(msg.removeprefix("ticdc-sync: ")) from None
-            raise
+            raise (raised.user_error(e) or e) from None
         finally:
             self.spark.catalog.dropTempView(SOURCE_VIEW)
             src.unpersist()
@@ -418,6 +418,24 @@ class TargetApplier:
         from ticdc_sync.spark.ddl_apply import apply_ddl_group
 
         return apply_ddl_group(self, marker, step)
+
+
+_RANGE_TYPES = ("tinyint", "smallint", "int", "bigint", "string")
+
+
+def _key_range(src: DataFrame, key: str, key_type: str) -> tuple[str, str] | None:
+    """(lo, hi) SQL literals of the first key over the MERGE source (integer and string keys:
+    auto-increment and time-ordered ids are where file skipping pays), or None."""
+    if key_type not in _RANGE_TYPES and not key_type.startswith("decimal"):
+        return None
+    r = src.agg(F.min(quote(key)).alias("lo"), F.max(quote(key)).alias("hi")).collect()[0]
+    if r["lo"] is None:
+        return None
+    if key_type == "string":
+        return sql_string(r["lo"]), sql_string(r["hi"])
+    if key_type.startswith("decimal"):
+        return f"CAST('{r['lo']:f}' AS {key_type})", f"CAST('{r['hi']:f}' AS {key_type})"
+    return str(int(r["lo"])), str(int(r["hi"]))
 
 
 def blocked(
