@@ -44,3 +44,17 @@ def test_a_line_that_is_not_a_record_is_an_error_naming_file_and_line(spark, tmp
     (d / "x.jsonl").write_text(_line(0, 0, "x") + '\n{"partition": 0, "value": "v"}\n')
     with pytest.raises(UserError, match=r"x.jsonl:2: not a capture record"):
         read_capture_records(spark, tmp_path, ["t"], {})
+
+
+def test_a_cut_line_with_good_positions_fails_the_read_naming_its_file(spark, tmp_path):
+    from ticdc_sync.spark.raised import user_error
+
+    d = tmp_path / "t"
+    d.mkdir()
+    cut = '{"key": null, "offset": 1, "partition": 0, "timestamp": 1, "value": "{\\"id'
+    (d / "y.jsonl").write_text(_line(0, 0, "x") + "\n" + cut + "\n")
+    with pytest.raises(Exception) as info:
+        _rows(spark, tmp_path)
+    err = user_error(info.value)
+    assert err is not None
+    assert "y.jsonl: a line is not a capture record" in str(err)

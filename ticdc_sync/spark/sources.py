@@ -68,7 +68,11 @@ def read_capture_records(
             continue
         raw = spark.read.text([str(f) for f in files]).withColumn("__file", F.input_file_name())
         dup = _check_lines(raw, files)
-        parsed = raw.select(F.from_json("value", CAPTURE_LINE_SCHEMA).alias("r"))
+        parsed = raw.select(
+            F.from_json("value", CAPTURE_LINE_SCHEMA).alias("r"),
+            F.col("value").alias("v"),
+            "__file",
+        )
         b64 = F.col("r.encoding") == "base64"
 
         def raw_bytes(col: str, is_b64=b64):
@@ -78,9 +82,25 @@ def read_capture_records(
                 )
             )
 
-        df = parsed.where(F.col("r").isNotNull()).select(
+        # The check above reads positions by pattern; a line whose positions look right but
+        # which is not valid JSON fails the job here, naming its file, rather than vanish.
+        broken = (F.trim(F.col("v")) != "") & (
+            F.col("r.partition").isNull() | F.col("r.offset").isNull()
+        )
+        df = parsed.where(F.trim(F.col("v")) != "").select(
             F.lit(topic).alias("topic"),
-            F.col("r.partition").alias("partition"),
+            F.when(
+                broken,
+                F.raise_error(
+                    F.concat(
+                        F.lit("ticdc-sync: "),
+                        F.col("__file"),
+                        F.lit(f": a line is not a capture record {LINE_HINT}"),
+                    )
+                ),
+            )
+            .otherwise(F.col("r.partition"))
+            .alias("partition"),
             F.col("r.offset").alias("offset"),
             F.col("r.timestamp").alias("timestamp"),
             raw_bytes("key").alias("key"),
@@ -98,20 +118,32 @@ def read_capture_records(
     return out
 
 
+# A capture line written by `ticdc-sync capture` has sorted keys: `"offset": N, "partition":
+# N` come before the value (capture.record_line). A JSON string cannot hold an unescaped
+# quote, so the first match is the record's own position.
+_POSITION_RE = r'"offset": ?(-?[0-9]+), ?"partition": ?(-?[0-9]+)[,}]'
+
+
 def _check_lines(raw: DataFrame, files: list[Path]) -> bool:
     """One narrow pass over a topic's capture lines: raise on a line that is not a record;
     return whether some (partition, offset) occurs more than once.
 
-    Only the positions are parsed (the JSON reader skips the value text) and only positions
-    are shuffled, so the full records need no shuffle unless there really are duplicates
-    (a `dropDuplicates` over the records would move every value's bytes).
+    Positions are read by a pattern at the start of the line (the full JSON parser only
+    for lines written some other way), and only positions are shuffled, so the records
+    need no shuffle unless there really are duplicates.
     """
+    off = F.regexp_extract("value", _POSITION_RE, 1)
+    part = F.regexp_extract("value", _POSITION_RE, 2)
+    parsed = F.from_json("value", "partition INT, offset BIGINT")
     pos = raw.where(F.trim(F.col("value")) != "").select(
-        F.from_json("value", "partition INT, offset BIGINT").alias("p"), "__file", "value"
+        F.when(off != "", part.cast("int")).otherwise(parsed["partition"]).alias("partition"),
+        F.when(off != "", off.cast("bigint")).otherwise(parsed["offset"]).alias("offset"),
+        "__file",
+        "value",
     )
-    broken = F.col("p.partition").isNull() | F.col("p.offset").isNull()
+    broken = F.col("partition").isNull() | F.col("offset").isNull()
     found = (
-        pos.groupBy(F.col("p.partition").alias("partition"), F.col("p.offset").alias("offset"))
+        pos.groupBy("partition", "offset")
         .count()
         .where((F.col("count") > 1) | F.col("partition").isNull() | F.col("offset").isNull())
         .limit(4)
@@ -134,12 +166,14 @@ def _raise_broken_lines(files: list[Path], broken: list) -> None:
                     msgs.append(f"{f}:{i}: not a capture record (need partition and offset)")
                     break
             break
-    raise UserError(
-        "; ".join(msgs or ["capture file has an invalid line"])
-        + " (hint: each line must be a JSON object "
-        '{"partition":N,"offset":N,"timestamp":N,"key":...,"value":...}; regenerate it with '
-        "`ticdc-sync capture`)"
-    )
+    raise UserError("; ".join(msgs or ["capture file has an invalid line"]) + " " + LINE_HINT)
+
+
+LINE_HINT = (
+    "(hint: each line must be a JSON object "
+    '{"partition":N,"offset":N,"timestamp":N,"key":...,"value":...}; regenerate it with '
+    "`ticdc-sync capture`)"
+)
 
 
 def read_records(
