@@ -90,6 +90,14 @@ def create_table_sql(
     return text + f"\nTBLPROPERTIES (\n{props}\n)"
 
 
+def insert_sql(ref: str, source_view: str, columns: Sequence[str]) -> str:
+    """What `merge_sql` does to a target without rows: insert the source's upserts."""
+    cols = ", ".join(quote(c) for c in [*columns, COMMIT_TS])
+    return (
+        f"INSERT INTO {ref} ({cols})\nSELECT {cols} FROM {quote(source_view)} WHERE {OP_COL} <> 'D'"
+    )
+
+
 def merge_sql(
     ref: str,
     source_view: str,

@@ -27,6 +27,7 @@ from ticdc_sync.sqlgen import (
     COMMIT_TS,
     OP_COL,
     create_table_sql,
+    insert_sql,
     merge_sql,
     quote,
     sql_string,
@@ -190,6 +191,8 @@ class TargetApplier:
 
     def _target_columns(self) -> list[tuple[str, str]]:
         df = self.spark.read.format("delta").load(self.location)
+        # No data files: a MERGE has nothing to match (read from the snapshot, no job).
+        self._target_empty = not df.inputFiles()
         return [
             (f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name != COMMIT_TS
         ]
@@ -309,18 +312,26 @@ class TargetApplier:
         src.createOrReplaceTempView(SOURCE_VIEW)
         try:
             # The first job over the source: a bad value raises here (see below).
-            key_range = _key_range(src, key_names[0], dict(target_cols)[key_names[0]])
+            key_range, upserts = _source_stats(src, key_names[0], dict(target_cols)[key_names[0]])
             cols = [n for n, _ in target_cols]
-            sql = merge_sql(self.ref, SOURCE_VIEW, key_names, cols, key_range)
+            if self._target_empty:
+                # Nothing to match: the MERGE's result is its NOT MATCHED inserts, and a
+                # plain append skips the two joins with the target.
+                sql = insert_sql(self.ref, SOURCE_VIEW, cols)
+                metrics = [{"num_inserted_rows": upserts}]
+            else:
+                sql = merge_sql(self.ref, SOURCE_VIEW, key_names, cols, key_range)
             with commit_marker(self.spark, new_marker):
-                metrics = self.spark.sql(sql).collect()
+                out = self.spark.sql(sql).collect()
+            if not self._target_empty:
+                metrics = [r.asDict() for r in out]
         except Exception as e:  # noqa: BLE001 - surface raise_error text from the JVM
             raise (raised.user_error(e) or e) from None
         finally:
             self.spark.catalog.dropTempView(SOURCE_VIEW)
             src.unpersist()
         if metrics:
-            m = metrics[0].asDict()
+            m = metrics[0]
             self.result.inserted += int(m.get("num_inserted_rows") or 0)
             self.result.updated += int(m.get("num_updated_rows") or 0)
             self.result.deleted += int(m.get("num_deleted_rows") or 0)
@@ -423,19 +434,26 @@ class TargetApplier:
 _RANGE_TYPES = ("tinyint", "smallint", "int", "bigint", "string")
 
 
-def _key_range(src: DataFrame, key: str, key_type: str) -> tuple[str, str] | None:
-    """(lo, hi) SQL literals of the first key over the MERGE source (integer and string keys:
-    auto-increment and time-ordered ids are where file skipping pays), or None."""
-    if key_type not in _RANGE_TYPES and not key_type.startswith("decimal"):
-        return None
-    r = src.agg(F.min(quote(key)).alias("lo"), F.max(quote(key)).alias("hi")).collect()[0]
+def _source_stats(src: DataFrame, key: str, key_type: str) -> tuple[tuple[str, str] | None, int]:
+    """One job over the MERGE source: the (lo, hi) SQL literals of its first key, for
+    integer, decimal and string keys (auto-increment and time-ordered ids are where file
+    skipping pays; else None), and how many of its rows are upserts."""
+    ranged = key_type in _RANGE_TYPES or key_type.startswith("decimal")
+    k = F.col(quote(key)) if ranged else F.lit(None)
+    r = src.agg(
+        F.min(k).alias("lo"),
+        F.max(k).alias("hi"),
+        F.count(F.when(F.col(OP_COL) != "D", 1)).alias("upserts"),
+    ).collect()[0]
+    upserts = int(r["upserts"])
     if r["lo"] is None:
-        return None
+        return None, upserts
     if key_type == "string":
-        return sql_string(r["lo"]), sql_string(r["hi"])
+        return (sql_string(r["lo"]), sql_string(r["hi"])), upserts
     if key_type.startswith("decimal"):
-        return f"CAST('{r['lo']:f}' AS {key_type})", f"CAST('{r['hi']:f}' AS {key_type})"
-    return str(int(r["lo"])), str(int(r["hi"]))
+        lo, hi = f"CAST('{r['lo']:f}' AS {key_type})", f"CAST('{r['hi']:f}' AS {key_type})"
+        return (lo, hi), upserts
+    return (str(int(r["lo"])), str(int(r["hi"]))), upserts
 
 
 def blocked(

@@ -145,7 +145,12 @@ def _decode_canal(records: DataFrame) -> DataFrame:
     df = df.withColumn("kind", _e(_kind("error", kind)))
     # UPDATE: a partial `old` (Alibaba Canal, only-output-updated-columns, content-compatible)
     # is completed from `data`; a key present with null means "changed from NULL" (facts 1.5).
-    fill = "transform_values(d, (k, x) -> IF(map_contains_key(o, k), o[k], x))"
+    # TiCDC's default `old` holds every column (facts 1.5): then it is the old row as is,
+    # and the per-column lambda (not compiled by codegen) is skipped.
+    fill = (
+        "IF(size(array_except(map_keys(d), map_keys(o))) = 0, o, "
+        "transform_values(d, (k, x) -> IF(map_contains_key(o, k), o[k], x)))"
+    )
     return _finish(
         df.select(
             "topic",
