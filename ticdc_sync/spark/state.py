@@ -1,7 +1,8 @@
 """Project state in Delta tables under `<warehouse>/_ticdc_sync/`, and target progress markers.
 
 State tables: `events` (staged decoded events: consumed positions and watermarks are
-derived from it, so they are committed atomically with the events themselves),
+derived from it, so they are committed atomically with the events themselves; each
+staging commit carries the running tallies of what came before it, see `staged.py`),
 `quarantine` (bad records with raw bytes and reason), `schema_history` (one row per
 upstream table version). A target's progress is the `Marker` in the userMetadata of its
 latest ticdc-sync commit, i.e. recorded atomically with its data. Only small aggregates
