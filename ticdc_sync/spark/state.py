@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ticdc_sync.errors import UserError
@@ -122,8 +122,8 @@ class State:
 
     def _stored_tallies(self) -> dict[str, SourceTally]:
         if self._stored is None:
-            self._stored = latest_user_metadata(self.spark, self.events_path, from_user_metadata)
-            self._stored = self._stored or {}
+            found = latest_user_metadata(self.spark, self.events_path, from_user_metadata)
+            self._stored = found or {}
         return self._stored
 
     def _increments(self, source: str, known: SourceTally) -> list:
@@ -140,10 +140,8 @@ class State:
             ev.groupBy("topic", "partition", "db", "tbl")
             .agg(
                 F.max("offset").alias("last_offset"),
-                F.max(F.when(kind == KIND_WATERMARK, F.col("commit_ts"))).alias("watermark"),
-                F.max(
-                    F.when(kind.isin(KIND_ROW, KIND_DDL) & ~F.col("exact_ts"), F.col("commit_ts"))
-                ).alias("inexact_ts"),
+                F.max(_watermark_ts()).alias("watermark"),
+                F.max(_inexact_ts()).alias("inexact_ts"),
                 F.min(F.when(kind == KIND_BAD, F.col("offset"))).alias("first_bad"),
                 F.count(F.when(kind == KIND_BAD, 1)).alias("bad"),
                 F.count(F.when(kind == KIND_ROW, 1)).alias("rows"),
@@ -190,15 +188,7 @@ class State:
                 & (F.col("partition") == p.partition)
                 & (F.col("offset") < p.first_bad_offset)
             )
-            .agg(
-                F.max(F.when(F.col("kind") == KIND_WATERMARK, F.col("commit_ts"))).alias("wm"),
-                F.max(
-                    F.when(
-                        F.col("kind").isin(KIND_ROW, KIND_DDL) & ~F.col("exact_ts"),
-                        F.col("commit_ts"),
-                    )
-                ).alias("ix"),
-            )
+            .agg(F.max(_watermark_ts()).alias("wm"), F.max(_inexact_ts()).alias("ix"))
             .collect()[0]
         )
         return r["wm"] if r["wm"] is not None else r["ix"]
@@ -335,6 +325,17 @@ class State:
             [(schema.db, schema.table, commit_ts, ddl, schema.to_json(), source)],
             SCHEMA_HISTORY_SCHEMA,
         ).write.format("delta").mode("append").save(self.history_path)
+
+
+def _watermark_ts() -> Column:
+    """commit_ts of a watermark event, else NULL (what a partition's progress is for
+    sources with commit_ts)."""
+    return F.when(F.col("kind") == KIND_WATERMARK, F.col("commit_ts"))
+
+
+def _inexact_ts() -> Column:
+    """The approximate ts of a row/DDL event of a source without commit_ts, else NULL."""
+    return F.when(F.col("kind").isin(KIND_ROW, KIND_DDL) & ~F.col("exact_ts"), F.col("commit_ts"))
 
 
 def target_marker(spark: SparkSession, location: str) -> Marker | None:
