@@ -36,6 +36,7 @@ from ticdc_sync.ddl_delta import (
     Unsupported,
     _add_column_change,
     apply_statement,
+    backfill_sql,
     change_column_type,
     delta_sql,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "TruncateTarget",
     "Unsupported",
     "apply_statement",
+    "backfill_sql",
     "delta_sql",
     "parse_ddl",
     "parse_schema_sql",

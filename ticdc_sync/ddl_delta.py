@@ -311,12 +311,21 @@ def implicit_default(col: Column) -> str | None:
     return None
 
 
+def backfill_sql(col: Column) -> str | None:
+    """The Spark literal that rows existing when `col` is added get (AddColumn.backfill_sql)."""
+    if col.has_default and col.default is not None:
+        return spark_literal(col, col.default)
+    if not col.nullable and not col.has_default:
+        return implicit_default(col)
+    return None
+
+
 def _add_column_change(schema: TableSchema, col: Column, pos: Position | None) -> AddColumn:
     note = None
     default_sql = None
+    backfill = backfill_sql(col)
     if col.has_default and col.default is not None:
-        default_sql = spark_literal(col, col.default)
-        backfill = default_sql
+        default_sql = backfill
         if backfill is None and not _ZERO_DATE.match(col.default):
             note = f"existing rows not backfilled: upstream filled them with {col.default}"
             if col.default.upper().startswith("CURRENT_TIMESTAMP"):
@@ -326,10 +335,6 @@ def _add_column_change(schema: TableSchema, col: Column, pos: Position | None) -
                     "existing rows not backfilled: the TIMESTAMP default is wall-clock text "
                     "in the upstream session time zone"
                 )
-    elif not col.nullable and not col.has_default:
-        backfill = implicit_default(col)
-    else:
-        backfill = None
     if pos is None and schema.columns:
         # Keep upstream order with `_commit_ts` last: a plain ADD goes after the last column.
         pos = Position(schema.columns[-1].name)

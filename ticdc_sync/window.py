@@ -8,6 +8,7 @@ the new marker, so progress is recorded atomically with the data (DESIGN.md §3)
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 MARKER_KEY = "ticdc_sync"
@@ -88,10 +89,15 @@ class MergeRows:
 
 @dataclass(frozen=True, slots=True)
 class ApplyDdl:
-    """Apply the DDL events sharing one commit_ts (a split multi-table RENAME shares it)."""
+    """Apply the DDL events sharing one commit_ts (a split multi-table RENAME shares it).
+
+    `ahead`: applied before the rows that precede it (see `fuse_additive`); its commits
+    then keep the marker's `applied_ts`, since those rows are not in the table yet.
+    """
 
     commit_ts: int
     ddls: tuple[DdlEvent, ...]
+    ahead: bool = False
 
 
 Step = MergeRows | ApplyDdl
@@ -133,3 +139,30 @@ def plan_steps(marker: Marker, ddls: list[DdlEvent], resolved: int) -> list[Step
     if resolved > lo:
         steps.append(MergeRows(lo, resolved))
     return steps
+
+
+def fuse_additive(steps: list[Step], additive: Callable[[ApplyDdl], bool]) -> list[Step]:
+    """Fewer MERGEs: move each purely additive DDL (`additive(step)`: ADD COLUMN or no Delta
+    change) ahead of the row segment before it, so the segments on both sides become one.
+
+    The merged segment types each row with the schema in force at its commit_ts and gives
+    an added column, for rows older than the ADD, the value the ADD's backfill would have
+    written; the result is the table the unfused steps produce. A moved DDL commits with
+    the old `applied_ts`, so a run killed between it and the MERGE redoes the whole segment.
+    Any other DDL stays a barrier between segments.
+    """
+    out: list[Step] = []
+    pending: MergeRows | None = None
+    for step in steps:
+        if isinstance(step, MergeRows):
+            pending = step if pending is None else MergeRows(pending.lo, step.hi)
+        elif pending is not None and additive(step):
+            out.append(ApplyDdl(step.commit_ts, step.ddls, ahead=True))
+        else:
+            if pending is not None:
+                out.append(pending)
+                pending = None
+            out.append(step)
+    if pending is not None:
+        out.append(pending)
+    return out

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from ticdc_sync.window import ApplyDdl, DdlEvent, Marker, MergeRows, dedupe_ddl, plan_steps
+from ticdc_sync.window import (
+    ApplyDdl,
+    DdlEvent,
+    Marker,
+    MergeRows,
+    dedupe_ddl,
+    fuse_additive,
+    plan_steps,
+)
 
 
 def ddl(ts: int, sql: str = "ALTER TABLE t ADD COLUMN c INT", partition: int = 0) -> DdlEvent:
@@ -53,3 +61,38 @@ def test_marker_round_trip():
     assert Marker.from_user_metadata(m.to_json()) == m
     assert Marker.from_user_metadata("not json") is None
     assert Marker.from_user_metadata('{"other": 1}') is None
+
+
+def test_fuse_additive_moves_ddl_ahead_and_joins_segments():
+    steps = plan_steps(Marker(applied_ts=10), [ddl(50), ddl(70)], 100)
+    fused = fuse_additive(steps, lambda s: True)
+    assert fused == [
+        ApplyDdl(50, (ddl(50),), ahead=True),
+        ApplyDdl(70, (ddl(70),), ahead=True),
+        MergeRows(10, 100),
+    ]
+
+
+def test_fuse_additive_keeps_other_ddl_as_barrier():
+    barrier = ddl(70, "ALTER TABLE t DROP COLUMN c")
+    steps = plan_steps(Marker(applied_ts=10), [ddl(50), barrier], 100)
+    fused = fuse_additive(steps, lambda s: "ADD" in s.ddls[0].sql)
+    assert fused == [
+        ApplyDdl(50, (ddl(50),), ahead=True),
+        MergeRows(10, 69),
+        ApplyDdl(70, (barrier,)),
+        MergeRows(70, 100),
+    ]
+
+
+def test_fuse_additive_without_rows_before_changes_nothing():
+    # The marker is just below the DDL: no segment to join, the DDL runs in place.
+    steps = plan_steps(Marker(applied_ts=49), [ddl(50)], 100)
+    assert fuse_additive(steps, lambda s: True) == steps
+
+
+def test_resume_after_ddl_ahead_is_one_segment():
+    # Killed after the moved ADD COLUMN committed (applied_ts kept at 10), before the MERGE.
+    m = Marker(applied_ts=10, ddl_ts=50, ddl_part=1, ddl_parts=2)
+    assert m.ddl_done(50)
+    assert plan_steps(m, [ddl(50)], 100) == [MergeRows(10, 100)]

@@ -3,8 +3,10 @@
 For each segment the staged row changes of the target's upstream tables are typed with
 the codec's value expressions (for the schema in force), exploded into per-key changes
 (an UPDATE that moves its key also deletes the old key), collapsed to each key's last
-change, and applied in ONE guarded MERGE whose commit carries the new marker. DDL steps
-are their own commits between MERGEs. Rows stay in Spark; only DDL reaches the driver.
+change, and applied in ONE guarded MERGE whose commit carries the new marker (a plain
+INSERT into a target without data files). DDL steps are their own commits between
+MERGEs, except that ADD COLUMN-only DDL goes ahead of its segment and the segments on both
+sides become one (window.fuse_additive). Rows stay in Spark; only DDL reaches the driver.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from ticdc_sync.sqlgen import (
     target_location,
 )
 from ticdc_sync.upstream import TableSchema
-from ticdc_sync.window import ApplyDdl, Marker, MergeRows, plan_steps
+from ticdc_sync.window import ApplyDdl, Marker, MergeRows, fuse_additive, plan_steps
 
 SOURCE_VIEW = "__ticdc_sync_source"
 _CODEC_MODULES = {
@@ -56,6 +58,21 @@ class SchemaBook:
     history: dict[tuple[str, str], list[tuple[int, TableSchema]]]
     seeds: dict[tuple[str, str], TableSchema]
     inferred: dict[tuple[str, str], TableSchema] = field(default_factory=dict)
+
+    def spans(
+        self, db: str, tbl: str, lo: int, hi: int
+    ) -> list[tuple[int, int, TableSchema | None]]:
+        """(lo, hi] cut where a recorded schema version takes effect: (lo_i, hi_i, schema)
+        for the rows with lo_i < commit_ts <= hi_i. A DDL at `ts` governs rows from `ts`
+        on; no row shares a DDL's commit_ts (codec facts 0.5)."""
+        cuts = sorted({v for v, _ in self.history.get((db, tbl), []) if lo < v <= hi})
+        out = []
+        for cut in cuts:
+            if cut - 1 > lo:
+                out.append((lo, cut - 1, self.at(db, tbl, cut - 1)))
+            lo = max(lo, cut - 1)
+        out.append((lo, hi, self.at(db, tbl, hi)))
+        return out
 
     def at(self, db: str, tbl: str, ts: int) -> TableSchema | None:
         key = (db, tbl)
@@ -141,6 +158,10 @@ class TargetApplier:
         created = exists or self._create_from_known_schema(marker, mine)
         if not created and not any(isinstance(s, ApplyDdl) for s in steps):
             return self.result
+        if created:
+            from ticdc_sync.spark.ddl_apply import is_additive
+
+            steps = fuse_additive(steps, lambda step: is_additive(self, step))
         for step in steps:
             if isinstance(step, MergeRows):
                 marker = self._merge(marker, step)
@@ -219,11 +240,13 @@ class TargetApplier:
         frames = []
         keys: tuple[str, ...] | None = None
         for db, tbl in self.upstreams:
-            schema = self.schemas.at(db, tbl, hi)
+            spans = self.schemas.spans(db, tbl, lo, hi)
+            schema = spans[-1][2]
             if schema is None:
                 schema = self._infer(db, tbl)
                 if schema is None:
                     continue
+                spans = [(lo, hi, schema)]
             tkeys = self._keys(schema)
             if keys is None:
                 keys = tkeys
@@ -233,7 +256,17 @@ class TargetApplier:
                     f"keys ({', '.join(keys)} vs {', '.join(tkeys)} in {schema.qualified}) "
                     "(hint: set `keys:` on the table entry)"
                 )
-            frames.append(self._typed_one(ev, db, tbl, schema, tkeys, target_cols))
+            if len(spans) == 1:
+                frames.append(self._typed_one(ev, db, tbl, schema, tkeys, target_cols))
+                continue
+            # A segment across ADD COLUMN DDLs (window.fuse_additive): each row is typed with
+            # the schema of its commit_ts; a column added later gets its ADD's backfill.
+            for i, (s_lo, s_hi, s_schema) in enumerate(spans):
+                if s_schema is None:
+                    continue
+                fill = _added_later(s_schema, [s for _, _, s in spans[i + 1 :]])
+                part = ev.where((F.col("commit_ts") > s_lo) & (F.col("commit_ts") <= s_hi))
+                frames.append(self._typed_one(part, db, tbl, s_schema, tkeys, target_cols, fill))
         if not frames or keys is None:
             return None, ()
         df = frames[0]
@@ -241,14 +274,19 @@ class TargetApplier:
             df = df.unionByName(f)
         return df, keys
 
-    def _typed_one(self, ev, db, tbl, schema, keys, target_cols) -> DataFrame:
+    def _typed_one(
+        self, ev, db, tbl, schema, keys, target_cols, fill: dict[str, str] | None = None
+    ) -> DataFrame:
+        """`fill`: SQL literals for target columns this schema lacks (default NULL)."""
         opts = self.source.options
         exprs = []
         checks = []
+        fill = fill or {}
         for name, ttype in target_cols:
             col = schema.column(name)
             if col is None:
-                exprs.append(f"CAST(NULL AS {ttype}) AS {quote('v_' + name)}")
+                value = fill.get(name.lower(), "NULL")
+                exprs.append(f"CAST({value} AS {ttype}) AS {quote('v_' + name)}")
                 continue
             raw = f"after[{sql_string(col.name)}]"
             exprs.append(
@@ -304,32 +342,33 @@ class TargetApplier:
             return marker
         key_names = [next(n for n, _ in target_cols if n.lower() == k.lower()) for k in keys]
         typed = self._handle_bad_values(typed, step)
-        # Cached: Delta's MERGE evaluates its source twice (touched files, then the write);
-        # without the cache each evaluation re-reads, re-types and re-collapses the segment.
-        src = self._collapse(typed, key_names, [n for n, _ in target_cols]).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
+        src = self._collapse(typed, key_names, [n for n, _ in target_cols])
+        cols = [n for n, _ in target_cols]
+        empty = self._target_empty
+        if not empty:
+            # Cached: Delta's MERGE evaluates its source twice (touched files, then the
+            # write); without the cache each evaluation re-reads, re-types and re-collapses.
+            src = src.persist(StorageLevel.MEMORY_AND_DISK)
         src.createOrReplaceTempView(SOURCE_VIEW)
         try:
-            # The first job over the source: a bad value raises here (see below).
-            key_range, upserts = _source_stats(src, key_names[0], dict(target_cols)[key_names[0]])
-            cols = [n for n, _ in target_cols]
-            if self._target_empty:
+            if empty:
                 # Nothing to match: the MERGE's result is its NOT MATCHED inserts, and a
-                # plain append skips the two joins with the target.
+                # plain append is one pass over the source, without joins or a cache.
                 sql = insert_sql(self.ref, SOURCE_VIEW, cols)
-                metrics = [{"num_inserted_rows": upserts}]
             else:
+                # The first job over the source: a bad value raises here (see below).
+                key = key_names[0]
+                key_range = _key_range(src, key, dict(target_cols)[key])
                 sql = merge_sql(self.ref, SOURCE_VIEW, key_names, cols, key_range)
             with commit_marker(self.spark, new_marker):
                 out = self.spark.sql(sql).collect()
-            if not self._target_empty:
-                metrics = [r.asDict() for r in out]
+            metrics = [_inserted(self.spark, self.location)] if empty else [r.asDict() for r in out]
         except Exception as e:  # noqa: BLE001 - surface raise_error text from the JVM
             raise (raised.user_error(e) or e) from None
         finally:
             self.spark.catalog.dropTempView(SOURCE_VIEW)
-            src.unpersist()
+            if not empty:
+                src.unpersist()
         if metrics:
             m = metrics[0]
             self.result.inserted += int(m.get("num_inserted_rows") or 0)
@@ -431,29 +470,49 @@ class TargetApplier:
         return apply_ddl_group(self, marker, step)
 
 
+def _inserted(spark: SparkSession, location: str) -> dict[str, int]:
+    """The row count of the commit just made by an INSERT (its Delta operation metrics)."""
+    last = spark.sql(f"DESCRIBE HISTORY {table_ref(location)} LIMIT 1").collect()[0]
+    metrics = last["operationMetrics"] or {}
+    return {"num_inserted_rows": int(metrics.get("numOutputRows") or 0)}
+
+
+def _added_later(schema: TableSchema, later: list[TableSchema | None]) -> dict[str, str]:
+    """Backfill literals (lowercased name -> SQL) of the columns that a later schema in a
+    fused segment adds to `schema`, from the version that adds each (ddl.backfill_sql)."""
+    from ticdc_sync.ddl import backfill_sql
+
+    fill: dict[str, str] = {}
+    for version in later:
+        if version is None:
+            continue
+        for col in version.columns:
+            key = col.name.lower()
+            if key in fill or schema.column(col.name) is not None:
+                continue
+            value = backfill_sql(col)
+            fill[key] = value if value is not None else "NULL"
+    return fill
+
+
 _RANGE_TYPES = ("tinyint", "smallint", "int", "bigint", "string")
 
 
-def _source_stats(src: DataFrame, key: str, key_type: str) -> tuple[tuple[str, str] | None, int]:
-    """One job over the MERGE source: the (lo, hi) SQL literals of its first key, for
-    integer, decimal and string keys (auto-increment and time-ordered ids are where file
-    skipping pays; else None), and how many of its rows are upserts."""
+def _key_range(src: DataFrame, key: str, key_type: str) -> tuple[str, str] | None:
+    """The (lo, hi) SQL literals of the MERGE source's first key, for integer, decimal and
+    string keys (auto-increment and time-ordered ids are where file skipping pays; else
+    None). Computed in one job, which also fills the source's cache."""
     ranged = key_type in _RANGE_TYPES or key_type.startswith("decimal")
     k = F.col(quote(key)) if ranged else F.lit(None)
-    r = src.agg(
-        F.min(k).alias("lo"),
-        F.max(k).alias("hi"),
-        F.count(F.when(F.col(OP_COL) != "D", 1)).alias("upserts"),
-    ).collect()[0]
-    upserts = int(r["upserts"])
+    # count(): the job must evaluate every row (the cache, and a bad value's raise_error).
+    r = src.agg(F.min(k).alias("lo"), F.max(k).alias("hi"), F.count(F.lit(1))).collect()[0]
     if r["lo"] is None:
-        return None, upserts
+        return None
     if key_type == "string":
-        return (sql_string(r["lo"]), sql_string(r["hi"])), upserts
+        return sql_string(r["lo"]), sql_string(r["hi"])
     if key_type.startswith("decimal"):
-        lo, hi = f"CAST('{r['lo']:f}' AS {key_type})", f"CAST('{r['hi']:f}' AS {key_type})"
-        return (lo, hi), upserts
-    return (str(int(r["lo"])), str(int(r["hi"]))), upserts
+        return f"CAST('{r['lo']:f}' AS {key_type})", f"CAST('{r['hi']:f}' AS {key_type})"
+    return str(int(r["lo"])), str(int(r["hi"]))
 
 
 def blocked(

@@ -122,6 +122,49 @@ def _blocked(applier, event: DdlEvent, ts: int, change, setting: str, reason: st
     return err
 
 
+# Changes that leave every existing column as it is: rows on both sides of such a DDL can
+# share one MERGE (window.fuse_additive). SetDefault affects future upstream inserts only.
+_ADDITIVE = ("AddColumn", "NoOp", "SetDefault")
+
+
+def is_additive(applier, step: ApplyDdl) -> bool:
+    """Whether every change of the DDL group adds a column or changes nothing in Delta, all
+    under the `apply` policy, keeping the merge key (see window.fuse_additive)."""
+    ts = step.commit_ts
+    current: dict[tuple[str, str], TableSchema | None] = {}
+    for event in step.ddls:
+        try:
+            statements = ddl_mod.parse_ddl(event.sql, event.db or None, event.hint)
+        except Exception:  # noqa: BLE001 - reported when the DDL is applied on its own
+            return False
+        for stmt in statements:
+            if isinstance(stmt, CreateTable) or _rename_source(stmt, event.db, event.tbl):
+                return False
+            if event.table_changes and type(stmt).__name__ == "Unknown":
+                return False
+            db, tbl = statement_table(stmt, (event.db, event.tbl))
+            key = (db.lower(), tbl.lower())
+            base = current[key] if key in current else _base(applier, db, tbl, ts)
+            if base is None:
+                return False
+            try:
+                new_schema, changes = ddl_mod.apply_statement(base, stmt)
+            except Exception:  # noqa: BLE001 - as above
+                return False
+            if new_schema is None or new_schema.handle_key() != base.handle_key():
+                return False
+            for change in changes:
+                name = type(change).__name__
+                if name == "ChangeColumnType" and change.change == "same":
+                    continue
+                if name not in _ADDITIVE or change.effect == "unsupported":
+                    return False
+                if applier.project.ddl_policy(applier.entry, change.kind) is not Action.APPLY:
+                    return False
+            current[key] = new_schema
+    return True
+
+
 def apply_ddl_group(applier, marker: Marker, step: ApplyDdl) -> Marker:
     ts = step.commit_ts
     parts: list[Part] = []
@@ -216,8 +259,10 @@ def apply_ddl_group(applier, marker: Marker, step: ApplyDdl) -> Marker:
         n = 1
     for k in range(done, n):
         last = k == n - 1
+        # A DDL moved ahead of its rows (step.ahead) must not claim them as applied.
+        applied = marker.applied_ts if step.ahead else ts if last else ts - 1
         m = Marker(
-            applied_ts=max(marker.applied_ts, ts if last else ts - 1),
+            applied_ts=max(marker.applied_ts, applied),
             ddl_ts=ts,
             ddl_part=k,
             ddl_parts=n,
@@ -289,7 +334,24 @@ def _parts_for(applier, change, base: TableSchema | None) -> list[Part]:
         tolerate = ("already exists", "FIELDS_ALREADY_EXISTS")
     elif name == "DropColumn":
         tolerate = ("does not exist", "cannot be resolved", "FIELD_NOT_FOUND", "Cannot drop")
-    return [Part(change.describe(), sql=s, tolerate=tolerate) for s in statements]
+    parts = [Part(change.describe(), sql=s, tolerate=tolerate) for s in statements]
+    if name == "AddColumn" and change.backfill_sql is not None:
+        parts[-1] = _backfill_part(applier, statements[-1], change.describe())
+    return parts
+
+
+def _backfill_part(applier, update_sql: str, describe: str) -> Part:
+    """The UPDATE that backfills an added column, skipped on a target without data files
+    (a DDL moved ahead of the first rows, window.fuse_additive). A skipped part makes no
+    commit: the next commit carries the marker, and until then a resumed run re-checks."""
+
+    def run(m: Marker) -> None:
+        if not applier.spark.read.format("delta").load(applier.location).inputFiles():
+            return
+        with commit_marker(applier.spark, m):
+            applier.spark.sql(update_sql)
+
+    return Part(describe, run=run)
 
 
 def _rename_parts(
@@ -422,4 +484,4 @@ def _from_debezium(event, base: TableSchema | None):
     return base, []
 
 
-__all__ = ["apply_ddl_group", "creates_target", "is_dropped", "COMMIT_TS"]
+__all__ = ["apply_ddl_group", "creates_target", "is_additive", "is_dropped", "COMMIT_TS"]
