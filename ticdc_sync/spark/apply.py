@@ -348,7 +348,9 @@ class TargetApplier:
         if not empty:
             # Cached: Delta's MERGE evaluates its source twice (touched files, then the
             # write); without the cache each evaluation re-reads, re-types and re-collapses.
-            src = src.persist(StorageLevel.MEMORY_AND_DISK)
+            # On disk for the same reason as the window (runner.py): a backlog's source is
+            # unbounded, and the in-memory columnar cache can run the driver out of heap.
+            src = src.persist(StorageLevel.DISK_ONLY)
         src.createOrReplaceTempView(SOURCE_VIEW)
         try:
             if empty:

@@ -261,7 +261,10 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
                 # Only what typing and ordering read: the protocol metadata (col_meta) is
                 # the widest column and is needed only for schema inference.
                 .select(*WINDOW_COLUMNS)
-                .persist(StorageLevel.MEMORY_AND_DISK)
+                # On disk, not in memory: a backlog's window is unbounded, and building the
+                # in-memory columnar cache of a 128 MB Parquet split ran a 2 GB driver out of
+                # heap at 5M events (benchmarks/README.md); a disk block is written streaming.
+                .persist(StorageLevel.DISK_ONLY)
             )
         for applier in appliers:
             name, ups = applier.target, applier.upstreams
