@@ -421,6 +421,7 @@ def measure_memory(events: int, protocol: str) -> dict:
     """Peak RSS of a child `run.py --mem-child` (python driver + JVM and any children)."""
     W.ensure_captures(W.Params(events=events, protocol=protocol, passes=1))
     cmd = [sys.executable, str(HERE / "run.py"), "--mem-child", str(events), "--protocol", protocol]
+    log = W.OUT / f"mem-child-{protocol}-{events}.log"
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     peak = {"python": 0, "jvm": 0, "total": 0}
     stop = threading.Event()
@@ -438,8 +439,12 @@ def measure_memory(events: int, protocol: str) -> dict:
     out, _ = proc.communicate()
     stop.set()
     th.join()
+    log.write_text(out)
     if proc.returncode != 0:
-        raise SystemExit(f"memory child failed:\n{out[-3000:]}")
+        # A failure is a figure too (the table must still print): name its cause and log.
+        peak["error"] = f"{_first_error(out)} (exit {proc.returncode}; log {log})"
+        print(f"  memory {events:,} events: FAILED: {peak['error']}", flush=True)
+        return peak
     peak["seconds"] = float(out.strip().splitlines()[-1].split()[-1])
     print(
         f"  memory {events:,} events: peak {peak['total'] / 2**20:,.0f} MiB "
@@ -448,6 +453,15 @@ def measure_memory(events: int, protocol: str) -> dict:
         flush=True,
     )
     return peak
+
+
+def _first_error(log: str) -> str:
+    """The first line of a child's log that names a JVM or Python error, else its last line."""
+    for line in log.splitlines():
+        if any(m in line for m in ("OutOfMemoryError", "Error:", "Exception:", "Killed")):
+            return line.strip()[:300]
+    lines = [x for x in log.splitlines() if x.strip()]
+    return lines[-1].strip()[:300] if lines else "no output"
 
 
 def mem_child(events: int, protocol: str) -> None:
@@ -648,15 +662,21 @@ def main() -> None:
             )
     if "memory" in res:
         m1, m5 = res["memory"]
-        ratio = m5["total"] / m1["total"]
-        rows.append(
-            (
-                f"driver peak RSS {mem_sizes[0]:,} vs {mem_sizes[1]:,} events",
-                f"{m1['total'] / 2**20:,.0f} / {m5['total'] / 2**20:,.0f} MiB = {ratio:.2f}x",
-                "<= 1.2x",
-                met(ratio <= 1.2),
+        label = f"driver peak RSS {mem_sizes[0]:,} vs {mem_sizes[1]:,} events"
+        failed = [(k, m) for k, m in zip(mem_sizes, res["memory"], strict=True) if "error" in m]
+        if failed:
+            k, m = failed[0]
+            rows.append((label, f"FAILED at {k:,} events: {m['error']}", "<= 1.2x", met(False)))
+        else:
+            ratio = m5["total"] / m1["total"]
+            rows.append(
+                (
+                    label,
+                    f"{m1['total'] / 2**20:,.0f} / {m5['total'] / 2**20:,.0f} MiB = {ratio:.2f}x",
+                    "<= 1.2x",
+                    met(ratio <= 1.2),
+                )
             )
-        )
     if "plan" in res:
         rows.append(
             (
