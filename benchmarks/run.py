@@ -429,7 +429,7 @@ def _tree_usage(pid: int) -> list[tuple[int, str, int, int]]:
 
 
 def measure_memory(events: int, protocol: str) -> dict:
-    """Peak RSS of a child `run.py --mem-child` (python driver + JVM and any children)."""
+    """Peak PSS (and sum of RSS) of a child `run.py --mem-child`: python driver, JVM, workers."""
     W.ensure_captures(W.Params(events=events, protocol=protocol, passes=1))
     cmd = [sys.executable, str(HERE / "run.py"), "--mem-child", str(events), "--protocol", protocol]
     log = W.OUT / f"mem-child-{protocol}-{events}.log"

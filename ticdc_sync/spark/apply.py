@@ -40,6 +40,11 @@ from ticdc_sync.upstream import TableSchema
 from ticdc_sync.window import ApplyDdl, Marker, MergeRows, fuse_additive, plan_steps
 
 SOURCE_VIEW = "__ticdc_sync_source"
+# Every cache of row data (the shared window in runner.py, each MERGE source) lives on
+# local disk, never in memory: a backlog is unbounded, and building the in-memory columnar
+# cache of 128 MB Parquet splits ran a 2 GB driver out of heap at 5M events
+# (benchmarks/README.md). A disk block is written streaming.
+ROW_CACHE = StorageLevel.DISK_ONLY
 _CODEC_MODULES = {
     "canal-json": "ticdc_sync.codecs.canal_json",
     "debezium": "ticdc_sync.codecs.debezium",
@@ -348,9 +353,7 @@ class TargetApplier:
         if not empty:
             # Cached: Delta's MERGE evaluates its source twice (touched files, then the
             # write); without the cache each evaluation re-reads, re-types and re-collapses.
-            # On disk for the same reason as the window (runner.py): a backlog's source is
-            # unbounded, and the in-memory columnar cache can run the driver out of heap.
-            src = src.persist(StorageLevel.DISK_ONLY)
+            src = src.persist(ROW_CACHE)
         src.createOrReplaceTempView(SOURCE_VIEW)
         try:
             if empty:

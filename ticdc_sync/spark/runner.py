@@ -134,12 +134,11 @@ def _kafka_unavailable(project: Project, e: Exception) -> bool:
 
 
 def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Out):
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from ticdc_sync.spark import raised
     from ticdc_sync.spark import sources as sources_mod
-    from ticdc_sync.spark.apply import SchemaBook, TargetApplier
+    from ticdc_sync.spark.apply import ROW_CACHE, SchemaBook, TargetApplier
     from ticdc_sync.spark.decode import decode_records
 
     t0 = time.monotonic()
@@ -261,10 +260,7 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
                 # Only what typing and ordering read: the protocol metadata (col_meta) is
                 # the widest column and is needed only for schema inference.
                 .select(*WINDOW_COLUMNS)
-                # On disk, not in memory: a backlog's window is unbounded, and building the
-                # in-memory columnar cache of a 128 MB Parquet split ran a 2 GB driver out of
-                # heap at 5M events (benchmarks/README.md); a disk block is written streaming.
-                .persist(StorageLevel.DISK_ONLY)
+                .persist(ROW_CACHE)
             )
         for applier in appliers:
             name, ups = applier.target, applier.upstreams
