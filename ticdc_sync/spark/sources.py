@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ticdc_sync.errors import UserError
@@ -42,15 +42,16 @@ def source_topics(project: Project, source: Source) -> list[str]:
     return []
 
 
-def _after_consumed(df: DataFrame, consumed: Offsets, topic: str) -> DataFrame:
-    """Keep records after the consumed offset of their partition."""
+def _after_consumed(lines: DataFrame, consumed: Offsets, topic: str) -> DataFrame:
+    """Keep capture lines after the consumed offset of their partition, by the positions
+    `_positions` read (a line without a position is kept, so the check reports it)."""
     parts = {p: o for (t, p), o in consumed.items() if t == topic}
     if not parts:
-        return df
+        return lines
     cond = F.lit(True)
     for p, o in sorted(parts.items()):
-        cond = F.when(F.col("partition") == p, F.col("offset") > o).otherwise(cond)
-    return df.where(cond)
+        cond = F.when(F.col("__p") == p, F.col("__o") > o).otherwise(cond)
+    return lines.where(F.col("__p").isNull() | F.col("__o").isNull() | cond)
 
 
 def read_capture_records(
@@ -67,11 +68,21 @@ def read_capture_records(
         if not files:
             continue
         raw = spark.read.text([str(f) for f in files]).withColumn("__file", F.input_file_name())
-        dup = _check_lines(raw, files)
-        parsed = raw.select(
+        part, off = _positions()
+        lines = raw.where(F.trim(F.col("value")) != "").select(
+            "value", "__file", part.alias("__p"), off.alias("__o")
+        )
+        # Consumed lines are dropped by their positions alone, before the full parse: a
+        # filter on the parsed columns would make Spark parse every line twice (the filter
+        # is pushed below the projection and does not share its from_json).
+        lines = _after_consumed(lines, consumed, topic)
+        dup = _check_lines(lines, files)
+        parsed = lines.select(
             F.from_json("value", CAPTURE_LINE_SCHEMA).alias("r"),
             F.col("value").alias("v"),
             "__file",
+            "__p",
+            "__o",
         )
         b64 = F.col("r.encoding") == "base64"
 
@@ -84,10 +95,8 @@ def read_capture_records(
 
         # The check above reads positions by pattern; a line whose positions look right but
         # which is not valid JSON fails the job here, naming its file, rather than vanish.
-        broken = (F.trim(F.col("v")) != "") & (
-            F.col("r.partition").isNull() | F.col("r.offset").isNull()
-        )
-        df = parsed.where(F.trim(F.col("v")) != "").select(
+        broken = F.col("r.partition").isNull() | F.col("r.offset").isNull()
+        df = parsed.select(
             F.lit(topic).alias("topic"),
             F.when(
                 broken,
@@ -99,9 +108,9 @@ def read_capture_records(
                     )
                 ),
             )
-            .otherwise(F.col("r.partition"))
+            .otherwise(F.col("__p"))
             .alias("partition"),
-            F.col("r.offset").alias("offset"),
+            F.col("__o").alias("offset"),
             F.col("r.timestamp").alias("timestamp"),
             raw_bytes("key").alias("key"),
             raw_bytes("value").alias("value"),
@@ -109,7 +118,7 @@ def read_capture_records(
         if dup:
             # The same record captured twice (overlapping capture files) is one record.
             df = df.dropDuplicates(["topic", "partition", "offset"])
-        frames.append(_after_consumed(df, consumed, topic))
+        frames.append(df)
     if not frames:
         return spark.createDataFrame([], RECORD_SCHEMA)
     out = frames[0]
@@ -124,24 +133,28 @@ def read_capture_records(
 _POSITION_RE = r'"offset": ?(-?[0-9]+), ?"partition": ?(-?[0-9]+)[,}]'
 
 
-def _check_lines(raw: DataFrame, files: list[Path]) -> bool:
-    """One narrow pass over a topic's capture lines: raise on a line that is not a record;
-    return whether some (partition, offset) occurs more than once.
-
-    Positions are read by a pattern at the start of the line (the full JSON parser only
-    for lines written some other way), and only positions are shuffled, so the records
-    need no shuffle unless there really are duplicates.
-    """
+def _positions() -> tuple[Column, Column]:
+    """(partition, offset) of a capture line, by a pattern at the start of the line (the
+    full JSON parser only for lines written some other way)."""
     off = F.regexp_extract("value", _POSITION_RE, 1)
     part = F.regexp_extract("value", _POSITION_RE, 2)
     parsed = F.from_json("value", "partition INT, offset BIGINT")
-    pos = raw.where(F.trim(F.col("value")) != "").select(
-        F.when(off != "", part.cast("int")).otherwise(parsed["partition"]).alias("partition"),
-        F.when(off != "", off.cast("bigint")).otherwise(parsed["offset"]).alias("offset"),
-        "__file",
-        "value",
+    return (
+        F.when(off != "", part.cast("int")).otherwise(parsed["partition"]),
+        F.when(off != "", off.cast("bigint")).otherwise(parsed["offset"]),
     )
-    broken = F.col("partition").isNull() | F.col("offset").isNull()
+
+
+def _check_lines(lines: DataFrame, files: list[Path]) -> bool:
+    """One narrow pass over a topic's unconsumed capture lines (with `__p`, `__o` from
+    `_positions`): raise on a line that is not a record; return whether some (partition,
+    offset) occurs more than once.
+
+    Only positions are shuffled, so the records need no shuffle unless there really are
+    duplicates.
+    """
+    pos = lines.select(F.col("__p").alias("partition"), F.col("__o").alias("offset"))
+    broken = F.col("__p").isNull() | F.col("__o").isNull()
     found = (
         pos.groupBy("partition", "offset")
         .count()
@@ -150,7 +163,7 @@ def _check_lines(raw: DataFrame, files: list[Path]) -> bool:
         .collect()
     )
     if any(r["partition"] is None or r["offset"] is None for r in found):
-        _raise_broken_lines(files, pos.where(broken).select("value", "__file").limit(3).collect())
+        _raise_broken_lines(files, lines.where(broken).select("value", "__file").limit(3).collect())
     return bool(found)
 
 
