@@ -157,7 +157,7 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
             k: p.progress_ts for k, p in tally.partitions.items() if p.progress_ts is not None
         }
         records = sources_mod.read_records(spark, project, source, consumed)
-        decoded = decode_records(records, source, floors)
+        decoded = decode_records(records, source, floors, seeded=project.seed_schemas)
         try:
             staged = state.stage(source.name, decoded)
         except Exception as e:  # noqa: BLE001 - a bad capture line, raised inside the job
