@@ -12,7 +12,8 @@ sides become one (window.fuse_additive). Rows stay in Spark; only DDL reaches th
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
@@ -40,10 +41,9 @@ from ticdc_sync.upstream import TableSchema
 from ticdc_sync.window import ApplyDdl, Marker, MergeRows, fuse_additive, plan_steps
 
 SOURCE_VIEW = "__ticdc_sync_source"
-# Every cache of row data (the shared window in runner.py, each MERGE source) lives on
-# local disk, never in memory: a backlog is unbounded, and building the in-memory columnar
-# cache of 128 MB Parquet splits ran a 2 GB driver out of heap at 5M events
-# (benchmarks/README.md). A disk block is written streaming.
+# The copy of each MERGE source lives on local disk, never in memory: a backlog is
+# unbounded, and building the in-memory columnar cache of a 5M-event window ran a 2 GB
+# driver out of heap (benchmarks/README.md). A disk block is written streaming.
 ROW_CACHE = StorageLevel.DISK_ONLY
 _CODEC_MODULES = {
     "canal-json": "ticdc_sync.codecs.canal_json",
@@ -150,12 +150,10 @@ class TargetApplier:
         self.marker = found or Marker()
         return self.marker
 
-    def run(self, resolved: int, ddls, rows: DataFrame | None = None) -> TargetResult:
-        """Apply up to `resolved`. `rows`: the source's staged row events of this run's
-        window, cached once for all targets (default: read the staging table)."""
+    def run(self, resolved: int, ddls) -> TargetResult:
+        """Apply up to `resolved`."""
         if not hasattr(self, "marker"):
             self.load_marker()
-        self.rows = rows
         exists, marker = self.exists, self.marker
         mine = [d for d in ddls if (d.db, d.tbl) in set(self.upstreams)]
         steps = plan_steps(marker, mine, resolved)
@@ -235,8 +233,10 @@ class TargetApplier:
 
     def _typed(self, hi: int, target_cols: list[tuple[str, str]], lo: int):
         """Typed row changes of every upstream table of this target, with a fit check."""
-        base = self.rows if getattr(self, "rows", None) is not None else self.state.events()
-        ev = base.where(
+        # Straight from the staged Parquet, not from a cache shared by the targets: the
+        # filters and column pruning read each target's rows about twice as fast as a
+        # DISK_ONLY cache of the window is written and read back (benchmarks/README.md).
+        ev = self.state.events().where(
             (F.col("source") == self.source.name)
             & (F.col("kind") == KIND_ROW)
             & (F.col("commit_ts") > lo)
@@ -350,30 +350,32 @@ class TargetApplier:
         src = self._collapse(typed, key_names, [n for n, _ in target_cols])
         cols = [n for n, _ in target_cols]
         empty = self._target_empty
-        if not empty:
-            # Cached: Delta's MERGE evaluates its source twice (touched files, then the
-            # write); without the cache each evaluation re-reads, re-types and re-collapses.
-            src = src.persist(ROW_CACHE)
-        src.createOrReplaceTempView(SOURCE_VIEW)
+        materialized = None
         try:
             if empty:
                 # Nothing to match: the MERGE's result is its NOT MATCHED inserts, and a
-                # plain append is one pass over the source, without joins or a cache.
+                # plain append is one pass over the source, without joins or a copy.
+                src.createOrReplaceTempView(SOURCE_VIEW)
                 sql = insert_sql(self.ref, SOURCE_VIEW, cols)
             else:
-                # The first job over the source: a bad value raises here (see below).
+                # Delta's MERGE reads its source twice (touched files, then the write):
+                # computed once into a local checkpoint on disk (the first job over the
+                # source, so a bad value raises here). Unlike a cache, a checkpoint is a
+                # source Delta takes as it is (see MATERIALIZE).
+                src = materialized = src.localCheckpoint(eager=True, storageLevel=ROW_CACHE)
+                src.createOrReplaceTempView(SOURCE_VIEW)
                 key = key_names[0]
                 key_range = _key_range(src, key, dict(target_cols)[key])
                 sql = merge_sql(self.ref, SOURCE_VIEW, key_names, cols, key_range)
-            with commit_marker(self.spark, new_marker):
+            with commit_marker(self.spark, new_marker), _conf(self.spark, MATERIALIZE, "none"):
                 out = self.spark.sql(sql).collect()
             metrics = [_inserted(self.spark, self.location)] if empty else [r.asDict() for r in out]
         except Exception as e:  # noqa: BLE001 - surface raise_error text from the JVM
             raise (raised.user_error(e) or e) from None
         finally:
             self.spark.catalog.dropTempView(SOURCE_VIEW)
-            if not empty:
-                src.unpersist()
+            if materialized is not None:
+                _drop_checkpoint(materialized)
         if metrics:
             m = metrics[0]
             self.result.inserted += int(m.get("num_inserted_rows") or 0)
@@ -438,33 +440,47 @@ class TargetApplier:
         for k in keys:
             keys_equal = keys_equal & F.col(quote(f"v_{k}")).eqNullSafe(F.col(quote(f"b_{k}")))
         pos = ["commit_ts", "partition", "offset", "idx"]
-        upserts = typed.where(F.col("op") != OP_DELETE).select(
+        types = {f.name: f.dataType for f in typed.schema.fields}
+        upsert = F.struct(
             *[F.col(quote(f"v_{c}")).alias(c) for c in columns],
             F.lit("U").alias(OP_COL),
             F.lit(1).alias("__rank"),
-            *pos,
+        )
+        delete = F.struct(
+            *[
+                (F.col(quote(f"b_{c}")) if c in keys else F.lit(None).cast(types[f"v_{c}"])).alias(
+                    c
+                )
+                for c in columns
+            ],
+            F.lit("D").alias(OP_COL),
+            F.lit(0).alias("__rank"),
         )
         # An UPDATE that moves its key deletes the old key (codec facts 0.4).
         moved = (F.col("op") == OP_DELETE) | (
             (F.col("op") != OP_DELETE) & F.col("has_before") & ~keys_equal
         )
-        deletes = typed.where(moved).select(
-            *[(F.col(quote(f"b_{c}")) if c in keys else F.lit(None)).alias(c) for c in columns],
-            F.lit("D").alias(OP_COL),
-            F.lit(0).alias("__rank"),
-            *pos,
+        # One or two changes per event from ONE pass over the typed rows (a union of an
+        # upsert branch and a delete branch would read and type the staged rows twice).
+        changes = F.array_compact(
+            F.array(F.when(F.col("op") != OP_DELETE, upsert), F.when(moved, delete))
         )
-        both = upserts.unionByName(deletes, allowMissingColumns=False)
-        w = Window.partitionBy(*[F.col(quote(k)) for k in keys]).orderBy(
+        # The change stays one struct column until the end: a target column may be called
+        # `offset` or `partition` too.
+        both = typed.select(*pos, F.explode(changes).alias("__c"))
+        change = F.col("__c")
+        w = Window.partitionBy(*[change[k] for k in keys]).orderBy(
             F.col("commit_ts").desc(),
-            F.col("__rank").desc(),
+            change["__rank"].desc(),
             F.col("partition").desc(),
             F.col("offset").desc(),
             F.col("idx").desc(),
         )
         last = both.withColumn("__n", F.row_number().over(w)).where(F.col("__n") == 1)
         return last.select(
-            *[F.col(quote(c)) for c in columns], F.col("commit_ts").alias(COMMIT_TS), OP_COL
+            *[change[c].alias(c) for c in columns],
+            F.col("commit_ts").alias(COMMIT_TS),
+            change[OP_COL].alias(OP_COL),
         )
 
     # --- DDL ----------------------------------------------------------------------------
@@ -473,6 +489,35 @@ class TargetApplier:
         from ticdc_sync.spark.ddl_apply import apply_ddl_group
 
         return apply_ddl_group(self, marker, step)
+
+
+# Delta copies a MERGE source that is not a plain Delta scan to local disk before the
+# MERGE, so that its two passes see the same rows. Ours already is such a copy (a local
+# checkpoint): a second one would read and write every row once more. (Delta refuses a
+# *cached* source when it does not copy it, hence a checkpoint and not `persist`.)
+MATERIALIZE = "spark.databricks.delta.merge.materializeSource"
+
+
+@contextmanager
+def _conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """Set a session conf inside the block; restore what was there after."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
+def _drop_checkpoint(df: DataFrame) -> None:
+    """Free the disk blocks of a `localCheckpoint` now rather than when the JVM collects
+    the RDD (PySpark has no call for it; this is what Delta does with its own copy)."""
+    # Best effort: Spark's cleaner frees them later anyway.
+    with suppress(Exception):
+        df._jdf.queryExecution().analyzed().rdd().unpersist(False)  # type: ignore[attr-defined]
 
 
 def _inserted(spark: SparkSession, location: str) -> dict[str, int]:
@@ -506,11 +551,10 @@ _RANGE_TYPES = ("tinyint", "smallint", "int", "bigint", "string")
 def _key_range(src: DataFrame, key: str, key_type: str) -> tuple[str, str] | None:
     """The (lo, hi) SQL literals of the MERGE source's first key, for integer, decimal and
     string keys (auto-increment and time-ordered ids are where file skipping pays; else
-    None). Computed in one job, which also fills the source's cache."""
+    None). One job over the materialized source."""
     ranged = key_type in _RANGE_TYPES or key_type.startswith("decimal")
     k = F.col(quote(key)) if ranged else F.lit(None)
-    # count(): the job must evaluate every row (the cache, and a bad value's raise_error).
-    r = src.agg(F.min(k).alias("lo"), F.max(k).alias("hi"), F.count(F.lit(1))).collect()[0]
+    r = src.agg(F.min(k).alias("lo"), F.max(k).alias("hi")).collect()[0]
     if r["lo"] is None:
         return None
     if key_type == "string":

@@ -97,21 +97,6 @@ def run(
 
 
 FOLLOW_MAX_BACKOFF_S = 60.0
-# Staged-event columns a target's MERGE source is built from (apply.TargetApplier._typed_one).
-WINDOW_COLUMNS = (
-    "source",
-    "topic",
-    "partition",
-    "offset",
-    "idx",
-    "kind",
-    "commit_ts",
-    "op",
-    "db",
-    "tbl",
-    "before",
-    "after",
-)
 
 
 def _sleep_unless(stop: dict, seconds: float) -> None:
@@ -134,11 +119,10 @@ def _kafka_unavailable(project: Project, e: Exception) -> bool:
 
 
 def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Out):
-    from pyspark.sql import functions as F
 
     from ticdc_sync.spark import raised
     from ticdc_sync.spark import sources as sources_mod
-    from ticdc_sync.spark.apply import ROW_CACHE, SchemaBook, TargetApplier
+    from ticdc_sync.spark.apply import SchemaBook, TargetApplier
     from ticdc_sync.spark.decode import decode_records
 
     t0 = time.monotonic()
@@ -245,28 +229,11 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
             applier = TargetApplier(spark, state, project, source, entry, name, ups, schemas, out)
             applier.load_marker()
             appliers.append(applier)
-        # The window of row events every selected target still needs, read once and cached.
-        lo = min((a.marker.applied_ts for a in appliers), default=resolved)
-        window = None
-        if appliers and lo < resolved:
-            window = (
-                state.events()
-                .where(
-                    (F.col("source") == source.name)
-                    & (F.col("kind") == "row")
-                    & (F.col("commit_ts") > lo)
-                    & (F.col("commit_ts") <= resolved)
-                )
-                # Only what typing and ordering read: the protocol metadata (col_meta) is
-                # the widest column and is needed only for schema inference.
-                .select(*WINDOW_COLUMNS)
-                .persist(ROW_CACHE)
-            )
         for applier in appliers:
             name, ups = applier.target, applier.upstreams
             t = time.monotonic()
             try:
-                res = applier.run(resolved, ddls, window)
+                res = applier.run(resolved, ddls)
             except BlockedError as e:
                 res = applier.result
                 res.blocked = {"message": str(e), "pending": getattr(e, "pending", [])}
@@ -298,8 +265,6 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
                 f"merge(s), {len(res.ddl_applied)} DDL, applied ts {res.applied_ts} "
                 f"({time.monotonic() - t:.1f}s)"
             )
-        if window is not None:
-            window.unpersist()
     result["seconds"] = round(time.monotonic() - t0, 3)
     out(
         f"done: {len(result['targets'])} target(s), {len(result['errors'])} error(s) "

@@ -1,0 +1,87 @@
+"""What staging keeps and what a MERGE source may be called: column metadata only for tables
+without a declared schema, and target columns named like the engine's own position columns."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import functions as F
+
+from tests.spark.engine_harness import canal_row, load, make_project, read_target, write_captures
+from tests.spark.engine_harness import canal_watermark as wm
+from ticdc_sync.spark import runner
+from ticdc_sync.spark.state import State, warehouse_path
+
+pytestmark = pytest.mark.spark
+
+# `offset`, `partition`, `idx` and `commit_ts` are also what the engine orders changes by.
+SCHEMA = (
+    "CREATE TABLE shop.pos (id INT PRIMARY KEY, `offset` INT, `partition` VARCHAR(8), "
+    "idx INT, commit_ts BIGINT);\n"
+)
+POS_TYPES = {
+    "id": "int",
+    "offset": "int",
+    "partition": "varchar",
+    "idx": "int",
+    "commit_ts": "bigint",
+}
+FREE_TYPES = {"id": "int", "note": "varchar"}
+
+
+def pos(op: str, ts: int, data: dict, old: dict | None = None) -> bytes:
+    return canal_row("shop", "pos", op, ts, data, POS_TYPES, ["id"], old)
+
+
+def free(op: str, ts: int, data: dict) -> bytes:
+    return canal_row("shop", "free", op, ts, data, FREE_TYPES, ["id"])
+
+
+def vals(i: int, o: int, p: str, x: int, c: int) -> dict:
+    return {"id": str(i), "offset": str(o), "partition": p, "idx": str(x), "commit_ts": str(c)}
+
+
+def test_seeded_rows_stage_without_metadata_and_position_named_columns_merge(spark, tmp_path):
+    root = make_project(tmp_path / "p", protocol="canal-json", schema_sql=SCHEMA)
+    write_captures(
+        root,
+        "t",
+        [
+            (0, 0, None, pos("INSERT", 100, vals(1, 10, "a", 1, 7))),
+            (0, 1, None, pos("INSERT", 101, vals(2, 20, "b", 2, 8))),
+            (0, 2, None, free("INSERT", 102, {"id": "1", "note": "x"})),
+            (0, 3, None, wm(110)),
+        ],
+    )
+    project = load(root)
+    assert runner.run(project, spark=spark, out=lambda s: None) == 0
+
+    # Second run: the targets have rows, so this is a MERGE (the first was an INSERT).
+    write_captures(
+        root,
+        "t",
+        [
+            (0, 4, None, pos("UPDATE", 120, vals(1, 11, "a2", 3, 9), vals(1, 10, "a", 1, 7))),
+            # The key moves: 2 -> 3 deletes 2.
+            (0, 5, None, pos("UPDATE", 121, vals(3, 30, "c", 4, 6), vals(2, 20, "b", 2, 8))),
+            (0, 6, None, pos("UPDATE", 122, vals(1, 12, "a3", 5, 5), vals(1, 11, "a2", 3, 9))),
+            (0, 7, None, wm(130)),
+        ],
+    )
+    assert runner.run(project, spark=spark, out=lambda s: None) == 0
+    rows = read_target(spark, project, "pos", "id")
+    assert [
+        (r["id"], r["offset"], r["partition"], r["idx"], r["commit_ts"], r["_commit_ts"])
+        for r in rows
+    ] == [(1, 12, "a3", 5, 5, 122), (3, 30, "c", 4, 6, 121)]
+
+    # A table with a schema/*.sql seed never needs its protocol metadata; one without keeps
+    # it, and its target is created from it.
+    staged = (
+        State(spark, warehouse_path(project))
+        .events()
+        .where(F.col("kind") == "row")
+        .groupBy("tbl")
+        .agg(F.count("col_meta").alias("with_meta"), F.count(F.lit(1)).alias("rows"))
+    )
+    assert sorted(tuple(r) for r in staged.collect()) == [("free", 1, 1), ("pos", 0, 5)]
+    assert [(r["id"], r["note"]) for r in read_target(spark, project, "free", "id")] == [(1, "x")]
