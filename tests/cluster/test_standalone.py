@@ -106,9 +106,17 @@ def _finish(proc: subprocess.Popen, log: Path) -> int:
     try:
         return proc.wait(timeout=DRIVER_TIMEOUT_S)
     except subprocess.TimeoutExpired:
+        _kill(proc)
+        pytest.fail(f"driver did not finish within {DRIVER_TIMEOUT_S}s:\n{_tail(log)}")
+    except BaseException:
+        _kill(proc)  # interrupted (Ctrl-C, SIGTERM): the driver has its own process group
+        raise
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
         os.killpg(proc.pid, 9)
         proc.wait(timeout=30)
-        pytest.fail(f"driver did not finish within {DRIVER_TIMEOUT_S}s:\n{_tail(log)}")
 
 
 def _tail(log: Path, n: int = 40) -> str:
@@ -165,9 +173,7 @@ def test_killing_a_worker_during_a_run_leaves_exact_tables(
         victim.kill()
         first_rc = _finish(proc, log)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, 9)
-            proc.wait(timeout=30)
+        _kill(proc)
     if first_rc != 0:
         # A run may fail when its executor dies; the re-run must complete it exactly.
         rc = _finish(_driver(cluster, root, log), log)
