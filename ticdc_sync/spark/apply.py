@@ -12,8 +12,8 @@ sides become one (window.fuse_additive). Rows stay in Spark; only DDL reaches th
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
@@ -25,7 +25,13 @@ from ticdc_sync.errors import BlockedError, UserError
 from ticdc_sync.events import KIND_ROW, OP_DELETE
 from ticdc_sync.model import BadMessagePolicy, Project, Source, TableEntry
 from ticdc_sync.spark import raised
-from ticdc_sync.spark.state import State, commit_marker, table_exists, target_marker
+from ticdc_sync.spark.state import (
+    State,
+    commit_marker,
+    session_conf,
+    table_exists,
+    target_marker,
+)
 from ticdc_sync.sqlgen import (
     COMMIT_TS,
     OP_COL,
@@ -44,7 +50,7 @@ SOURCE_VIEW = "__ticdc_sync_source"
 # The copy of each MERGE source lives on local disk, never in memory: a backlog is
 # unbounded, and building the in-memory columnar cache of a 5M-event window ran a 2 GB
 # driver out of heap (benchmarks/README.md). A disk block is written streaming.
-ROW_CACHE = StorageLevel.DISK_ONLY
+SOURCE_COPY = StorageLevel.DISK_ONLY
 _CODEC_MODULES = {
     "canal-json": "ticdc_sync.codecs.canal_json",
     "debezium": "ticdc_sync.codecs.debezium",
@@ -362,12 +368,15 @@ class TargetApplier:
                 # computed once into a local checkpoint on disk (the first job over the
                 # source, so a bad value raises here). Unlike a cache, a checkpoint is a
                 # source Delta takes as it is (see MATERIALIZE).
-                src = materialized = src.localCheckpoint(eager=True, storageLevel=ROW_CACHE)
+                src = materialized = src.localCheckpoint(eager=True, storageLevel=SOURCE_COPY)
                 src.createOrReplaceTempView(SOURCE_VIEW)
                 key = key_names[0]
                 key_range = _key_range(src, key, dict(target_cols)[key])
                 sql = merge_sql(self.ref, SOURCE_VIEW, key_names, cols, key_range)
-            with commit_marker(self.spark, new_marker), _conf(self.spark, MATERIALIZE, "none"):
+            with (
+                commit_marker(self.spark, new_marker),
+                session_conf(self.spark, MATERIALIZE, "none"),
+            ):
                 out = self.spark.sql(sql).collect()
             metrics = [_inserted(self.spark, self.location)] if empty else [r.asDict() for r in out]
         except Exception as e:  # noqa: BLE001 - surface raise_error text from the JVM
@@ -496,20 +505,6 @@ class TargetApplier:
 # checkpoint): a second one would read and write every row once more. (Delta refuses a
 # *cached* source when it does not copy it, hence a checkpoint and not `persist`.)
 MATERIALIZE = "spark.databricks.delta.merge.materializeSource"
-
-
-@contextmanager
-def _conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
-    """Set a session conf inside the block; restore what was there after."""
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
 
 
 def _drop_checkpoint(df: DataFrame) -> None:

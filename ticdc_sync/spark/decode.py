@@ -470,7 +470,7 @@ def _drop_seeded_meta(df: DataFrame, seeded: Iterable[tuple[str, str]]) -> DataF
     meta = F.when(key.isin(names), F.lit(None).cast("MAP<STRING, STRING>")).otherwise(
         F.col("col_meta")
     )
-    return df.select(*[meta.alias(c) if c == "col_meta" else F.col(f"`{c}`") for c in df.columns])
+    return df.withColumn("col_meta", meta)
 
 
 def _monotonic_inexact(df: DataFrame, floors: dict[tuple[str, int], int]) -> DataFrame:

@@ -119,7 +119,6 @@ def _kafka_unavailable(project: Project, e: Exception) -> bool:
 
 
 def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Out):
-
     from ticdc_sync.spark import raised
     from ticdc_sync.spark import sources as sources_mod
     from ticdc_sync.spark.apply import SchemaBook, TargetApplier

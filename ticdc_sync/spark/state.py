@@ -12,7 +12,8 @@ reach the driver here; rows never do.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -370,21 +371,26 @@ def table_exists(spark: SparkSession, location: str) -> bool:
     return DeltaTable.isDeltaTable(spark, location)
 
 
-class user_metadata:  # noqa: N801 - used as a context manager
+@contextmanager
+def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """Set a session conf inside the block; restore what was there after."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
+def user_metadata(spark: SparkSession, text: str) -> AbstractContextManager[None]:
     """Attach `text` as the userMetadata of every Delta commit made inside the block."""
-
-    def __init__(self, spark: SparkSession, text: str) -> None:
-        self.spark = spark
-        self.text = text
-
-    def __enter__(self) -> None:
-        self.spark.conf.set(MARKER_COMMIT_CONF, self.text)
-
-    def __exit__(self, *exc: object) -> None:
-        self.spark.conf.unset(MARKER_COMMIT_CONF)
+    return session_conf(spark, MARKER_COMMIT_CONF, text)
 
 
-def commit_marker(spark: SparkSession, marker: Marker) -> user_metadata:
+def commit_marker(spark: SparkSession, marker: Marker) -> AbstractContextManager[None]:
     """Attach a target's progress marker to every Delta commit made inside the block."""
     return user_metadata(spark, marker.to_json())
 
