@@ -290,6 +290,7 @@ class TargetApplier:
     ) -> DataFrame:
         """`fill`: SQL literals for target columns this schema lacks (default NULL)."""
         opts = self.source.options
+        raws = _RawValues()
         exprs = []
         checks = []
         fill = fill or {}
@@ -299,7 +300,7 @@ class TargetApplier:
                 value = fill.get(name.lower(), "NULL")
                 exprs.append(f"CAST({value} AS {ttype}) AS {quote('v_' + name)}")
                 continue
-            raw = f"after[{sql_string(col.name)}]"
+            raw = raws.of(f"after[{sql_string(col.name)}]")
             exprs.append(
                 f"CAST({self.codec.value_sql(col, raw, opts)} AS {ttype}) AS {quote('v_' + name)}"
             )
@@ -312,7 +313,8 @@ class TargetApplier:
                     f"{self.entry.origin.render()}: key column {k} is not a column of "
                     f"{schema.qualified} (hint: fix `keys:` for target {self.target})"
                 )
-            raw = f"coalesce(before[{sql_string(col.name)}], after[{sql_string(col.name)}])"
+            name = sql_string(col.name)
+            raw = raws.of(f"coalesce(before[{name}], after[{name}])")
             ktype = key_types.get(col.name) or datatypes.delta_type(col)
             exprs.append(
                 f"CAST({self.codec.value_sql(col, raw, opts)} AS {ktype}) AS {quote('b_' + col.name)}"
@@ -328,19 +330,11 @@ class TargetApplier:
             if checks
             else "CAST(NULL AS STRING)"
         )
-        return ev.where((F.col("db") == db) & (F.col("tbl") == tbl)).selectExpr(
-            "topic",
-            "`partition`",
-            "`offset`",
-            "idx",
-            "commit_ts",
-            "op",
-            "db",
-            "tbl",
-            "after",
-            "before IS NOT NULL AS has_before",
-            *exprs,
-            f"{err} AS __err",
+        carried = ["topic", "`partition`", "`offset`", "idx", "commit_ts", "op", "db", "tbl"]
+        return (
+            ev.where((F.col("db") == db) & (F.col("tbl") == tbl))
+            .selectExpr(*carried, "after", "before IS NOT NULL AS has_before", *raws.columns())
+            .selectExpr(*carried, "after", "has_before", *exprs, f"{err} AS __err")
         )
 
     def _merge(self, marker: Marker, step: MergeRows) -> Marker:
@@ -520,6 +514,25 @@ def _inserted(spark: SparkSession, location: str) -> dict[str, int]:
     last = spark.sql(f"DESCRIBE HISTORY {table_ref(location)} LIMIT 1").collect()[0]
     metrics = last["operationMetrics"] or {}
     return {"num_inserted_rows": int(metrics.get("numOutputRows") or 0)}
+
+
+class _RawValues:
+    """Each raw value a row's typing reads (`after['c']`, a key's before-or-after), looked
+    up once in a projection of its own. The typing and fit checks then read plain columns:
+    Spark does not share a map lookup between the branches of the fit check's CASE, and a
+    map lookup scans the row's keys (about half of the typing time before, at 1M events)."""
+
+    def __init__(self) -> None:
+        self._alias: dict[str, str] = {}
+
+    def of(self, sql: str) -> str:
+        """The column (quoted name) holding `sql`'s value."""
+        if sql not in self._alias:
+            self._alias[sql] = f"__raw{len(self._alias)}"
+        return quote(self._alias[sql])
+
+    def columns(self) -> list[str]:
+        return [f"{sql} AS {quote(alias)}" for sql, alias in self._alias.items()]
 
 
 def _added_later(schema: TableSchema, later: list[TableSchema | None]) -> dict[str, str]:
