@@ -28,6 +28,7 @@ from ticdc_sync.spark import raised
 from ticdc_sync.spark.state import (
     State,
     commit_marker,
+    has_data_files,
     session_conf,
     table_exists,
     target_marker,
@@ -221,8 +222,8 @@ class TargetApplier:
 
     def _target_columns(self) -> list[tuple[str, str]]:
         df = self.spark.read.format("delta").load(self.location)
-        # No data files: a MERGE has nothing to match (read from the snapshot, no job).
-        self._target_empty = not df.inputFiles()
+        # No data files: a MERGE has nothing to match.
+        self._target_empty = not has_data_files(self.spark, self.location)
         return [
             (f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name != COMMIT_TS
         ]

@@ -23,7 +23,7 @@ from ticdc_sync import ddl as ddl_mod
 from ticdc_sync.ddl_parse import AlterTable, CreateTable, RenameTableClause, RenameTables
 from ticdc_sync.errors import BlockedError
 from ticdc_sync.model import Action, DdlKind
-from ticdc_sync.spark.state import commit_marker, table_exists, target_marker
+from ticdc_sync.spark.state import commit_marker, has_data_files, table_exists, target_marker
 from ticdc_sync.sqlgen import COMMIT_TS, quote, sql_string, table_ref, target_location
 from ticdc_sync.upstream import TableSchema
 from ticdc_sync.window import ApplyDdl, DdlEvent, Marker
@@ -346,7 +346,7 @@ def _backfill_part(applier, update_sql: str, describe: str) -> Part:
     commit: the next commit carries the marker, and until then a resumed run re-checks."""
 
     def run(m: Marker) -> None:
-        if not applier.spark.read.format("delta").load(applier.location).inputFiles():
+        if not has_data_files(applier.spark, applier.location):
             return
         with commit_marker(applier.spark, m):
             applier.spark.sql(update_sql)
