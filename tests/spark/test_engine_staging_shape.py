@@ -1,5 +1,6 @@
 """What staging keeps and what a MERGE source may be called: column metadata only for tables
-without a declared schema, and target columns named like the engine's own position columns."""
+without a declared schema, target columns named like the engine's own position columns, and
+how a target's emptiness is read."""
 
 from __future__ import annotations
 
@@ -85,3 +86,28 @@ def test_seeded_rows_stage_without_metadata_and_position_named_columns_merge(spa
     )
     assert sorted(tuple(r) for r in staged.collect()) == [("free", 1, 1), ("pos", 0, 5)]
     assert [(r["id"], r["note"]) for r in read_target(spark, project, "free", "id")] == [(1, "x")]
+
+
+def test_has_data_files_follows_the_snapshot(spark, tmp_path):
+    """A target's emptiness (INSERT instead of MERGE, no backfill UPDATE) comes from the
+    snapshot's file count: none after CREATE, some after a write and after a partial delete
+    (a deletion vector keeps the file), and the same answer as listing the files once
+    every row is deleted."""
+    from ticdc_sync.spark.state import has_data_files
+    from ticdc_sync.sqlgen import table_ref
+
+    ref = table_ref(str(tmp_path / "t"))
+    spark.sql(
+        f"CREATE TABLE {ref} (id INT) USING delta "
+        "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+    )
+    assert not has_data_files(spark, str(tmp_path / "t"))
+    spark.sql(f"INSERT INTO {ref} VALUES (1), (2)")
+    assert has_data_files(spark, str(tmp_path / "t"))
+    spark.sql(f"DELETE FROM {ref} WHERE id = 1")
+    assert has_data_files(spark, str(tmp_path / "t"))
+    spark.sql(f"DELETE FROM {ref}")
+    assert spark.read.format("delta").load(str(tmp_path / "t")).count() == 0
+    assert has_data_files(spark, str(tmp_path / "t")) == bool(
+        spark.read.format("delta").load(str(tmp_path / "t")).inputFiles()
+    )
