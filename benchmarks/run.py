@@ -525,7 +525,7 @@ def measure_plan(repeat: int) -> tuple[float, float] | str:
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         if r.returncode not in (0, 2):
-            failed.append(_first_error(r.stderr) or f"exit code {r.returncode}")
+            failed.append(f"{_first_error(r.stderr)} (exit {r.returncode})")
 
     t, _ = best_of(once, repeat, "plan")
     if failed:
@@ -706,19 +706,13 @@ def main() -> None:
                 )
             )
     if "plan" in res:
-        if isinstance(res["plan"], str):
-            rows.append(
-                ("ticdc-sync plan (example project)", f"FAILED: {res['plan']}", "< 1s", met(False))
-            )
-        else:
-            rows.append(
-                (
-                    "ticdc-sync plan (example project)",
-                    f"{res['plan'][0]:.2f}s wall, {res['plan'][1]:.2f}s CPU",
-                    "< 1s",
-                    met(res["plan"][0] < 1),
-                )
-            )
+        p = res["plan"]
+        value, ok = (
+            (f"FAILED: {p}", False)
+            if isinstance(p, str)
+            else (f"{p[0]:.2f}s wall, {p[1]:.2f}s CPU", p[0] < 1)
+        )
+        rows.append(("ticdc-sync plan (example project)", value, "< 1s", met(ok)))
 
     print()
     print(
