@@ -14,6 +14,8 @@ from ticdc_sync.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 SHOP = REPO / "projects_example" / "shop"
+# What `run` writes into the example (scripts/example.sh): a copy must start clean.
+GENERATED = shutil.ignore_patterns("target", "warehouse")
 
 
 def test_validate_ok(capsys: pytest.CaptureFixture[str]) -> None:
@@ -25,7 +27,7 @@ def test_validate_reports_every_problem_and_exits_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "p"
-    shutil.copytree(SHOP, root)
+    shutil.copytree(SHOP, root, ignore=GENERATED)
     (root / "ticdc_sync.yml").write_text(
         "name: shop\nprofile: shop\ndefaults:\n  ddl:\n    drop_colum: skip\n"
     )
@@ -54,6 +56,9 @@ def test_usage_error_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_plan_detailed_exitcode_and_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A clean copy: plan reads the state a previous example run left in target/.
+    SHOP = tmp_path / "shop"  # noqa: N806
+    shutil.copytree(REPO / "projects_example" / "shop", SHOP, ignore=GENERATED)
     assert main(["plan", "--project", str(SHOP)]) == 0
     first = capsys.readouterr().out
     assert main(["plan", "--project", str(SHOP), "--detailed-exitcode"]) == 2
@@ -109,7 +114,7 @@ def test_malformed_state_is_a_user_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "p"
-    shutil.copytree(SHOP, root)
+    shutil.copytree(SHOP, root, ignore=GENERATED)
     (root / "target").mkdir()
     (root / "target" / "state.json").write_text('{"pending_ddl": [{"kind": "add_column"}]}')
     # A malformed state file is a user error (exit 1), not a crash.

@@ -11,6 +11,8 @@ from ticdc_sync.project import load_project
 
 REPO = Path(__file__).resolve().parents[2]
 SHOP = REPO / "projects_example" / "shop"
+# What `run` writes into the example (scripts/example.sh): a copy must start clean.
+GENERATED = shutil.ignore_patterns("target", "warehouse")
 
 
 def test_plan_is_byte_identical_across_loads() -> None:
@@ -51,7 +53,7 @@ def test_plan_content_for_the_example() -> None:
 
 def test_plan_has_no_absolute_paths(tmp_path: Path) -> None:
     dest = tmp_path / "shop"
-    shutil.copytree(SHOP, dest)
+    shutil.copytree(SHOP, dest, ignore=GENERATED)
     prof = dest / "profiles.yml"
     prof.write_text(prof.read_text().replace("warehouse: warehouse", f"warehouse: {dest}/wh", 1))
     plan = build_plan(load_project(dest))
@@ -70,7 +72,7 @@ def test_json_is_sorted_and_parses() -> None:
 
 def test_pending_ddl_from_state(tmp_path: Path) -> None:
     dest = tmp_path / "shop"
-    shutil.copytree(SHOP, dest)
+    shutil.copytree(SHOP, dest, ignore=GENERATED)
     project = load_project(dest)
     assert read_state(project) is None
     applied = {t.target: 5 for t in build_plan(project).tables}
