@@ -150,6 +150,11 @@ class TargetApplier:
 
     # --- public -------------------------------------------------------------------
 
+    def rebind(self, spark: SparkSession, out: Callable[[str], None]) -> None:
+        """Use another session (with its own SQL conf and temp views, `fanout`) and output."""
+        self.spark = spark
+        self.out = out
+
     def load_marker(self) -> Marker:
         """Read whether the target exists and its progress marker (one Delta log read each)."""
         self.exists = table_exists(self.spark, self.location)
@@ -243,7 +248,7 @@ class TargetApplier:
         # Straight from the staged Parquet, not from a cache shared by the targets: the
         # filters and column pruning read each target's rows about twice as fast as a
         # DISK_ONLY cache of the window is written and read back (benchmarks/README.md).
-        ev = self.state.events().where(
+        ev = self.state.events(self.spark).where(
             (F.col("source") == self.source.name)
             & (F.col("kind") == KIND_ROW)
             & (F.col("commit_ts") > lo)

@@ -228,48 +228,90 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
             applier = TargetApplier(spark, state, project, source, entry, name, ups, schemas, out)
             applier.load_marker()
             appliers.append(applier)
-        for applier in appliers:
-            name, ups = applier.target, applier.upstreams
-            t = time.monotonic()
-            try:
-                res = applier.run(resolved, ddls)
-            except BlockedError as e:
-                res = applier.result
-                res.blocked = {"message": str(e), "pending": getattr(e, "pending", [])}
-                result["errors"].append(str(e))
-                out(f"error: {e}")
-                exit_code = 1
-            except UserError as e:
-                res = applier.result
-                res.error = str(e)
-                result["errors"].append(f"target {name}: {e}")
-                out(f"error: target {name}: {e}")
-                exit_code = 1
-            result["targets"][name] = {
-                "source": source.name,
-                "upstream": sorted(f"{d}.{t_}" for d, t_ in ups),
-                "applied_ts": res.applied_ts,
-                "inserted": res.inserted,
-                "updated": res.updated,
-                "deleted": res.deleted,
-                "merges": res.merges,
-                "ddl": res.ddl_applied,
-                "blocked": res.blocked,
-                "error": res.error,
-                "quarantined": res.quarantined,
-                "seconds": round(time.monotonic() - t, 3),
-            }
-            out(
-                f"apply {name}: +{res.inserted} ~{res.updated} -{res.deleted} in {res.merges} "
-                f"merge(s), {len(res.ddl_applied)} DDL, applied ts {res.applied_ts} "
-                f"({time.monotonic() - t:.1f}s)"
-            )
+        if apply_targets(spark, appliers, resolved, ddls, out, result):
+            exit_code = 1
     result["seconds"] = round(time.monotonic() - t0, 3)
     out(
         f"done: {len(result['targets'])} target(s), {len(result['errors'])} error(s) "
         f"in {result['seconds']:.1f}s"
     )
     return exit_code, result
+
+
+def apply_targets(spark, appliers: list, resolved: int, ddls: list, out: Out, result: dict) -> bool:
+    """Bring every target up to `resolved`, side by side unless a DDL of the window may
+    move rows between targets (`fanout`). Fills result["targets"] and result["errors"] in
+    target order; True if a target is blocked or failed. An unexpected error is raised
+    after every other target has finished."""
+    from functools import partial
+
+    from ticdc_sync.spark import fanout
+
+    floor = min((a.marker.applied_ts for a in appliers), default=-1)
+    side_by_side = len(appliers) > 1 and not fanout.may_cross_targets(ddls, floor)
+    for applier in appliers if side_by_side else []:
+        applier.rebind(fanout.target_session(spark), fanout.GroupedOut(out))
+    tasks = [partial(_apply_target, a, resolved, ddls) for a in appliers]
+    outcomes = fanout.run_all(tasks, side_by_side)
+    failed = False
+    crash: BaseException | None = None
+    for applier, outcome in zip(appliers, outcomes, strict=True):
+        if isinstance(outcome, BaseException):
+            crash = crash or outcome
+            continue
+        summary, errors = outcome
+        result["targets"][applier.target] = summary
+        result["errors"].extend(errors)
+        failed = failed or bool(errors)
+    if crash is not None:
+        raise crash
+    return failed
+
+
+def _apply_target(applier, resolved: int, ddls: list) -> tuple[dict, list[str]]:
+    """One target's apply: its run_results entry and its errors (blocked, or a user error)."""
+    from ticdc_sync.spark import fanout
+
+    name, ups, out = applier.target, applier.upstreams, applier.out
+    errors: list[str] = []
+    t = time.monotonic()
+    try:
+        try:
+            res = applier.run(resolved, ddls)
+        except BlockedError as e:
+            res = applier.result
+            res.blocked = {"message": str(e), "pending": getattr(e, "pending", [])}
+            errors.append(str(e))
+            out(f"error: {e}")
+        except UserError as e:
+            res = applier.result
+            res.error = str(e)
+            errors.append(f"target {name}: {e}")
+            out(f"error: target {name}: {e}")
+        seconds = time.monotonic() - t
+        out(
+            f"apply {name}: +{res.inserted} ~{res.updated} -{res.deleted} in {res.merges} "
+            f"merge(s), {len(res.ddl_applied)} DDL, applied ts {res.applied_ts} "
+            f"({seconds:.1f}s)"
+        )
+    finally:
+        if isinstance(out, fanout.GroupedOut):
+            out.flush()
+    summary = {
+        "source": applier.source.name,
+        "upstream": sorted(f"{d}.{t_}" for d, t_ in ups),
+        "applied_ts": res.applied_ts,
+        "inserted": res.inserted,
+        "updated": res.updated,
+        "deleted": res.deleted,
+        "merges": res.merges,
+        "ddl": res.ddl_applied,
+        "blocked": res.blocked,
+        "error": res.error,
+        "quarantined": res.quarantined,
+        "seconds": round(seconds, 3),
+    }
+    return summary, errors
 
 
 def write_results(project: Project, result: dict) -> None:

@@ -85,8 +85,9 @@ class State:
             "TBLPROPERTIES ('delta.appendOnly' = 'false')"
         )
 
-    def events(self) -> DataFrame:
-        return self.spark.read.format("delta").load(self.events_path)
+    def events(self, spark: SparkSession | None = None) -> DataFrame:
+        """The staged events, read in `spark` (default: this state's session)."""
+        return (spark or self.spark).read.format("delta").load(self.events_path)
 
     def quarantine(self) -> DataFrame:
         return self.spark.read.format("delta").load(self.quarantine_path)
