@@ -19,7 +19,7 @@ from tests.spark._encoders import canal, debezium, go_quote, open_frames
 from ticdc_sync import codecs, datatypes, events
 from ticdc_sync.codecs.infer import parse_mysql_type
 from ticdc_sync.model import Protocol, Source, SourceOptions
-from ticdc_sync.spark.decode import decode_records
+from ticdc_sync.spark.decode import decode_records, with_row_maps
 from ticdc_sync.upstream import Column
 
 pytestmark = pytest.mark.spark
@@ -101,7 +101,7 @@ def _check(
     spark, protocol: Protocol, key: bytes | None, value: bytes, cases, options: SourceOptions
 ):
     df = spark.createDataFrame([("t", 0, 0, 0, key, value)], events.RECORD_SCHEMA)
-    ev = decode_records(df, Source("s", protocol, ("t",), options=options))
+    ev = with_row_maps(decode_records(df, Source("s", protocol, ("t",), options=options)))
     sel = []
     for name, col, _, _ in cases:
         raw = f"after['{name}']"

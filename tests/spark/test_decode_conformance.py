@@ -16,7 +16,7 @@ import pytest
 from tests.shared_paths import SHARED
 from ticdc_sync import events
 from ticdc_sync.model import Protocol, Source
-from ticdc_sync.spark.decode import decode_records
+from ticdc_sync.spark.decode import decode_records, with_row_maps
 
 pytestmark = pytest.mark.spark
 
@@ -32,7 +32,7 @@ def _lines(path: Path) -> list[bytes]:
 def _decode(spark, protocol: Protocol, records: list[tuple[str, bytes | None, bytes | None]]):
     rows = [(topic, 0, i, 0, k, v) for i, (topic, k, v) in enumerate(records)]
     df = spark.createDataFrame(rows, events.RECORD_SCHEMA)
-    out = decode_records(df, Source("s", protocol, ("x",))).collect()
+    out = with_row_maps(decode_records(df, Source("s", protocol, ("x",)))).collect()
     by_topic: dict[str, list] = {}
     for r in sorted(out, key=lambda r: (r.offset, r.idx)):
         by_topic.setdefault(r.topic, []).append(r)

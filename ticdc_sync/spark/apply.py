@@ -300,13 +300,14 @@ class TargetApplier:
         exprs = []
         checks = []
         fill = fill or {}
+        images = _Images()
         for name, ttype in target_cols:
             col = schema.column(name)
             if col is None:
                 value = fill.get(name.lower(), "NULL")
                 exprs.append(f"CAST({value} AS {ttype}) AS {quote('v_' + name)}")
                 continue
-            raw = raws.of(f"after[{sql_string(col.name)}]")
+            raw = raws.of(images.after(col.name))
             exprs.append(
                 f"CAST({self.codec.value_sql(col, raw, opts)} AS {ttype}) AS {quote('v_' + name)}"
             )
@@ -319,8 +320,7 @@ class TargetApplier:
                     f"{self.entry.origin.render()}: key column {k} is not a column of "
                     f"{schema.qualified} (hint: fix `keys:` for target {self.target})"
                 )
-            name = sql_string(col.name)
-            raw = raws.of(f"coalesce(before[{name}], after[{name}])")
+            raw = raws.of(images.key(col.name))
             ktype = key_types.get(col.name) or datatypes.delta_type(col)
             exprs.append(
                 f"CAST({self.codec.value_sql(col, raw, opts)} AS {ktype}) AS {quote('b_' + col.name)}"
@@ -337,10 +337,14 @@ class TargetApplier:
             else "CAST(NULL AS STRING)"
         )
         carried = ["topic", "`partition`", "`offset`", "idx", "commit_ts", "op", "db", "tbl"]
+        # The row's text (what a quarantined value keeps), whichever way it was staged.
+        text = "coalesce(after_json, to_json(after)) AS after_text"
+        has_before = "before IS NOT NULL OR before_json IS NOT NULL AS has_before"
         return (
             ev.where((F.col("db") == db) & (F.col("tbl") == tbl))
-            .selectExpr(*carried, "after", "before IS NOT NULL AS has_before", *raws.columns())
-            .selectExpr(*carried, "after", "has_before", *exprs, f"{err} AS __err")
+            .select(*carried, "after", "before", "after_json", "before_json", *images.parsed())
+            .selectExpr(*carried, text, has_before, *raws.columns())
+            .selectExpr(*carried, "after_text", "has_before", *exprs, f"{err} AS __err")
         )
 
     def _merge(self, marker: Marker, step: MergeRows) -> Marker:
@@ -434,7 +438,7 @@ class TargetApplier:
             "commit_ts",
             F.concat(F.lit("value does not fit its column: "), F.col("__err")).alias("reason"),
             F.lit(None).cast("binary").alias("raw_key"),
-            F.encode(F.to_json("after"), "UTF-8").alias("raw_value"),
+            F.encode(F.col("after_text"), "UTF-8").alias("raw_value"),
         )
         n = q.count()
         if n:
@@ -540,6 +544,50 @@ class _RawValues:
 
     def columns(self) -> list[str]:
         return [f"{sql} AS {quote(alias)}" for sql, alias in self._alias.items()]
+
+
+class _Images:
+    """Where a row's raw values come from: the staged maps (`before`/`after`), or the JSON
+    text of each image (`before_json`/`after_json`, `events`), parsed here once per row
+    into a struct of just the columns this target reads (`__a`, and `__b` for keys). A
+    row has one or the other, so each value is the first non-NULL of the two lookups.
+
+    A key's old value is its value in `before`, else in `after`: TiCDC's Canal `old`
+    holds every column, and a partial `old` (only-output-updated-columns, codec facts
+    1.5) lacks the columns that did not change. From text, a key present in `old` with
+    null reads as absent: a key column is not NULL."""
+
+    def __init__(self) -> None:
+        self._after: list[str] = []
+        self._keys: list[str] = []
+
+    def after(self, name: str) -> str:
+        """SQL: the column's raw value after the change."""
+        if name not in self._after:
+            self._after.append(name)
+        return f"coalesce(__a.{quote(name)}, after[{sql_string(name)}])"
+
+    def key(self, name: str) -> str:
+        """SQL: a key column's raw value before the change (else after it)."""
+        self.after(name)
+        if name not in self._keys:
+            self._keys.append(name)
+        lit = sql_string(name)
+        return f"coalesce(__b.{quote(name)}, __a.{quote(name)}, before[{lit}], after[{lit}])"
+
+    def parsed(self) -> list:
+        """The struct columns `__a` and `__b` (call after every `after`/`key`)."""
+        from pyspark.sql.types import StringType, StructField, StructType
+
+        def struct(names: list[str]) -> StructType:
+            return StructType([StructField(n, StringType()) for n in names])
+
+        def parse(column: str, names: list[str], alias: str):
+            if not names:
+                return F.lit(None).cast("STRUCT<__none: STRING>").alias(alias)
+            return F.from_json(column, struct(names)).alias(alias)
+
+        return [parse("after_json", self._after, "__a"), parse("before_json", self._keys, "__b")]
 
 
 def _added_later(schema: TableSchema, later: list[TableSchema | None]) -> dict[str, str]:

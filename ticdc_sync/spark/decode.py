@@ -2,8 +2,10 @@
 
 `decode_records(records, source)` is one lazy DataFrame transformation; nothing is
 collected. Canal-JSON and Debezium are parsed by Spark's `from_json` with fixed envelope
-schemas (column values as MAP<STRING,STRING>: Spark renders non-string JSON tokens as
-their text, so values stay raw as the event conventions in `ticdc_sync.events` require).
+schemas. Debezium's row images become MAP<STRING,STRING> (Spark renders non-string JSON
+tokens as their text, so values stay raw as the event conventions in `ticdc_sync.events`
+require); Canal-JSON's stay the JSON text of their objects (`before_json`/`after_json`),
+which gives the same values when apply parses them.
 Open Protocol's binary batch framing (codec facts 2.1) is split by an Arrow-vectorized
 `mapInArrow` function into per-event JSON texts, which `from_json` then parses.
 
@@ -51,6 +53,11 @@ def _dup_keys(m: str) -> str:
     return f"({m} IS NOT NULL AND size(map_keys({m})) != size(array_distinct(map_keys({m}))))"
 
 
+def _dup_keys_text(keys: str) -> str:
+    """SQL: the object whose `json_object_keys` are `keys` repeats a name."""
+    return f"({keys} IS NOT NULL AND size({keys}) != size(array_distinct({keys})))"
+
+
 def _finish(df: DataFrame) -> DataFrame:
     """Select exactly EVENT_SCHEMA; keep raw bytes only for bad events; error only for bad."""
     bad = F.col("kind") == events.KIND_BAD
@@ -83,7 +90,7 @@ def _kind(error: str, kind_sql: str) -> str:
 CANAL_SCHEMA = (
     "id BIGINT, database STRING, table STRING, pkNames ARRAY<STRING>, isDdl BOOLEAN, "
     "type STRING, es BIGINT, ts BIGINT, sql STRING, mysqlType MAP<STRING,STRING>, "
-    "data ARRAY<MAP<STRING,STRING>>, old ARRAY<MAP<STRING,STRING>>, "
+    "data ARRAY<STRING>, old ARRAY<STRING>, "
     "_tidb STRUCT<commitTs: BIGINT, watermarkTs: BIGINT, onlyHandleKey: BOOLEAN, "
     "claimCheckLocation: STRING>, _corrupt_record STRING"
 )
@@ -108,6 +115,11 @@ def _decode_canal(records: DataFrame) -> DataFrame:
     )
     df = df.withColumn("idx", F.coalesce("idx", F.lit(0)))
     df = df.withColumn("o", _e("try_element_at(j.old, idx + 1)"))
+    # Row images stay JSON text (`data`/`old` elements as STRING: Spark copies each
+    # object's text instead of building a map). The names of each image, for the checks
+    # below; NULL when the element is not a JSON object.
+    df = df.withColumn("dk", _e("IF(is_row, json_object_keys(d), NULL)"))
+    df = df.withColumn("ok", _e("IF(is_row, json_object_keys(o), NULL)"))
     wm = "j.type = 'TIDB_WATERMARK'"
     ddl = "coalesce(j.isDdl, false)"
     # Without the TiDB extension there is no commitTs (codec facts 1.6): `es` is the commit
@@ -133,7 +145,10 @@ def _decode_canal(records: DataFrame) -> DataFrame:
         WHEN j.database IS NULL OR j.table IS NULL OR j.table = ''
           THEN 'Canal-JSON row event without database/table'
         WHEN {commit} IS NULL THEN 'Canal-JSON row event without _tidb.commitTs or es'
-        WHEN {_dup_keys("d")} OR {_dup_keys("o")} THEN 'Canal-JSON row repeats a column name'
+        WHEN dk IS NULL OR (o IS NOT NULL AND ok IS NULL)
+          THEN 'invalid Canal-JSON: an element of data or old is not a JSON object'
+        WHEN {_dup_keys_text("dk")} OR {_dup_keys_text("ok")}
+          THEN 'Canal-JSON row repeats a column name'
         WHEN j.type = 'UPDATE' AND o IS NULL
           THEN 'Canal-JSON UPDATE without the old row for this data element' END
       ELSE concat('unknown Canal-JSON type ', j.type) END"""
@@ -143,14 +158,10 @@ def _decode_canal(records: DataFrame) -> DataFrame:
         f"ELSE '{events.KIND_ROW}' END"
     )
     df = df.withColumn("kind", _e(_kind("error", kind)))
-    # UPDATE: a partial `old` (Alibaba Canal, only-output-updated-columns, content-compatible)
-    # is completed from `data`; a key present with null means "changed from NULL" (facts 1.5).
-    # TiCDC's default `old` holds every column (facts 1.5): then it is the old row as is,
-    # and the per-column lambda (not compiled by codegen) is skipped.
-    fill = (
-        "IF(size(array_except(map_keys(d), map_keys(o))) = 0, o, "
-        "transform_values(d, (k, x) -> IF(map_contains_key(o, k), o[k], x)))"
-    )
+    # UPDATE: `old` is staged as sent. A partial `old` (Alibaba Canal,
+    # only-output-updated-columns, content-compatible; facts 1.5) is completed from `data`
+    # where it is read: apply takes a key's old value from `old`, else from `data`, and
+    # `with_row_maps` fills the whole map.
     return _finish(
         df.select(
             "topic",
@@ -169,13 +180,15 @@ def _decode_canal(records: DataFrame) -> DataFrame:
             _e(
                 "CASE j.type WHEN 'INSERT' THEN 'I' WHEN 'UPDATE' THEN 'U' WHEN 'DELETE' THEN 'D' END"
             ).alias("op"),
-            _e(f"CASE j.type WHEN 'UPDATE' THEN {fill} WHEN 'DELETE' THEN d END").alias("before"),
-            _e("IF(j.type IN ('INSERT', 'UPDATE'), d, NULL)").alias("after"),
+            _lit_null("MAP<STRING,STRING>").alias("before"),
+            _lit_null("MAP<STRING,STRING>").alias("after"),
             _e("IF(is_row, j.mysqlType, NULL)").alias("col_meta"),
             _e("IF(is_row, j.pkNames, NULL)").alias("pk_names"),
             _e(f"IF({ddl}, j.sql, NULL)").alias("ddl_sql"),
             _e(f"IF({ddl}, j.type, NULL)").alias("ddl_hint"),
             _lit_null("STRING").alias("table_changes"),
+            _e("CASE j.type WHEN 'UPDATE' THEN o WHEN 'DELETE' THEN d END").alias("before_json"),
+            _e("IF(j.type IN ('INSERT', 'UPDATE'), d, NULL)").alias("after_json"),
         ).withColumn("op", _e("IF(kind = 'row', op, NULL)"))
     )
 
@@ -291,6 +304,8 @@ def _decode_debezium(records: DataFrame) -> DataFrame:
             _e("IF(kind = 'ddl', p.ddl, NULL)").alias("ddl_sql"),
             _e("IF(kind = 'ddl', 'debezium', NULL)").alias("ddl_hint"),
             _e("IF(kind = 'ddl', p.tableChanges, NULL)").alias("table_changes"),
+            _lit_null("STRING").alias("before_json"),
+            _lit_null("STRING").alias("after_json"),
         )
     )
 
@@ -427,6 +442,8 @@ def _decode_open(records: DataFrame) -> DataFrame:
             _e("IF(kind = 'ddl', w.q, NULL)").alias("ddl_sql"),
             _e("IF(kind = 'ddl', CAST(w.t AS STRING), NULL)").alias("ddl_hint"),
             _lit_null("STRING").alias("table_changes"),
+            _lit_null("STRING").alias("before_json"),
+            _lit_null("STRING").alias("after_json"),
         )
     )
 
@@ -452,6 +469,34 @@ def decode_records(
     if not source.has_commit_ts:
         out = _monotonic_inexact(out, floors or {})
     return _drop_seeded_meta(out, seeded)
+
+
+def with_row_maps(df: DataFrame) -> DataFrame:
+    """Staged or decoded events with every row image as a map in `before` / `after`,
+    whichever way the decoder staged it (`events`: maps, or JSON text in `before_json` /
+    `after_json`); without the text columns. The UPDATE `before` of a partial Canal `old`
+    is completed from `after` (codec facts 1.5: a key present with null means "changed
+    from NULL"). For tests and inspection: the engine reads the text directly."""
+    m = "MAP<STRING,STRING>"
+    old = f"from_json(before_json, '{m}')"
+    new = f"from_json(after_json, '{m}')"
+    filled = (
+        f"IF(size(array_except(map_keys({new}), map_keys({old}))) = 0, {old}, "
+        f"transform_values({new}, (k, x) -> IF(map_contains_key({old}, k), {old}[k], x)))"
+    )
+    before = (
+        f"CASE WHEN before_json IS NULL THEN before "
+        f"WHEN after_json IS NULL THEN {old} ELSE {filled} END"
+    )
+    cols = []
+    for c in df.columns:
+        if c == "before":
+            cols.append(F.expr(before).alias(c))
+        elif c == "after":
+            cols.append(F.expr(f"coalesce(after, {new})").alias(c))
+        elif c not in ("before_json", "after_json"):
+            cols.append(F.col(f"`{c}`"))
+    return df.select(*cols)
 
 
 def _drop_seeded_meta(df: DataFrame, seeded: Iterable[tuple[str, str]]) -> DataFrame:

@@ -30,7 +30,7 @@ class _StagedEvents:
         self.warehouse = "<warehouse>"
         self.quarantine_path = "<warehouse>/_ticdc_sync/quarantine"
 
-    def events(self):
+    def events(self, spark=None):
         return self._events
 
 

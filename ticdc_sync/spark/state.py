@@ -22,7 +22,14 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ticdc_sync.errors import UserError
-from ticdc_sync.events import EVENT_SCHEMA, KIND_BAD, KIND_DDL, KIND_ROW, KIND_WATERMARK
+from ticdc_sync.events import (
+    EVENT_FIELDS,
+    EVENT_SCHEMA,
+    KIND_BAD,
+    KIND_DDL,
+    KIND_ROW,
+    KIND_WATERMARK,
+)
 from ticdc_sync.model import Project
 from ticdc_sync.sqlgen import quote, state_location, table_ref
 from ticdc_sync.staged import SourceTally, from_user_metadata, to_user_metadata
@@ -72,6 +79,7 @@ class State:
         self.quarantine_path = state_location(warehouse, "quarantine")
         self.history_path = state_location(warehouse, "schema_history")
         self._ensure(self.events_path, STAGED_SCHEMA)
+        self._add_missing_columns(self.events_path, EVENT_FIELDS)
         self._ensure(self.quarantine_path, QUARANTINE_SCHEMA)
         self._ensure(self.history_path, SCHEMA_HISTORY_SCHEMA)
         self._tallies: dict[str, SourceTally] = {}
@@ -84,6 +92,15 @@ class State:
             f"CREATE TABLE IF NOT EXISTS {table_ref(path)} ({schema}) USING delta "
             "TBLPROPERTIES ('delta.appendOnly' = 'false')"
         )
+
+    def _add_missing_columns(self, path: str, fields: tuple[tuple[str, str], ...]) -> None:
+        """Columns a newer ticdc-sync stages, added to a table an older one created (at
+        its end, which is where `events.EVENT_FIELDS` keeps them)."""
+        have = {f.name for f in self.spark.read.format("delta").load(path).schema.fields}
+        missing = [(n, t) for n, t in fields if n not in have]
+        if missing:
+            cols = ", ".join(f"{quote(n)} {t}" for n, t in missing)
+            self.spark.sql(f"ALTER TABLE {table_ref(path)} ADD COLUMNS ({cols})")
 
     def events(self, spark: SparkSession | None = None) -> DataFrame:
         """The staged events, read in `spark` (default: this state's session)."""
