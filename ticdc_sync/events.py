@@ -17,11 +17,12 @@ Conventions every decoder follows:
   conversion happens later, per target and per schema version (`ticdc_sync.codecs.*`
   build the Spark SQL expressions for it), because only then is the right schema known.
 * A decoder may instead stage a row image as the JSON text of its object, in
-  `before_json` / `after_json` (then `before` / `after` are NULL): Canal-JSON does, so
-  that no map is built at decode and staging writes one string instead of a map
-  (benchmarks/README.md). Parsed with `MAP<STRING,STRING>`, the text gives exactly the
-  map above (`spark.decode.with_row_maps`). A Canal UPDATE's `before_json` is TiCDC's
-  `old` as sent: columns missing from a partial `old` are not filled in from `after`.
+  `before_json` / `after_json` (then `before` / `after` are NULL). Canal-JSON and
+  Debezium do, so that no map is built at decode and staging writes one string instead
+  of a map (benchmarks/README.md). Parsed with `MAP<STRING,STRING>`, the text gives
+  exactly the map above (`spark.decode.with_row_maps`). A Canal UPDATE's `before_json`
+  is TiCDC's `old` as sent: columns missing from a partial `old` are not filled in from
+  `after`.
 * `col_meta` holds each column's protocol metadata as text, for when no DDL history
   exists: Canal `mysqlType` (e.g. `int unsigned`, or `decimal(10,4)` with
   content-compatible); Open Protocol `"<type code>,<flags>"` (e.g. `"8,137"`); Debezium the

@@ -1,4 +1,4 @@
-"""Canal-JSON row images staged as JSON text (`before_json`/`after_json`).
+"""Canal-JSON and Debezium row images staged as JSON text (`before_json`/`after_json`).
 
 A partial `old` (only-output-updated-columns, codec facts 1.5) still moves a key when it
 carries the key, and keeps it when it does not. An image that repeats a column name or
@@ -14,9 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.spark._encoders import canal, debezium
 from tests.spark.engine_harness import canal_row, load, make_project, read_target, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
+from ticdc_sync import events
+from ticdc_sync.model import Protocol, Source
 from ticdc_sync.spark import runner
+from ticdc_sync.spark.decode import decode_records, with_row_maps
 from ticdc_sync.spark.state import STAGED_SCHEMA, warehouse_path
 from ticdc_sync.sqlgen import state_location, table_ref
 
@@ -143,3 +147,42 @@ def test_a_staging_table_of_maps_gains_text_columns_and_both_apply(spark, tmp_pa
     assert staged.where("after_json IS NOT NULL OR before_json IS NOT NULL").count() == 3
     rows = read_target(spark, project, "t", "id")
     assert [(r["id"], r["v"], r["_commit_ts"]) for r in rows] == [(1, "a2", 110), (7, "g", 112)]
+
+
+def _raw_object(message: bytes, field: str, text: str) -> bytes:
+    """`message` with the JSON value at `field` (a dotted path) replaced by raw text."""
+    msg = json.loads(message)
+    node = msg
+    *parents, last = field.split(".")
+    for name in parents:
+        node = node[name]
+    node[last] = "@@RAW@@"
+    return json.dumps(msg).replace('"@@RAW@@"', text).encode()
+
+
+@pytest.mark.parametrize("protocol", ["canal-json", "debezium"])
+def test_decoded_text_images_read_as_the_maps_they_replace(spark, protocol):
+    """Both protocols stage row images as text: the checks that a map parse used to make
+    implicitly (an object, no repeated name) are explicit, and the text reads back as the
+    map it replaces, non-string values as their JSON text."""
+    if protocol == "canal-json":
+        ok = canal([{"id": "1", "v": "x"}], {"id": "int", "v": "varchar"})
+        field, first = "data", "data"
+        dup, not_object = '[{"id": "2", "v": "a", "v": "b"}]', '[["id", "3"]]'
+        raw_ok = _raw_object(ok, field, '[{"id": 1, "v": 2.50, "j": {"k": [1, true]}}]')
+        want_reason = "invalid Canal-JSON: an element of data or old is not a JSON object"
+    else:
+        ok = debezium({"id": 1, "v": "x"})
+        field = first = "payload.after"
+        dup, not_object = '{"id": 2, "v": "a", "v": "b"}', "[1, 2]"
+        raw_ok = _raw_object(ok, field, '{"id": 1, "v": 2.50, "j": {"k": [1, true]}}')
+        want_reason = "invalid Debezium: before or after is not a JSON object"
+    values = [ok, _raw_object(ok, first, dup), _raw_object(ok, first, not_object), raw_ok]
+    rows = [("t", 0, i, 0, None, v) for i, v in enumerate(values)]
+    df = spark.createDataFrame(rows, events.RECORD_SCHEMA)
+    out = with_row_maps(decode_records(df, Source("s", Protocol(protocol), ("t",))))
+    got = {r.offset: r for r in out.collect()}
+    assert got[0].kind == "row" and got[0].after == {"id": "1", "v": "x"}
+    assert got[1].kind == "bad" and "repeats a column name" in got[1].error
+    assert got[2].kind == "bad" and got[2].error == want_reason
+    assert got[3].kind == "row" and got[3].after == {"id": "1", "v": "2.5", "j": '{"k":[1,true]}'}

@@ -2,10 +2,10 @@
 
 `decode_records(records, source)` is one lazy DataFrame transformation; nothing is
 collected. Canal-JSON and Debezium are parsed by Spark's `from_json` with fixed envelope
-schemas. Debezium's row images become MAP<STRING,STRING> (Spark renders non-string JSON
-tokens as their text, so values stay raw as the event conventions in `ticdc_sync.events`
-require); Canal-JSON's stay the JSON text of their objects (`before_json`/`after_json`),
-which gives the same values when apply parses them.
+schemas; their row images stay the JSON text of their objects (`before_json`/
+`after_json`), which apply parses with STRING fields: Spark renders non-string JSON tokens
+as their text, so values stay raw as the event conventions in `ticdc_sync.events` require.
+Open Protocol's images are built here, as MAP<STRING,STRING>.
 Open Protocol's binary batch framing (codec facts 2.1) is split by an Arrow-vectorized
 `mapInArrow` function into per-event JSON texts, which `from_json` then parses.
 
@@ -196,8 +196,9 @@ def _decode_canal(records: DataFrame) -> DataFrame:
 # ---------------------------------------------------------------------------- Debezium
 
 _DBZ_PAYLOAD_FIELDS = (
-    ("before", "MAP<STRING,STRING>"),
-    ("after", "MAP<STRING,STRING>"),
+    # Row images stay JSON text, as for Canal-JSON (`_decode_canal`).
+    ("before", "STRING"),
+    ("after", "STRING"),
     ("source", "STRUCT<db: STRING, table: STRING, commit_ts: BIGINT, ts_ms: BIGINT>"),
     ("op", "STRING"),
     ("ts_ms", "BIGINT"),
@@ -252,6 +253,9 @@ def _decode_debezium(records: DataFrame) -> DataFrame:
         "coalesce(p.source.commit_ts, "
         "shiftleft(coalesce(p.source.ts_ms, p.ts_ms), 18) + pmod(`offset`, 262144))"
     )
+    # The names of each image, for the checks below; NULL when it is not a JSON object.
+    df = df.withColumn("bk", _e(f"IF({is_row}, json_object_keys(p.before), NULL)"))
+    df = df.withColumn("ak", _e(f"IF({is_row}, json_object_keys(p.after), NULL)"))
     error = f"""CASE
       WHEN {tombstone} THEN NULL
       WHEN j IS NULL THEN 'blank Kafka value: not a Debezium message'
@@ -267,7 +271,9 @@ def _decode_debezium(records: DataFrame) -> DataFrame:
         WHEN p.source.db IS NULL OR p.source.table IS NULL OR p.source.table = ''
           THEN 'Debezium row event without source.db/source.table'
         WHEN {commit} IS NULL THEN 'Debezium row event without source.commit_ts or ts_ms'
-        WHEN {_dup_keys("p.before")} OR {_dup_keys("p.after")}
+        WHEN (p.before IS NOT NULL AND bk IS NULL) OR (p.after IS NOT NULL AND ak IS NULL)
+          THEN 'invalid Debezium: before or after is not a JSON object'
+        WHEN {_dup_keys_text("bk")} OR {_dup_keys_text("ak")}
           THEN 'Debezium row repeats a column name' END
       ELSE concat('unknown Debezium op ', {op}) END"""
     df = df.withColumn("error", _e(error))
@@ -297,15 +303,15 @@ def _decode_debezium(records: DataFrame) -> DataFrame:
                 f"IF({row}, CASE {op} WHEN 'c' THEN 'I' WHEN 'r' THEN 'I' "
                 "WHEN 'u' THEN 'U' WHEN 'd' THEN 'D' END, NULL)"
             ).alias("op"),
-            _e(f"IF({row} AND {op} IN ('u', 'd'), p.before, NULL)").alias("before"),
-            _e(f"IF({row} AND {op} != 'd', p.after, NULL)").alias("after"),
+            _lit_null("MAP<STRING,STRING>").alias("before"),
+            _lit_null("MAP<STRING,STRING>").alias("after"),
             _e(f"IF({row}, col_meta, NULL)").alias("col_meta"),
             _e(f"IF({row}, pk_names, NULL)").alias("pk_names"),
             _e("IF(kind = 'ddl', p.ddl, NULL)").alias("ddl_sql"),
             _e("IF(kind = 'ddl', 'debezium', NULL)").alias("ddl_hint"),
             _e("IF(kind = 'ddl', p.tableChanges, NULL)").alias("table_changes"),
-            _lit_null("STRING").alias("before_json"),
-            _lit_null("STRING").alias("after_json"),
+            _e(f"IF({row} AND {op} IN ('u', 'd'), p.before, NULL)").alias("before_json"),
+            _e(f"IF({row} AND {op} != 'd', p.after, NULL)").alias("after_json"),
         )
     )
 
@@ -474,9 +480,11 @@ def decode_records(
 def with_row_maps(df: DataFrame) -> DataFrame:
     """Staged or decoded events with every row image as a map in `before` / `after`,
     whichever way the decoder staged it (`events`: maps, or JSON text in `before_json` /
-    `after_json`); without the text columns. The UPDATE `before` of a partial Canal `old`
-    is completed from `after` (codec facts 1.5: a key present with null means "changed
-    from NULL"). For tests and inspection: the engine reads the text directly."""
+    `after_json`); without the text columns. An UPDATE's partial `before` (a partial
+    Canal `old`, codec facts 1.5: a key present with null means "changed from NULL") is
+    completed from `after`, as Canal decoding did before it staged text (a Debezium
+    `before` was staged as sent); a complete one, TiCDC's default, is returned as it is.
+    For tests and inspection: the engine reads the text directly."""
     m = "MAP<STRING,STRING>"
     old = f"from_json(before_json, '{m}')"
     new = f"from_json(after_json, '{m}')"
