@@ -2,13 +2,16 @@
 
 Each attempt runs `ticdc-sync run` in its own process group, waits for it to start working,
 kills the whole group at a random moment, and finally a clean run must leave tables equal to
-the generated history's truth: nothing lost, nothing doubled.
+the generated history's truth: nothing lost, nothing doubled. The moment is a random share of
+how long the same run takes uninterrupted (timed on a copy of the project first), so that the
+kill lands inside the run however fast or loaded the machine is.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +28,8 @@ from ticdc_sync.workload.history import HistoryConfig, encode, generate
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-def _run_and_kill(root, delay_after_start: float, timeout: float = 600) -> str:
+def _run_and_kill(root, delay_after_start: float, timeout: float = 600) -> tuple[str, float]:
+    """(outcome and last lines, seconds from the start of real work to the exit or kill)."""
     env = dict(os.environ, TZ="UTC", PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
         [sys.executable, "-m", "ticdc_sync.cli", "run", "--project", str(root)],
@@ -51,15 +55,30 @@ def _run_and_kill(root, delay_after_start: float, timeout: float = 600) -> str:
     # Wait until the run is doing real work (staging done), then a random extra delay.
     while not started.is_set() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
-    end = time.monotonic() + delay_after_start
+    working = time.monotonic()
+    end = working + delay_after_start
     while proc.poll() is None and time.monotonic() < end:
-        time.sleep(0.1)
+        time.sleep(0.05)
     outcome = "finished" if proc.poll() is not None else "killed"
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
+    took = time.monotonic() - working
     t.join(timeout=10)
-    return outcome + ": " + "".join(lines[-3:])
+    return outcome + ": " + "".join(lines[-3:]), took
+
+
+def _uninterrupted_seconds(root) -> float:
+    """How long the real work of `run` takes on a copy of the project as it is now."""
+    copy = root.parent / (root.name + "-timing")
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(root, copy, symlinks=True)
+    try:
+        outcome, took = _run_and_kill(copy, delay_after_start=600)
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+    assert outcome.startswith("finished"), outcome
+    return took
 
 
 def test_sigkill_at_random_moments_then_resume_equals_truth(spark, tmp_path):
@@ -77,11 +96,12 @@ def test_sigkill_at_random_moments_then_resume_equals_truth(spark, tmp_path):
     )
     rng = random.Random(2024)
     outcomes = []
-    # Two chunks: the first run may be killed while staging or merging; the second while
-    # applying on top of a half-applied target. Each kill lands at a random moment.
+    # Two chunks: the first run is killed while merging; the second while applying on top
+    # of a half-applied target. Each kill lands at a random moment inside the run.
     for chunk in enc.chunks(2):
         write_captures(root, "cdc", [(r.partition, r.offset, r.key, r.value) for r in chunk])
-        outcomes.append(_run_and_kill(root, delay_after_start=rng.uniform(0.0, 20.0)))
+        delay = rng.uniform(0.05, 0.7) * _uninterrupted_seconds(root)
+        outcomes.append(_run_and_kill(root, delay_after_start=delay)[0])
     assert any(o.startswith("killed") for o in outcomes), outcomes
     project = load(root)
     assert runner.run(project, spark=spark, out=lambda s: None) == 0, outcomes
