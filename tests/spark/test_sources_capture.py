@@ -1,4 +1,5 @@
-"""Capture-file reading: overlapping files give each record once; a broken line is named."""
+"""Capture-file reading: one lazy pass over the lines; overlapping files are staged once;
+a line that is not a record fails the run, named by file and line."""
 
 from __future__ import annotations
 
@@ -6,10 +7,17 @@ import json
 
 import pytest
 
+from tests.spark.engine_harness import canal_row, load, make_project, read_target
+from tests.spark.engine_harness import canal_watermark as wm
 from ticdc_sync.errors import UserError
-from ticdc_sync.spark.sources import read_capture_records
+from ticdc_sync.spark import runner
+from ticdc_sync.spark.sources import _positions, broken_lines_error, read_capture_records
+from ticdc_sync.spark.state import warehouse_path
+from ticdc_sync.sqlgen import state_location
 
 pytestmark = pytest.mark.spark
+
+SCHEMA = "CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(10));\n"
 
 
 def _line(p: int, o: int, v: str) -> str:
@@ -21,13 +29,58 @@ def _rows(spark, root, consumed=None):
     return sorted((r["partition"], r["offset"], bytes(r["value"]).decode()) for r in df.collect())
 
 
-def test_overlapping_capture_files_yield_each_record_once(spark, tmp_path):
+def _row(ts: int, i: int, v: str) -> str:
+    return canal_row("shop", "t", "INSERT", ts, {"id": str(i), "v": v}, {}, ["id"]).decode()
+
+
+def test_overlapping_capture_files_are_staged_once_and_applied_once(spark, tmp_path):
+    root = make_project(tmp_path / "p", protocol="canal-json", schema_sql=SCHEMA)
+    d = root / "captures" / "t"
+    d.mkdir(parents=True)
+    # b.jsonl repeats offsets 1 and 2 of partition 0 (a capture taken twice over a range).
+    a = [
+        _line(0, 0, _row(100, 1, "a")),
+        _line(0, 1, _row(110, 2, "b")),
+        _line(0, 2, _row(120, 3, "c")),
+    ]
+    b = [a[1], a[2], _line(0, 3, wm(130).decode())]
+    (d / "a.jsonl").write_text("\n".join(a) + "\n\n")
+    (d / "b.jsonl").write_text("\n".join(b) + "\n")
+    # The reader itself is one pass: it yields what the files hold.
+    assert [o for _, o, _ in _rows(spark, root / "captures")] == [0, 1, 1, 2, 2, 3]
+
+    project = load(root)
+    assert runner.run(project, spark=spark, out=lambda s: None) == 0
+    events = spark.read.format("delta").load(state_location(warehouse_path(project), "events"))
+    positions = [(r["partition"], r["offset"], r["idx"]) for r in events.collect()]
+    assert sorted(positions) == [(0, o, 0) for o in range(4)]
+    got = read_target(spark, project, "t", "id")
+    assert [(r["id"], r["v"]) for r in got] == [(1, "a"), (2, "b"), (3, "c")]
+    # Nothing new: a second run stages nothing and the table stays as it is.
+    assert runner.run(project, spark=spark, out=lambda s: None) == 0
+    assert events.count() == 4
+
+
+def test_consumed_lines_are_dropped_by_position_in_any_key_order(spark, tmp_path):
     d = tmp_path / "t"
     d.mkdir()
     (d / "a.jsonl").write_text(_line(0, 0, "x") + "\n" + _line(0, 1, "y") + "\n\n")
-    (d / "b.jsonl").write_text(_line(0, 1, "y") + "\n" + _line(1, 0, "z") + "\n")
-    assert _rows(spark, tmp_path) == [(0, 0, "x"), (0, 1, "y"), (1, 0, "z")]
+    (d / "b.jsonl").write_text(_line(1, 0, "z") + "\n")
     assert _rows(spark, tmp_path, {("t", 0): 0}) == [(0, 1, "y"), (1, 0, "z")]
+    assert _rows(spark, tmp_path, {("t", 0): 1, ("t", 1): 0}) == []
+
+
+def test_positions_are_read_from_the_record_not_from_its_text(spark):
+    lines = [
+        # sorted keys, as `ticdc-sync capture` writes them; the key text mentions an offset
+        '{"key": "\\"offset\\": 99, \\"partition\\": 7", "offset": 3, "partition": 1, "value": "v"}',
+        '{"offset":12,"partition":4,"value":"compact"}',
+        '{"value": "\\"offset\\": 5", "partition": 2, "offset": 40}',
+        '{"partition": 0, "value": "no offset"}',
+    ]
+    part, off = _positions()
+    got = spark.createDataFrame([(v,) for v in lines], "value STRING").select(part, off).collect()
+    assert [tuple(r) for r in got] == [(1, 3), (4, 12), (2, 40), (0, None)]
 
 
 def test_distinct_records_are_all_kept(spark, tmp_path):
@@ -38,23 +91,25 @@ def test_distinct_records_are_all_kept(spark, tmp_path):
     assert len(_rows(spark, tmp_path)) == 6
 
 
-def test_a_line_that_is_not_a_record_is_an_error_naming_file_and_line(spark, tmp_path):
-    d = tmp_path / "t"
-    d.mkdir()
-    (d / "x.jsonl").write_text(_line(0, 0, "x") + '\n{"partition": 0, "value": "v"}\n')
+def test_a_line_that_is_not_a_record_fails_the_run_naming_file_and_line(spark, tmp_path):
+    root = make_project(tmp_path / "p", protocol="canal-json", schema_sql=SCHEMA)
+    d = root / "captures" / "t"
+    d.mkdir(parents=True)
+    (d / "x.jsonl").write_text(
+        _line(0, 0, _row(100, 1, "a")) + '\n{"partition": 0, "value": "v"}\n'
+    )
     with pytest.raises(UserError, match=r"x.jsonl:2: not a capture record"):
-        read_capture_records(spark, tmp_path, ["t"], {})
+        runner.run(load(root), spark=spark, out=lambda s: None)
 
 
-def test_a_cut_line_with_good_positions_fails_the_read_naming_its_file(spark, tmp_path):
-    from ticdc_sync.spark.raised import user_error
-
+def test_a_cut_line_with_good_positions_is_named_by_file_and_line(spark, tmp_path):
     d = tmp_path / "t"
     d.mkdir()
     cut = '{"key": null, "offset": 1, "partition": 0, "timestamp": 1, "value": "{\\"id'
     (d / "y.jsonl").write_text(_line(0, 0, "x") + "\n" + cut + "\n")
-    with pytest.raises(Exception) as info:
+    with pytest.raises(Exception, match="a line is not a capture record"):
         _rows(spark, tmp_path)
-    err = user_error(info.value)
+    err = broken_lines_error(spark, tmp_path, ["t"])
     assert err is not None
-    assert "y.jsonl: a line is not a capture record" in str(err)
+    assert "y.jsonl:2: not a capture record" in str(err)
+    assert broken_lines_error(spark, tmp_path, ["other"]) is None

@@ -119,7 +119,6 @@ def _kafka_unavailable(project: Project, e: Exception) -> bool:
 
 
 def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Out):
-    from ticdc_sync.spark import raised
     from ticdc_sync.spark import sources as sources_mod
     from ticdc_sync.spark.apply import SchemaBook, TargetApplier
     from ticdc_sync.spark.decode import decode_records
@@ -141,10 +140,12 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
         }
         records = sources_mod.read_records(spark, project, source, consumed)
         decoded = decode_records(records, source, floors, seeded=project.seed_schemas)
+        # Overlapping capture files may hold a record twice; Kafka never repeats an offset.
+        may_repeat = project.output.transport.kind is TransportKind.FILES
         try:
-            staged = state.stage(source.name, decoded)
+            staged = state.stage(source.name, decoded, may_repeat=may_repeat)
         except Exception as e:  # noqa: BLE001 - a bad capture line, raised inside the job
-            raise (raised.user_error(e) or e) from None
+            raise sources_mod.read_failure(spark, project, source, e) from None
         s_res["staged_events"] = staged
         out(
             f"read+decode {source.name}: {staged} new event(s) staged ({time.monotonic() - t:.1f}s)"

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from ticdc_sync.errors import UserError
 from ticdc_sync.events import RECORD_SCHEMA
 from ticdc_sync.model import Project, Source, TransportKind
+from ticdc_sync.spark import raised
 
 CAPTURE_LINE_SCHEMA = (
     "partition INT, offset BIGINT, timestamp BIGINT, key STRING, value STRING, encoding STRING"
@@ -44,20 +45,29 @@ def source_topics(project: Project, source: Source) -> list[str]:
 
 def _after_consumed(lines: DataFrame, consumed: Offsets, topic: str) -> DataFrame:
     """Keep capture lines after the consumed offset of their partition, by the positions
-    `_positions` read (a line without a position is kept, so the check reports it)."""
+    `_positions` reads (a line without a readable position is kept: its parse decides)."""
     parts = {p: o for (t, p), o in consumed.items() if t == topic}
     if not parts:
         return lines
-    # One lookup, each position once: Spark substitutes `__p`/`__o` by their pattern
-    # expressions inside the filter, so a CASE with a branch per partition ran the pattern
+    part, off = _positions()
+    # One lookup, each position once: a CASE with a branch per partition ran the pattern
     # once per branch. A partition with nothing consumed yet keeps all its lines.
     last = F.create_map(
         *[c for p, o in sorted(parts.items()) for c in (F.lit(p), F.lit(o).cast("bigint"))]
     )
-    consumed_already = F.coalesce(
-        F.col("__o") <= F.try_element_at(last, F.col("__p")), F.lit(False)
-    )
+    consumed_already = F.coalesce(off <= F.try_element_at(last, part), F.lit(False))
     return lines.where(~consumed_already)
+
+
+def _capture_files(root: Path, topic: str) -> list[Path]:
+    folder = root / topic
+    return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+
+
+def _lines(spark: SparkSession, files: list[Path]) -> DataFrame:
+    """The non-blank lines of `files` (`value`) with the file each came from (`__file`)."""
+    raw = spark.read.text([str(f) for f in files]).withColumn("__file", F.input_file_name())
+    return raw.where(F.trim(F.col("value")) != "")
 
 
 def read_capture_records(
@@ -65,31 +75,22 @@ def read_capture_records(
 ) -> DataFrame:
     """Records of `topics` from `<root>/<topic>/*.jsonl` after the consumed offsets.
 
-    A capture line that is not a valid record is an error naming file and line, never a skip.
+    Lazy, and one pass over the lines, made by the job that consumes the records (staging):
+    a separate pass to check the lines first read every capture line twice
+    (benchmarks/README.md). A line that is not a capture record fails that job, never a
+    skip; `read_failure` then names its file and line. A record captured twice (overlapping
+    capture files) is read twice here; staging keeps it once (`state.State.stage`).
     """
     frames = []
     for topic in topics:
-        folder = root / topic
-        files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+        files = _capture_files(root, topic)
         if not files:
             continue
-        raw = spark.read.text([str(f) for f in files]).withColumn("__file", F.input_file_name())
-        part, off = _positions()
-        lines = raw.where(F.trim(F.col("value")) != "").select(
-            "value", "__file", part.alias("__p"), off.alias("__o")
-        )
-        # Consumed lines are dropped by their positions alone, before the full parse: a
-        # filter on the parsed columns would make Spark parse every line twice (the filter
-        # is pushed below the projection and does not share its from_json).
-        lines = _after_consumed(lines, consumed, topic)
-        dup = _check_lines(lines, files)
-        parsed = lines.select(
-            F.from_json("value", CAPTURE_LINE_SCHEMA).alias("r"),
-            F.col("value").alias("v"),
-            "__file",
-            "__p",
-            "__o",
-        )
+        # Consumed lines are dropped by the positions a pattern reads, before the full
+        # parse: a filter on the parsed columns would make Spark parse every line twice
+        # (the filter is pushed below the projection and does not share its from_json).
+        lines = _after_consumed(_lines(spark, files), consumed, topic)
+        parsed = lines.select(F.from_json("value", CAPTURE_LINE_SCHEMA).alias("r"), "__file")
         b64 = F.col("r.encoding") == "base64"
 
         def raw_bytes(col: str, is_b64=b64):
@@ -99,8 +100,6 @@ def read_capture_records(
                 )
             )
 
-        # The check above reads positions by pattern; a line whose positions look right but
-        # which is not valid JSON fails the job here, naming its file, rather than vanish.
         broken = F.col("r.partition").isNull() | F.col("r.offset").isNull()
         df = parsed.select(
             F.lit(topic).alias("topic"),
@@ -108,22 +107,19 @@ def read_capture_records(
                 broken,
                 F.raise_error(
                     F.concat(
-                        F.lit("ticdc-sync: "),
+                        F.lit(raised.PREFIX),
                         F.col("__file"),
-                        F.lit(f": a line is not a capture record {LINE_HINT}"),
+                        F.lit(f": {BROKEN_LINE} {LINE_HINT}"),
                     )
                 ),
             )
-            .otherwise(F.col("__p"))
+            .otherwise(F.col("r.partition"))
             .alias("partition"),
-            F.col("__o").alias("offset"),
+            F.col("r.offset").alias("offset"),
             F.col("r.timestamp").alias("timestamp"),
             raw_bytes("key").alias("key"),
             raw_bytes("value").alias("value"),
         )
-        if dup:
-            # The same record captured twice (overlapping capture files) is one record.
-            df = df.dropDuplicates(["topic", "partition", "offset"])
         frames.append(df)
     if not frames:
         return spark.createDataFrame([], RECORD_SCHEMA)
@@ -133,59 +129,84 @@ def read_capture_records(
     return out
 
 
-# A capture line written by `ticdc-sync capture` has sorted keys: `"offset": N, "partition":
-# N` come before the value (capture.record_line). A JSON string cannot hold an unescaped
-# quote, so the first match is the record's own position.
-_POSITION_RE = r'"offset": ?(-?[0-9]+), ?"partition": ?(-?[0-9]+)[,}]'
+BROKEN_LINE = "a line is not a capture record"
 
 
 def _positions() -> tuple[Column, Column]:
-    """(partition, offset) of a capture line, by a pattern at the start of the line (the
-    full JSON parser only for lines written some other way)."""
-    off = F.regexp_extract("value", _POSITION_RE, 1)
-    part = F.regexp_extract("value", _POSITION_RE, 2)
+    """(partition, offset) of a capture line, read by pattern (the full JSON parser only
+    for lines where the pattern finds none).
+
+    A JSON string cannot hold an unescaped quote, so `"offset":` with its quotes is a key
+    of the record, never part of its key or value text. A string search plus a pattern on
+    the few characters after it costs about half of a pattern over the line
+    (benchmarks/README.md)."""
+
+    def after(key: str, width: int) -> Column:
+        at = f"locate('\"{key}\":', value)"
+        digits = (
+            f"regexp_extract(substr(value, {at} + {len(key) + 3}, {width}), "
+            "'^ *(-?[0-9]+) *[,}]', 1)"
+        )
+        return F.expr(f"IF({at} > 0, nullif({digits}, ''), NULL)")
+
     parsed = F.from_json("value", "partition INT, offset BIGINT")
+    part, off = after("partition", 16), after("offset", 26)
     return (
-        F.when(off != "", part.cast("int")).otherwise(parsed["partition"]),
-        F.when(off != "", off.cast("bigint")).otherwise(parsed["offset"]),
+        F.coalesce(part.cast("int"), parsed["partition"]),
+        F.coalesce(off.cast("bigint"), parsed["offset"]),
     )
 
 
-def _check_lines(lines: DataFrame, files: list[Path]) -> bool:
-    """One narrow pass over a topic's unconsumed capture lines (with `__p`, `__o` from
-    `_positions`): raise on a line that is not a record; return whether some (partition,
-    offset) occurs more than once.
-
-    Only positions are shuffled, so the records need no shuffle unless there really are
-    duplicates.
-    """
-    pos = lines.select(F.col("__p").alias("partition"), F.col("__o").alias("offset"))
-    broken = F.col("__p").isNull() | F.col("__o").isNull()
-    found = (
-        pos.groupBy("partition", "offset")
-        .count()
-        .where((F.col("count") > 1) | F.col("partition").isNull() | F.col("offset").isNull())
-        .limit(4)
-        .collect()
-    )
-    if any(r["partition"] is None or r["offset"] is None for r in found):
-        _raise_broken_lines(files, lines.where(broken).select("value", "__file").limit(3).collect())
-    return bool(found)
+def read_failure(spark: SparkSession, project: Project, source: Source, e: Exception) -> Exception:
+    """What to raise for a failed job over `source`'s records: for a capture line that is
+    not a record, a UserError naming its file and line; else the job's own UserError
+    (`raised`), or `e` itself."""
+    err = raised.user_error(e)
+    if err is None or BROKEN_LINE not in str(err):
+        return err or e
+    if project.output.transport.kind is not TransportKind.FILES:
+        return err
+    root = captures_root(project)
+    return broken_lines_error(spark, root, source_topics(project, source)) or err
 
 
-def _raise_broken_lines(files: list[Path], broken: list) -> None:
+def broken_lines_error(spark: SparkSession, root: Path, topics: list[str]) -> UserError | None:
+    """A UserError naming file and line of (up to 3 of) the capture lines of `topics` that
+    are not records, or None if there is none. Runs only after a read failed: it reads
+    the lines again."""
+    msgs: list[str] = []
+    for topic in topics:
+        files = _capture_files(root, topic)
+        if not files:
+            continue
+        r = F.from_json("value", CAPTURE_LINE_SCHEMA)
+        rows = (
+            _lines(spark, files)
+            .where(r["partition"].isNull() | r["offset"].isNull())
+            .select("value", "__file")
+            .limit(3)
+            .collect()
+        )
+        msgs.extend(_name_lines(files, rows))
+    if not msgs:
+        return None
+    return UserError("; ".join(msgs) + " " + LINE_HINT)
+
+
+def _name_lines(files: list[Path], broken: list) -> list[str]:
     msgs = []
     for row in broken:
         text = row["value"]
         for f in files:
             if not str(row["__file"]).endswith(f.name):
                 continue
-            for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), start=1):
-                if line == text:
-                    msgs.append(f"{f}:{i}: not a capture record (need partition and offset)")
-                    break
+            with open(f, encoding="utf-8", errors="replace") as fh:
+                for i, line in enumerate(fh, start=1):
+                    if line.rstrip("\r\n") == text:
+                        msgs.append(f"{f}:{i}: not a capture record (need partition and offset)")
+                        break
             break
-    raise UserError("; ".join(msgs or ["capture file has an invalid line"]) + " " + LINE_HINT)
+    return msgs or ["a capture file has a line that is not a record"]
 
 
 LINE_HINT = (
