@@ -1,6 +1,6 @@
 """What staging keeps and what a MERGE source may be called: column metadata only for tables
 without a declared schema, target columns named like the engine's own position columns, and
-how a target's emptiness is read."""
+how a target's emptiness is read, and which columns the staging table keeps statistics for."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from tests.spark.engine_harness import canal_row, load, make_project, read_targe
 from tests.spark.engine_harness import canal_watermark as wm
 from ticdc_sync.spark import runner
 from ticdc_sync.spark.state import State, warehouse_path
+from ticdc_sync.sqlgen import state_location, table_ref
 
 pytestmark = pytest.mark.spark
 
@@ -111,3 +112,27 @@ def test_has_data_files_follows_the_snapshot(spark, tmp_path):
     assert has_data_files(spark, str(tmp_path / "t")) == bool(
         spark.read.format("delta").load(str(tmp_path / "t")).inputFiles()
     )
+
+
+def test_staging_statistics_cover_only_the_columns_events_are_selected_by(spark, tmp_path):
+    """A new staging table keeps file statistics for its selection columns only; one an
+    older ticdc-sync created without the property gains it on the next run."""
+    from ticdc_sync.spark.state import STAGED_PROPERTIES, STAGED_SCHEMA
+
+    def stats_columns(wh: str) -> str | None:
+        loc = state_location(wh, "events")
+        props = spark.sql(f"DESCRIBE DETAIL {table_ref(loc)}").collect()[0]["properties"]
+        return props.get("delta.dataSkippingStatsColumns")
+
+    want = STAGED_PROPERTIES["delta.dataSkippingStatsColumns"]
+    fresh = str(tmp_path / "fresh")
+    State(spark, fresh)
+    assert stats_columns(fresh) == want
+
+    older = str(tmp_path / "older")
+    spark.sql(
+        f"CREATE TABLE {table_ref(state_location(older, 'events'))} ({STAGED_SCHEMA}) USING delta"
+    )
+    assert stats_columns(older) is None
+    State(spark, older)
+    assert stats_columns(older) == want

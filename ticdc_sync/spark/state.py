@@ -44,6 +44,13 @@ QUARANTINE_SCHEMA = (
 SCHEMA_HISTORY_SCHEMA = (
     "db STRING, tbl STRING, commit_ts BIGINT, ddl STRING, schema_json STRING, `source` STRING"
 )
+# File statistics only for the columns staged events are selected by (source, position,
+# kind, commit_ts, table): Delta's default covers the first 32 columns, and min/max of the
+# row-image text made every staging write about 0.9 s slower per 1M events
+# (benchmarks/README.md) for statistics no query uses.
+STAGED_PROPERTIES = {
+    "delta.dataSkippingStatsColumns": "source,topic,partition,offset,idx,kind,commit_ts,db,tbl"
+}
 T = TypeVar("T")
 MARKER_COMMIT_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
@@ -78,8 +85,9 @@ class State:
         self.events_path = state_location(warehouse, "events")
         self.quarantine_path = state_location(warehouse, "quarantine")
         self.history_path = state_location(warehouse, "schema_history")
-        self._ensure(self.events_path, STAGED_SCHEMA)
+        self._ensure(self.events_path, STAGED_SCHEMA, STAGED_PROPERTIES)
         self._add_missing_columns(self.events_path, EVENT_FIELDS)
+        self._set_missing_properties(self.events_path, STAGED_PROPERTIES)
         self._ensure(self.quarantine_path, QUARANTINE_SCHEMA)
         self._ensure(self.history_path, SCHEMA_HISTORY_SCHEMA)
         self._tallies: dict[str, SourceTally] = {}
@@ -87,11 +95,24 @@ class State:
 
     # --- tables -----------------------------------------------------------------
 
-    def _ensure(self, path: str, schema: str) -> None:
+    def _ensure(self, path: str, schema: str, properties: dict[str, str] | None = None) -> None:
+        props = {"delta.appendOnly": "false", **(properties or {})}
+        listed = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in sorted(props.items()))
         self.spark.sql(
             f"CREATE TABLE IF NOT EXISTS {table_ref(path)} ({schema}) USING delta "
-            "TBLPROPERTIES ('delta.appendOnly' = 'false')"
+            f"TBLPROPERTIES ({listed})"
         )
+
+    def _set_missing_properties(self, path: str, properties: dict[str, str]) -> None:
+        """Table properties a newer ticdc-sync sets, set on a table an older one created."""
+        detail = self.spark.sql(f"DESCRIBE DETAIL {table_ref(path)}").collect()[0]
+        have = detail["properties"] or {}
+        missing = {k: v for k, v in properties.items() if have.get(k) != v}
+        if missing:
+            listed = ", ".join(
+                f"{sql_string(k)} = {sql_string(v)}" for k, v in sorted(missing.items())
+            )
+            self.spark.sql(f"ALTER TABLE {table_ref(path)} SET TBLPROPERTIES ({listed})")
 
     def _add_missing_columns(self, path: str, fields: tuple[tuple[str, str], ...]) -> None:
         """Columns a newer ticdc-sync stages, added to a table an older one created (at
