@@ -273,17 +273,14 @@ class TargetApplier:
                     f"keys ({', '.join(keys)} vs {', '.join(tkeys)} in {schema.qualified}) "
                     "(hint: set `keys:` on the table entry)"
                 )
-            if len(spans) == 1:
-                frames.append(self._typed_one(ev, db, tbl, schema, tkeys, target_cols))
-                continue
             # A segment across ADD COLUMN DDLs (window.fuse_additive): each row is typed with
             # the schema of its commit_ts; a column added later gets its ADD's backfill.
-            for i, (s_lo, s_hi, s_schema) in enumerate(spans):
-                if s_schema is None:
-                    continue
-                fill = _added_later(s_schema, [s for _, _, s in spans[i + 1 :]])
-                part = ev.where((F.col("commit_ts") > s_lo) & (F.col("commit_ts") <= s_hi))
-                frames.append(self._typed_one(part, db, tbl, s_schema, tkeys, target_cols, fill))
+            typed = [
+                _Span(s_lo, s_hi, s_schema, _added_later(s_schema, [s for *_, s in spans[i + 1 :]]))
+                for i, (s_lo, s_hi, s_schema) in enumerate(spans)
+                if s_schema is not None
+            ]
+            frames.append(self._typed_one(ev, db, tbl, typed, tkeys, target_cols))
         if not frames or keys is None:
             return None, ()
         df = frames[0]
@@ -291,60 +288,73 @@ class TargetApplier:
             df = df.unionByName(f)
         return df, keys
 
-    def _typed_one(
-        self, ev, db, tbl, schema, keys, target_cols, fill: dict[str, str] | None = None
-    ) -> DataFrame:
-        """`fill`: SQL literals for target columns this schema lacks (default NULL)."""
+    def _typed_one(self, ev, db, tbl, spans: list[_Span], keys, target_cols) -> DataFrame:
+        """The rows of one upstream table, typed for the target, with a fit check.
+
+        All of `spans` in ONE projection over one scan: where spans type a column
+        differently (a column one of them lacks, filled), the expression is chosen by the
+        row's commit_ts; a projection per span read the staged rows once per span."""
         opts = self.source.options
         raws = _RawValues()
-        exprs = []
-        checks = []
-        fill = fill or {}
         images = _Images()
-        for name, ttype in target_cols:
-            col = schema.column(name)
-            if col is None:
-                value = fill.get(name.lower(), "NULL")
-                exprs.append(f"CAST({value} AS {ttype}) AS {quote('v_' + name)}")
-                continue
-            raw = raws.of(images.after(col.name))
-            exprs.append(
-                f"CAST({self.codec.value_sql(col, raw, opts)} AS {ttype}) AS {quote('v_' + name)}"
-            )
-            checks.append((col.name, raw, self.codec.fits_sql(col, raw, opts)))
-        key_types = dict(target_cols)
-        for k in keys:
-            col = schema.column(k)
-            if col is None:
-                raise UserError(
-                    f"{self.entry.origin.render()}: key column {k} is not a column of "
-                    f"{schema.qualified} (hint: fix `keys:` for target {self.target})"
-                )
-            raw = raws.of(images.key(col.name))
-            ktype = key_types.get(col.name) or datatypes.delta_type(col)
-            exprs.append(
-                f"CAST({self.codec.value_sql(col, raw, opts)} AS {ktype}) AS {quote('b_' + col.name)}"
-            )
-            checks.append((col.name, raw, self.codec.fits_sql(col, raw, opts)))
-        err = (
-            "CASE "
-            + " ".join(
-                f"WHEN NOT ({fits}) THEN concat({sql_string(c + ' = ')}, coalesce({raw}, 'NULL'))"
-                for c, raw, fits in checks
-            )
-            + " END"
-            if checks
-            else "CAST(NULL AS STRING)"
-        )
+        per_span: list[tuple[list[str], list[tuple[str, str, str]]]] = []
+        for span in spans:
+            exprs: list[str] = []
+            checks: list[tuple[str, str, str]] = []
+            schema = span.schema
+            for name, ttype in target_cols:
+                col = schema.column(name)
+                if col is None:
+                    value = span.fill.get(name.lower(), "NULL")
+                    exprs.append(f"CAST({value} AS {ttype})")
+                    continue
+                raw = raws.of(images.after(col.name))
+                exprs.append(f"CAST({self.codec.value_sql(col, raw, opts)} AS {ttype})")
+                checks.append((col.name, raw, self.codec.fits_sql(col, raw, opts)))
+            key_types = dict(target_cols)
+            for k in keys:
+                col = schema.column(k)
+                if col is None:
+                    raise UserError(
+                        f"{self.entry.origin.render()}: key column {k} is not a column of "
+                        f"{schema.qualified} (hint: fix `keys:` for target {self.target})"
+                    )
+                raw = raws.of(images.key(col.name))
+                ktype = key_types.get(col.name) or datatypes.delta_type(col)
+                exprs.append(f"CAST({self.codec.value_sql(col, raw, opts)} AS {ktype})")
+                checks.append((col.name, raw, self.codec.fits_sql(col, raw, opts)))
+            per_span.append((exprs, checks))
+        names = [quote("v_" + n) for n, _ in target_cols]
+        names += [quote("b_" + (spans[-1].schema.column(k).name)) for k in keys]  # type: ignore[union-attr]
+        # Spans follow each other in commit_ts order: the first bound a row is under.
+        bounds = [f"commit_ts <= {span.hi}" for span in spans]
+
+        def by_span(texts: list[str]) -> str:
+            if len(set(texts)) == 1:
+                return texts[0]
+            whens = " ".join(f"WHEN {b} THEN {t}" for b, t in zip(bounds[:-1], texts, strict=False))
+            return f"CASE {whens} ELSE {texts[-1]} END"
+
+        columns = [
+            f"{by_span([exprs[i] for exprs, _ in per_span])} AS {name}"
+            for i, name in enumerate(names)
+        ]
+        errors = [_fit_error(checks) for _, checks in per_span]
         carried = ["topic", "`partition`", "`offset`", "idx", "commit_ts", "op", "db", "tbl"]
         # The row's text (what a quarantined value keeps), whichever way it was staged.
         text = "coalesce(after_json, to_json(after)) AS after_text"
         has_before = "before IS NOT NULL OR before_json IS NOT NULL AS has_before"
+        # Only rows inside a span: one without a schema (before the table existed) has none.
+        inside = F.lit(False)
+        for span in spans:
+            inside = inside | ((F.col("commit_ts") > span.lo) & (F.col("commit_ts") <= span.hi))
+        rows = ev.where((F.col("db") == db) & (F.col("tbl") == tbl) & inside)
         return (
-            ev.where((F.col("db") == db) & (F.col("tbl") == tbl))
-            .select(*carried, "after", "before", "after_json", "before_json", *images.parsed())
+            rows.select(*carried, "after", "before", "after_json", "before_json", *images.parsed())
             .selectExpr(*carried, text, has_before, *raws.columns())
-            .selectExpr(*carried, "after_text", "has_before", *exprs, f"{err} AS __err")
+            .selectExpr(
+                *carried, "after_text", "has_before", *columns, f"{by_span(errors)} AS __err"
+            )
         )
 
     def _merge(self, marker: Marker, step: MergeRows) -> Marker:
@@ -588,6 +598,29 @@ class _Images:
             return F.from_json(column, struct(names)).alias(alias)
 
         return [parse("after_json", self._after, "__a"), parse("before_json", self._keys, "__b")]
+
+
+@dataclass(frozen=True)
+class _Span:
+    """Rows with lo < commit_ts <= hi are typed with `schema`; `fill` gives SQL literals
+    for target columns it lacks (default NULL)."""
+
+    lo: int
+    hi: int
+    schema: TableSchema
+    fill: dict[str, str]
+
+
+def _fit_error(checks: list[tuple[str, str, str]]) -> str:
+    """SQL: the first of `checks` (column, raw value, fits SQL) a row fails, as
+    `column = value`; NULL when the row fits."""
+    if not checks:
+        return "CAST(NULL AS STRING)"
+    whens = " ".join(
+        f"WHEN NOT ({fits}) THEN concat({sql_string(c + ' = ')}, coalesce({raw}, 'NULL'))"
+        for c, raw, fits in checks
+    )
+    return f"CASE {whens} END"
 
 
 def _added_later(schema: TableSchema, later: list[TableSchema | None]) -> dict[str, str]:
