@@ -298,6 +298,7 @@ class TargetApplier:
         raws = _RawValues()
         images = _Images()
         per_span: list[tuple[list[str], list[tuple[str, str, str]]]] = []
+        key_names: list[str] = []
         for span in spans:
             exprs: list[str] = []
             checks: list[tuple[str, str, str]] = []
@@ -312,6 +313,7 @@ class TargetApplier:
                 exprs.append(f"CAST({self.codec.value_sql(col, raw, opts)} AS {ttype})")
                 checks.append((col.name, raw, self.codec.fits_sql(col, raw, opts)))
             key_types = dict(target_cols)
+            key_names = []
             for k in keys:
                 col = schema.column(k)
                 if col is None:
@@ -321,11 +323,11 @@ class TargetApplier:
                     )
                 raw = raws.of(images.key(col.name))
                 ktype = key_types.get(col.name) or datatypes.delta_type(col)
+                key_names.append(col.name)
                 exprs.append(f"CAST({self.codec.value_sql(col, raw, opts)} AS {ktype})")
                 checks.append((col.name, raw, self.codec.fits_sql(col, raw, opts)))
             per_span.append((exprs, checks))
-        names = [quote("v_" + n) for n, _ in target_cols]
-        names += [quote("b_" + (spans[-1].schema.column(k).name)) for k in keys]  # type: ignore[union-attr]
+        names = [quote("v_" + n) for n, _ in target_cols] + [quote("b_" + k) for k in key_names]
         # Spans follow each other in commit_ts order: the first bound a row is under.
         bounds = [f"commit_ts <= {span.hi}" for span in spans]
 
