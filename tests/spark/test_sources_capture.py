@@ -98,8 +98,12 @@ def test_a_line_that_is_not_a_record_fails_the_run_naming_file_and_line(spark, t
     (d / "x.jsonl").write_text(
         _line(0, 0, _row(100, 1, "a")) + '\n{"partition": 0, "value": "v"}\n'
     )
+    project = load(root)
     with pytest.raises(UserError, match=r"x.jsonl:2: not a capture record"):
-        runner.run(load(root), spark=spark, out=lambda s: None)
+        runner.run(project, spark=spark, out=lambda s: None)
+    # The job failed before its commit: nothing of the batch is staged, not even line 1.
+    events = spark.read.format("delta").load(state_location(warehouse_path(project), "events"))
+    assert events.count() == 0
 
 
 def test_a_cut_line_with_good_positions_is_named_by_file_and_line(spark, tmp_path):
