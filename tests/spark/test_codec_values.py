@@ -17,6 +17,7 @@ import pytest
 from tests.shared_paths import SHARED
 from tests.spark._encoders import canal, debezium, go_quote, open_frames
 from ticdc_sync import codecs, datatypes, events
+from ticdc_sync.codecs._sql import lit
 from ticdc_sync.codecs.infer import parse_mysql_type
 from ticdc_sync.model import Protocol, Source, SourceOptions
 from ticdc_sync.spark.decode import decode_records, with_row_maps
@@ -239,3 +240,44 @@ def test_debezium_tiflow_golden_values(spark):
         cases,
         SourceOptions(),
     )
+
+
+# Texts whose conversion succeeds and whose Spark rendering is itself, but which the fit
+# patterns reject (or accept only by the pattern): the string comparison that fit checks
+# try first (`_sql.rendered`) must not decide these differently from the patterns.
+RENDERED_EDGES: list[tuple[str, str, bool]] = [
+    ("bigint", "12", True),
+    ("bigint", " 12", True),  # not Spark's text: the pattern decides
+    ("bigint", "007", True),
+    ("bigint", "+5", False),
+    ("bigint", "12.5", False),
+    ("int unsigned", "-5", False),  # BIGINT renders -5 as `-5`
+    ("bigint unsigned", "-1", False),  # DECIMAL(20,0) renders -1 as `-1`
+    ("decimal(20,10)", "1E-10", False),  # DECIMAL renders 1e-10 as `1E-10`
+    ("decimal(20,10)", "0.0000000001", True),
+    ("decimal(12,2)", "-0.50", True),
+    ("decimal(12,2)", "1.005", False),
+    ("datetime", "+10000-01-01 00:00:00", False),  # Spark renders year 10000 with a sign
+    ("datetime(1)", "0999-01-01 00:00:00.5", True),
+    ("datetime", "0000-00-00 00:00:00", True),
+    ("date", "+10000-01-01", False),
+    ("date", "0999-01-01", True),
+    ("date", "0000-00-00", True),
+    ("timestamp", "+10000-01-01 00:00:00", False),
+]
+
+
+@pytest.mark.parametrize("protocol", [Protocol.CANAL_JSON, Protocol.OPEN_PROTOCOL])
+def test_fit_checks_agree_with_patterns_on_texts_spark_renders_oddly(spark, protocol):
+    options = SourceOptions(time_zone="UTC")
+    sel = []
+    for i, (typ, raw, _) in enumerate(RENDERED_EDGES):
+        col = C(f"c{i}", typ)
+        sel.append(codecs.fits_sql(protocol, col, lit(raw), options) + f" AS f{i}")
+    row = spark.sql("SELECT " + ", ".join(sel)).collect()[0].asDict()
+    wrong = [
+        (typ, raw, row[f"f{i}"], want)
+        for i, (typ, raw, want) in enumerate(RENDERED_EDGES)
+        if row[f"f{i}"] is not want
+    ]
+    assert not wrong, wrong
