@@ -77,10 +77,26 @@ def test_positions_are_read_from_the_record_not_from_its_text(spark):
         '{"offset":12,"partition":4,"value":"compact"}',
         '{"value": "\\"offset\\": 5", "partition": 2, "offset": 40}',
         '{"partition": 0, "value": "no offset"}',
+        # Not an integer's own text: the JSON parser decides, never a truncation
+        '{"partition": 3, "offset": 1.5}',
+        '{"partition": 3, "offset": "17"}',
+        '{"partition": 3, "offset":   -0   }',
+        '{"partition": 3000000000, "offset": 123456789012345678901234567890}',
+        '{"partition": 3, "offset":          12345678901234567890}',  # its end out of reach
     ]
     part, off = _positions()
     got = spark.createDataFrame([(v,) for v in lines], "value STRING").select(part, off).collect()
-    assert [tuple(r) for r in got] == [(1, 3), (4, 12), (2, 40), (0, None)]
+    assert [tuple(r) for r in got] == [
+        (1, 3),
+        (4, 12),
+        (2, 40),
+        (0, None),
+        (3, None),
+        (3, None),
+        (3, 0),
+        (None, None),
+        (3, None),
+    ]
 
 
 def test_distinct_records_are_all_kept(spark, tmp_path):

@@ -133,28 +133,30 @@ BROKEN_LINE = "a line is not a capture record"
 
 
 def _positions() -> tuple[Column, Column]:
-    """(partition, offset) of a capture line, read by pattern (the full JSON parser only
-    for lines where the pattern finds none).
+    """(partition, offset) of a capture line, read by plain string functions (the full
+    JSON parser only for lines where they find none).
 
     A JSON string cannot hold an unescaped quote, so `"offset":` with its quotes is a key
     of the record, never part of its key or value text. Each key is found wherever it is
-    in the line, so the pattern does not depend on the key order `record_line` writes; on
-    its lines it costs about what one pattern over the whole line did (1.2-1.6 s for 1M
-    lines, measured 2026-11-24)."""
+    in the line, so this does not depend on the key order `record_line` writes. The number
+    is the text up to the next `,` or `}`, taken only when it is exactly the integer's own
+    text: anything else (`007`, `1.5`, a string, no delimiter in reach) goes to the JSON
+    parser. No regular expression: for 1M lines this filter cost 1.0 s with one per key,
+    0.4 s without (2 cores, measured 2026-11-24)."""
 
-    def after(key: str, width: int) -> Column:
+    def after(key: str, width: int, typ: str) -> Column:
         at = f"locate('\"{key}\":', value)"
-        digits = (
-            f"regexp_extract(substr(value, {at} + {len(key) + 3}, {width}), "
-            "'^ *(-?[0-9]+) *[,}]', 1)"
-        )
-        return F.expr(f"IF({at} > 0, nullif({digits}, ''), NULL)")
+        reach = f"substr(value, {at} + {len(key) + 3}, {width})"
+        head = f"substring_index(substring_index({reach}, ',', 1), '}}', 1)"
+        number = f"try_cast(trim({head}) AS {typ})"
+        exact = f"length({head}) < length({reach}) AND CAST({number} AS STRING) = trim({head})"
+        return F.expr(f"IF({at} > 0 AND {exact}, {number}, NULL)")
 
     parsed = F.from_json("value", "partition INT, offset BIGINT")
-    part, off = after("partition", 16), after("offset", 26)
+    part, off = after("partition", 16, "INT"), after("offset", 26, "BIGINT")
     return (
-        F.coalesce(part.cast("int"), parsed["partition"]),
-        F.coalesce(off.cast("bigint"), parsed["offset"]),
+        F.coalesce(part, parsed["partition"]),
+        F.coalesce(off, parsed["offset"]),
     )
 
 
