@@ -61,6 +61,32 @@ def test_overlapping_capture_files_are_staged_once_and_applied_once(spark, tmp_p
     assert events.count() == 4
 
 
+def test_different_records_at_one_position_fail_the_run_and_stage_nothing(spark, tmp_path):
+    root = make_project(tmp_path / "p", protocol="canal-json", schema_sql=SCHEMA)
+    d = root / "captures" / "t"
+    d.mkdir(parents=True)
+    a = [_line(0, 0, _row(100, 1, "a")), _line(0, 1, _row(110, 2, "b"))]
+    # b.jsonl holds offset 1 again, with another record: one of the two is wrong.
+    b = [_line(0, 1, _row(110, 2, "B")), _line(0, 2, wm(130).decode())]
+    (d / "a.jsonl").write_text("\n".join(a) + "\n")
+    (d / "b.jsonl").write_text("\n".join(b) + "\n")
+    project = load(root)
+    with pytest.raises(UserError, match=r"different records at the same position: t/0/1 "):
+        runner.run(project, spark=spark, out=lambda s: None)
+    events = spark.read.format("delta").load(state_location(warehouse_path(project), "events"))
+    assert events.count() == 0
+    # Fixed (the wrong line removed), the next run stages and applies every record once.
+    (d / "b.jsonl").write_text(b[1] + "\n")
+    assert runner.run(load(root), spark=spark, out=lambda s: None) == 0
+    assert sorted((r["partition"], r["offset"]) for r in events.collect()) == [
+        (0, 0),
+        (0, 1),
+        (0, 2),
+    ]
+    got = read_target(spark, project, "t", "id")
+    assert [(r["id"], r["v"]) for r in got] == [(1, "a"), (2, "b")]
+
+
 def test_consumed_lines_are_dropped_by_position_in_any_key_order(spark, tmp_path):
     d = tmp_path / "t"
     d.mkdir()

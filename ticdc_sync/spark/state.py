@@ -134,7 +134,8 @@ class State:
         The commit carries the tallies of everything staged before it (`staged.py`);
         returns how many events it staged. `may_repeat`: the records may hold the same
         (partition, offset) twice (overlapping capture files); the batch is then checked
-        (`_repeats_since`) and, if it does, rewritten with each position once."""
+        (`_repeats_since`) and, if it does, rewritten with each position once. Copies that
+        differ (two records at one offset) are an error, and the batch is unstaged."""
         before = self.tally(source)
         carried = to_user_metadata({**self._stored_tallies(), **self._tallies})
         # Forget the cached tally first: if anything below fails, the next batch must
@@ -144,6 +145,15 @@ class State:
         with user_metadata(self.spark, carried):
             decoded.select(*cols).write.format("delta").mode("append").save(self.events_path)
         if may_repeat and self._repeats_since(source, before):
+            conflicts = self._conflicting_copies(source, before)
+            if conflicts:
+                self._unstage_since(source, before, carried)
+                raise UserError(
+                    f"source {source}: capture files hold different records at the same "
+                    f"position: {', '.join(conflicts)} (hint: keep one file per range of "
+                    "offsets, delete the wrong line or file, or capture the topic again "
+                    "with `ticdc-sync capture`; nothing of this batch was staged)"
+                )
             self._stage_once(source, before, carried)
         after = before.copy()
         staged = after.fold(self._increments(source, before))
@@ -164,6 +174,47 @@ class State:
             .collect()
         )
         return bool(found)
+
+    def _conflicting_copies(self, source: str, known: SourceTally) -> list[str]:
+        """Up to 3 positions (`topic/partition/offset`) staged after `known` whose copies
+        differ: two records at one offset, where only one can be the record Kafka held.
+        Runs only after `_repeats_since` found copies, so normal runs never pay for it."""
+        fields = [f for f in self.events().schema.fields if f.name != "source"]
+        # Maps cannot be hashed; their JSON text stands for them.
+        content = F.xxhash64(
+            *[
+                F.to_json(F.col(quote(f.name)))
+                if f.dataType.typeName() == "map"
+                else F.col(quote(f.name))
+                for f in fields
+            ]
+        )
+        rows = (
+            self.events()
+            .where(_since_sql(source, known))
+            .groupBy("topic", "partition", "offset", "idx")
+            .agg(F.count_distinct(content).alias("versions"))
+            .where(F.col("versions") > 1)
+            .select("topic", "partition", "offset")
+            .distinct()
+            .orderBy("topic", "partition", "offset")
+            .limit(3)
+            .collect()
+        )
+        return [f"{r['topic']}/{r['partition']}/{r['offset']}" for r in rows]
+
+    def _unstage_since(self, source: str, before: SourceTally, carried: str) -> None:
+        """Remove the events staged after `before`, in one commit carrying the tallies
+        from before them: the state is as if the batch had never been staged."""
+        since = _since_sql(source, before)
+        empty = self.spark.createDataFrame([], self.events().schema)
+        with user_metadata(self.spark, carried):
+            (
+                empty.write.format("delta")
+                .mode("overwrite")
+                .option("replaceWhere", since)
+                .save(self.events_path)
+            )
 
     def _stage_once(self, source: str, before: SourceTally, carried: str) -> None:
         """Rewrite the events staged after `before` with each (topic, partition, offset,
