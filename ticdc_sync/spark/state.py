@@ -206,15 +206,8 @@ class State:
     def _unstage_since(self, source: str, before: SourceTally, carried: str) -> None:
         """Remove the events staged after `before`, in one commit carrying the tallies
         from before them: the state is as if the batch had never been staged."""
-        since = _since_sql(source, before)
-        empty = self.spark.createDataFrame([], self.events().schema)
-        with user_metadata(self.spark, carried):
-            (
-                empty.write.format("delta")
-                .mode("overwrite")
-                .option("replaceWhere", since)
-                .save(self.events_path)
-            )
+        nothing = self.spark.createDataFrame([], self.events().schema)
+        self._replace_since(source, before, carried, nothing)
 
     def _stage_once(self, source: str, before: SourceTally, carried: str) -> None:
         """Rewrite the events staged after `before` with each (topic, partition, offset,
@@ -223,13 +216,20 @@ class State:
         Only after a batch that read a record twice. Until this commit, the copies are
         identical events: apply keeps one of them and quarantine takes one, so a run
         killed in between leaves the targets exact; only this batch's counts stay high."""
-        since = _since_sql(source, before)
-        once = self.events().where(since).dropDuplicates(["topic", "partition", "offset", "idx"])
+        batch = self.events().where(_since_sql(source, before))
+        once = batch.dropDuplicates(["topic", "partition", "offset", "idx"])
+        self._replace_since(source, before, carried, once)
+
+    def _replace_since(
+        self, source: str, before: SourceTally, carried: str, rows: DataFrame
+    ) -> None:
+        """Replace the events staged after `before` with `rows`, in one atomic commit
+        (`replaceWhere`) whose userMetadata is `carried`."""
         with user_metadata(self.spark, carried):
             (
-                once.write.format("delta")
+                rows.write.format("delta")
                 .mode("overwrite")
-                .option("replaceWhere", since)
+                .option("replaceWhere", _since_sql(source, before))
                 .save(self.events_path)
             )
 
