@@ -159,3 +159,24 @@ def test_a_cut_line_with_good_positions_is_named_by_file_and_line(spark, tmp_pat
     assert err is not None
     assert "y.jsonl:2: not a capture record" in str(err)
     assert broken_lines_error(spark, tmp_path, ["other"]) is None
+
+
+def test_the_split_model_packs_files_as_spark_does(spark, tmp_path):
+    # The model's task count is Spark's own for the same files and split size, so its
+    # choice of split is made on what Spark will really run.
+    from ticdc_sync.spark.splits import MIB, OPEN_COST, pack
+    from ticdc_sync.spark.state import session_conf
+
+    line = _line(0, 1, "x" * 200) + "\n"
+    files = []
+    for i, n in enumerate((3 * MIB, 5 * MIB // 2, MIB, 7 * MIB)):
+        f = tmp_path / f"{i}.jsonl"
+        f.write_text(line * (n // len(line)))
+        files.append(f)
+    sizes = [f.stat().st_size for f in files]
+    cores = spark.sparkContext.defaultParallelism
+    share = max(OPEN_COST, (sum(sizes) + OPEN_COST * len(sizes)) // cores)
+    for split in (MIB // 2, MIB, 3 * MIB, 8 * MIB):
+        with session_conf(spark, "spark.sql.files.maxPartitionBytes", str(split)):
+            got = spark.read.text([str(f) for f in files]).rdd.getNumPartitions()
+        assert got == len(pack(sizes, min(split, share))), split

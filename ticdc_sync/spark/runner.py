@@ -143,7 +143,8 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
         # Overlapping capture files may hold a record twice; Kafka never repeats an offset.
         may_repeat = project.output.transport.kind is TransportKind.FILES
         try:
-            staged = state.stage(source.name, decoded, may_repeat=may_repeat)
+            with sources_mod.balanced_splits(spark, project, source):
+                staged = state.stage(source.name, decoded, may_repeat=may_repeat)
         except Exception as e:  # noqa: BLE001 - a bad capture line, raised inside the job
             raise sources_mod.read_failure(spark, project, source, e) from None
         s_res["staged_events"] = staged

@@ -7,6 +7,7 @@ This module reads; it never decodes or writes.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -16,6 +17,8 @@ from ticdc_sync.errors import UserError
 from ticdc_sync.events import RECORD_SCHEMA
 from ticdc_sync.model import Project, Source, TransportKind
 from ticdc_sync.spark import raised
+from ticdc_sync.spark.splits import best_split
+from ticdc_sync.spark.state import session_conf
 
 CAPTURE_LINE_SCHEMA = (
     "partition INT, offset BIGINT, timestamp BIGINT, key STRING, value STRING, encoding STRING"
@@ -235,6 +238,22 @@ def read_records(
         spark, transport, topics, source.topic_pattern, consumed_next(consumed)
     )
     return df
+
+
+def balanced_splits(spark: SparkSession, project: Project, source: Source):
+    """A context in which a read of `source`'s capture files is cut into the tasks that
+    finish soonest on the session's cores (`splits.best_split`); the plan of the read is
+    made when a job runs, so the job must run inside it. Kafka reads are cut by partition,
+    and are left alone, as is a split size the profile sets."""
+    key = "spark.sql.files.maxPartitionBytes"
+    if project.output.transport.kind is not TransportKind.FILES or spark.conf.get(key, None):
+        return nullcontext()
+    root = captures_root(project)
+    sizes = [
+        f.stat().st_size for t in source_topics(project, source) for f in _capture_files(root, t)
+    ]
+    split = best_split(sizes, spark.sparkContext.defaultParallelism)
+    return session_conf(spark, key, str(split))
 
 
 def consumed_next(consumed: Offsets) -> Offsets:
