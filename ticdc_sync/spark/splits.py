@@ -27,22 +27,21 @@ TASK_COST = 4 * MIB
 LARGEST = SPARK_DEFAULT * 5 // 4
 
 
-def pack(sizes: Sequence[int], max_split: int, open_cost: int = OPEN_COST) -> list[int]:
+def pack(sizes: Sequence[int], max_split: int) -> list[int]:
     """Bytes per task when Spark reads files of `sizes` with `max_split` as its split size
     (FilePartition.getFilePartitions: chunks sorted largest first, a task closed when the
-    next chunk would take it past `max_split`; each chunk also counts `open_cost`)."""
+    next chunk would take it past `max_split`; each chunk also counts `OPEN_COST`)."""
     chunks = sorted(
         (min(max_split, size - start) for size in sizes for start in range(0, size, max_split)),
         reverse=True,
     )
     tasks: list[int] = []
-    current, filled = 0, 0
+    filled = 0
     for chunk in chunks:
-        if filled and current + chunk > max_split:
+        if filled and filled + chunk > max_split:
             tasks.append(filled)
-            current, filled = 0, 0
-        current += chunk + open_cost
-        filled += chunk + open_cost
+            filled = 0
+        filled += chunk + OPEN_COST
     if filled:
         tasks.append(filled)
     return tasks
