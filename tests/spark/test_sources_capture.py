@@ -133,6 +133,49 @@ def test_distinct_records_are_all_kept(spark, tmp_path):
     assert len(_rows(spark, tmp_path)) == 6
 
 
+def test_record_bytes_are_the_utf8_of_the_text_or_the_base64_bytes(spark, tmp_path):
+    d = tmp_path / "t"
+    d.mkdir()
+    texts = ["plain", "héllo wörld", "中文字段", "emoji \U0001f600", 'quote " and \\ and \n']
+    lines = [
+        json.dumps({"partition": 0, "offset": o, "timestamp": 1, "key": t, "value": t})
+        for o, t in enumerate(texts)
+    ]
+    # Escaped in the line (ensure_ascii) as well as raw UTF-8: both read as the same bytes.
+    lines += [
+        json.dumps(
+            {"partition": 1, "offset": o, "timestamp": 1, "key": None, "value": t},
+            ensure_ascii=False,
+        )
+        for o, t in enumerate(texts)
+    ]
+    binary = bytes([0, 0xFF, 0xC3, 0x28])  # not UTF-8: base64 in the line (DESIGN.md §1)
+    lines.append(
+        json.dumps(
+            {
+                "partition": 2,
+                "offset": 0,
+                "timestamp": 1,
+                "key": "AA==",
+                "value": "AP/DKA==",
+                "encoding": "base64",
+            }
+        )
+    )
+    (d / "part.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rows = {
+        (r["partition"], r["offset"]): (r["key"], r["value"])
+        for r in read_capture_records(spark, tmp_path, ["t"], {}).collect()
+    }
+    for o, t in enumerate(texts):
+        assert bytes(rows[(0, o)][0]) == t.encode("utf-8")
+        assert bytes(rows[(0, o)][1]) == t.encode("utf-8")
+        assert rows[(1, o)][0] is None
+        assert bytes(rows[(1, o)][1]) == t.encode("utf-8")
+    assert bytes(rows[(2, 0)][0]) == b"\x00"
+    assert bytes(rows[(2, 0)][1]) == binary
+
+
 def test_a_line_that_is_not_a_record_fails_the_run_naming_file_and_line(spark, tmp_path):
     root = make_project(tmp_path / "p", protocol="canal-json", schema_sql=SCHEMA)
     d = root / "captures" / "t"

@@ -97,9 +97,13 @@ def read_capture_records(
         b64 = F.col("r.encoding") == "base64"
 
         def raw_bytes(col: str, is_b64=b64):
+            # A cast, not `encode(.., 'UTF-8')`: the same bytes, since a string the JSON
+            # parser produced is always valid UTF-8, but `encode` scans every byte to check
+            # that first (3 % of a pass's CPU; decode 7.0-7.8 s -> 6.6-6.9 s per 1M
+            # records, benchmarks/README.md).
             return F.when(F.col(f"r.{col}").isNull(), F.lit(None).cast("binary")).otherwise(
                 F.when(is_b64, F.unbase64(F.col(f"r.{col}"))).otherwise(
-                    F.encode(F.col(f"r.{col}"), "UTF-8")
+                    F.col(f"r.{col}").cast("binary")
                 )
             )
 
