@@ -11,7 +11,7 @@ from tests.spark.engine_harness import canal_row, load, make_project, read_targe
 from tests.spark.engine_harness import canal_watermark as wm
 from ticdc_sync.errors import UserError
 from ticdc_sync.spark import runner
-from ticdc_sync.spark.sources import _positions, broken_lines_error, read_capture_records
+from ticdc_sync.spark.sources import broken_lines_error, read_capture_records
 from ticdc_sync.spark.state import warehouse_path
 from ticdc_sync.sqlgen import state_location
 
@@ -96,33 +96,49 @@ def test_consumed_lines_are_dropped_by_position_in_any_key_order(spark, tmp_path
     assert _rows(spark, tmp_path, {("t", 0): 1, ("t", 1): 0}) == []
 
 
-def test_positions_are_read_from_the_record_not_from_its_text(spark):
+def test_consumed_positions_are_the_record_s_not_its_text(spark, tmp_path):
+    d = tmp_path / "t"
+    d.mkdir()
     lines = [
         # sorted keys, as `ticdc-sync capture` writes them; the key text mentions an offset
         '{"key": "\\"offset\\": 99, \\"partition\\": 7", "offset": 3, "partition": 1, "value": "v"}',
         '{"offset":12,"partition":4,"value":"compact"}',
-        '{"value": "\\"offset\\": 5", "partition": 2, "offset": 40}',
+        '{"value": "\\"offset\\": 5", "partition": 2, "offset": 40}',  # value first
+        '{"partition": 3, "offset":   -0   , "value": "zero"}',
+        '{"partition": 3, "offset": 7, "value": "seven"}',
+        "   ",
+    ]
+    (d / "a.jsonl").write_text("\n".join(lines) + "\n")
+    consumed = {("t", 1): 2, ("t", 4): 12, ("t", 2): 40, ("t", 3): 0, ("t", 7): 1000}
+    assert _rows(spark, tmp_path, consumed) == [(1, 3, "v"), (3, 7, "seven")]
+    assert len(_rows(spark, tmp_path)) == 5
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
         '{"partition": 0, "value": "no offset"}',
-        # Not an integer's own text: the JSON parser decides, never a truncation
         '{"partition": 3, "offset": 1.5}',
         '{"partition": 3, "offset": "17"}',
-        '{"partition": 3, "offset":   -0   }',
-        '{"partition": 3000000000, "offset": 123456789012345678901234567890}',
-        '{"partition": 3, "offset":          12345678901234567890}',  # its end out of reach
-    ]
-    part, off = _positions()
-    got = spark.createDataFrame([(v,) for v in lines], "value STRING").select(part, off).collect()
-    assert [tuple(r) for r in got] == [
-        (1, 3),
-        (4, 12),
-        (2, 40),
-        (0, None),
-        (3, None),
-        (3, None),
-        (3, 0),
-        (None, None),
-        (3, None),
-    ]
+        '{"partition": 3000000000, "offset": 1}',
+        '{"partition": 3, "offset": 123456789012345678901234567890}',
+        '{"partition": 3, "offset": 2, "value": "v"',
+        "not json",
+        # positions read, a later field of the wrong type: refused, not read without it
+        '{"partition": 3, "offset": 2, "timestamp": "soon", "value": "v"}',
+        b'{"partition": 3, "offset": 2, "value": "\xff"}',
+    ],
+)
+def test_a_line_the_json_reader_refuses_is_named(spark, tmp_path, bad):
+    d = tmp_path / "t"
+    d.mkdir()
+    good = (_line(0, 0, "x") + "\n").encode()
+    (d / "z.jsonl").write_bytes(good + (bad if isinstance(bad, bytes) else bad.encode()) + b"\n")
+    with pytest.raises(Exception, match="a line is not a capture record"):
+        _rows(spark, tmp_path)
+    err = broken_lines_error(spark, tmp_path, ["t"])
+    assert err is not None
+    assert "z.jsonl:2: not a capture record" in str(err)
 
 
 def test_distinct_records_are_all_kept(spark, tmp_path):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ticdc_sync.errors import UserError
@@ -46,20 +46,21 @@ def source_topics(project: Project, source: Source) -> list[str]:
     return []
 
 
-def _after_consumed(lines: DataFrame, consumed: Offsets, topic: str) -> DataFrame:
-    """Keep capture lines after the consumed offset of their partition, by the positions
-    `_positions` reads (a line without a readable position is kept: its parse decides)."""
+def _after_consumed(records: DataFrame, consumed: Offsets, topic: str) -> DataFrame:
+    """Keep capture records after the consumed offset of their partition (a line without
+    a position is kept: it is a broken line, and the read fails on it).
+
+    A plain OR of `partition = p AND offset <= o` terms, so that the JSON reader takes it
+    as a pushed filter: it decides after the line's `offset` and `partition` keys and
+    skips the rest of the line (`ticdc-sync capture` writes them before `value`)."""
     parts = {p: o for (t, p), o in consumed.items() if t == topic}
     if not parts:
-        return lines
-    part, off = _positions()
-    # One lookup, each position once: a CASE with a branch per partition ran the pattern
-    # once per branch. A partition with nothing consumed yet keeps all its lines.
-    last = F.create_map(
-        *[c for p, o in sorted(parts.items()) for c in (F.lit(p), F.lit(o).cast("bigint"))]
-    )
-    consumed_already = F.coalesce(off <= F.try_element_at(last, part), F.lit(False))
-    return lines.where(~consumed_already)
+        return records
+    part, off = F.col("partition"), F.col("offset")
+    done = F.lit(False)
+    for p, o in sorted(parts.items()):
+        done = done | ((part == p) & (off <= o))
+    return records.where(part.isNull() | off.isNull() | ~done)
 
 
 def _capture_files(root: Path, topic: str) -> list[Path]:
@@ -71,6 +72,26 @@ def _lines(spark: SparkSession, files: list[Path]) -> DataFrame:
     """The non-blank lines of `files` (`value`) with the file each came from (`__file`)."""
     raw = spark.read.text([str(f) for f in files]).withColumn("__file", F.input_file_name())
     return raw.where(F.trim(F.col("value")) != "")
+
+
+def _records(spark: SparkSession, files: list[Path]) -> DataFrame:
+    """The capture lines of `files` parsed by Spark's JSON reader (blank lines skipped), with
+    `__bad_line` set for a line that is not JSON of the line schema, and `__file`.
+
+    The JSON reader, not `read.text` + `from_json`: it parses each line's bytes directly,
+    where `from_json` decodes the text through a `Reader` first, and it takes the consumed
+    filter while parsing (`_after_consumed`). Decoding 1M records to a no-op sink took
+    5.7 s against 6.9 s (benchmarks/README.md)."""
+    return (
+        spark.read.schema(f"{CAPTURE_LINE_SCHEMA}, {BAD_LINE} STRING")
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", BAD_LINE)
+        .json([str(f) for f in files])
+        .withColumn("__file", F.input_file_name())
+    )
+
+
+BAD_LINE = "__bad_line"
 
 
 def read_capture_records(
@@ -89,25 +110,23 @@ def read_capture_records(
         files = _capture_files(root, topic)
         if not files:
             continue
-        # Consumed lines are dropped by the positions a pattern reads, before the full
-        # parse: a filter on the parsed columns would make Spark parse every line twice
-        # (the filter is pushed below the projection and does not share its from_json).
-        lines = _after_consumed(_lines(spark, files), consumed, topic)
-        parsed = lines.select(F.from_json("value", CAPTURE_LINE_SCHEMA).alias("r"), "__file")
-        b64 = F.col("r.encoding") == "base64"
+        parsed = _after_consumed(_records(spark, files), consumed, topic)
+        b64 = F.col("encoding") == "base64"
 
         def raw_bytes(col: str, is_b64=b64):
             # A cast, not `encode(.., 'UTF-8')`: the same bytes, since a string the JSON
             # parser produced is always valid UTF-8, but `encode` scans every byte to check
             # that first (3 % of a pass's CPU; decode 7.0-7.8 s -> 6.6-6.9 s per 1M
             # records, benchmarks/README.md).
-            return F.when(F.col(f"r.{col}").isNull(), F.lit(None).cast("binary")).otherwise(
-                F.when(is_b64, F.unbase64(F.col(f"r.{col}"))).otherwise(
-                    F.col(f"r.{col}").cast("binary")
-                )
+            return F.when(F.col(col).isNull(), F.lit(None).cast("binary")).otherwise(
+                F.when(is_b64, F.unbase64(F.col(col))).otherwise(F.col(col).cast("binary"))
             )
 
-        broken = F.col("r.partition").isNull() | F.col("r.offset").isNull()
+        # A refused line keeps the fields read before the fault (`"timestamp": "soon"`
+        # after good positions): `__bad_line` marks it broken too.
+        broken = (
+            F.col("partition").isNull() | F.col("offset").isNull() | F.col(BAD_LINE).isNotNull()
+        )
         df = parsed.select(
             F.lit(topic).alias("topic"),
             F.when(
@@ -120,10 +139,10 @@ def read_capture_records(
                     )
                 ),
             )
-            .otherwise(F.col("r.partition"))
+            .otherwise(F.col("partition"))
             .alias("partition"),
-            F.col("r.offset").alias("offset"),
-            F.col("r.timestamp").alias("timestamp"),
+            F.col("offset").alias("offset"),
+            F.col("timestamp").alias("timestamp"),
             raw_bytes("key").alias("key"),
             raw_bytes("value").alias("value"),
         )
@@ -137,34 +156,6 @@ def read_capture_records(
 
 
 BROKEN_LINE = "a line is not a capture record"
-
-
-def _positions() -> tuple[Column, Column]:
-    """(partition, offset) of a capture line, read by plain string functions (the full
-    JSON parser only for lines where they find none).
-
-    A JSON string cannot hold an unescaped quote, so `"offset":` with its quotes is a key
-    of the record, never part of its key or value text. Each key is found wherever it is
-    in the line, so this does not depend on the key order `record_line` writes. The number
-    is the text up to the next `,` or `}`, taken only when it is exactly the integer's own
-    text: anything else (`007`, `1.5`, a string, no delimiter in reach) goes to the JSON
-    parser. No regular expression: over 1M lines this filter cost 0.94 s with a pattern
-    per key and 0.49 s without (2 cores, one session, 2026-11-24, benchmarks/README.md)."""
-
-    def after(key: str, width: int, typ: str) -> Column:
-        at = f"locate('\"{key}\":', value)"
-        reach = f"substr(value, {at} + {len(key) + 3}, {width})"
-        head = f"substring_index(substring_index({reach}, ',', 1), '}}', 1)"
-        number = f"try_cast(trim({head}) AS {typ})"
-        exact = f"length({head}) < length({reach}) AND CAST({number} AS STRING) = trim({head})"
-        return F.expr(f"IF({at} > 0 AND {exact}, {number}, NULL)")
-
-    parsed = F.from_json("value", "partition INT, offset BIGINT")
-    part, off = after("partition", 16, "INT"), after("offset", 26, "BIGINT")
-    return (
-        F.coalesce(part, parsed["partition"]),
-        F.coalesce(off, parsed["offset"]),
-    )
 
 
 def read_failure(spark: SparkSession, project: Project, source: Source, e: Exception) -> Exception:
@@ -189,10 +180,21 @@ def broken_lines_error(spark: SparkSession, root: Path, topics: list[str]) -> Us
         files = _capture_files(root, topic)
         if not files:
             continue
-        r = F.from_json("value", CAPTURE_LINE_SCHEMA)
+        # What the JSON reader refuses (`_records`): no position, not JSON of the line
+        # schema, or bytes that are not UTF-8 (`read.text` would show them replaced).
+        r = F.from_json(
+            "value",
+            f"{CAPTURE_LINE_SCHEMA}, {BAD_LINE} STRING",
+            {"columnNameOfCorruptRecord": BAD_LINE},
+        )
         rows = (
             _lines(spark, files)
-            .where(r["partition"].isNull() | r["offset"].isNull())
+            .where(
+                r["partition"].isNull()
+                | r["offset"].isNull()
+                | r[BAD_LINE].isNotNull()
+                | ~F.expr("is_valid_utf8(value)")
+            )
             .select("value", "__file")
             .limit(3)
             .collect()
