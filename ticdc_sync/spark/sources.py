@@ -87,7 +87,9 @@ def _records(spark: SparkSession, files: list[Path]) -> DataFrame:
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", BAD_LINE)
         .json([str(f) for f in files])
-        .withColumn("__file", F.input_file_name())
+        # The metadata column, not input_file_name(): that one is nondeterministic, and
+        # Spark keeps a filter above it instead of pushing it into the reader.
+        .withColumn("__file", F.col("_metadata.file_path"))
     )
 
 
