@@ -136,3 +136,41 @@ def test_staging_statistics_cover_only_the_columns_events_are_selected_by(spark,
     assert stats_columns(older) is None
     State(spark, older)
     assert stats_columns(older) == want
+
+
+def test_staged_unique_longs_are_written_without_a_parquet_dictionary(spark, tmp_path):
+    """offset, commit_ts and kafka_ts are staged plain (the table's `#column` properties
+    reach the Parquet writer); a low-cardinality column such as tbl keeps its dictionary.
+    The longs here repeat, so without the properties Parquet would keep a dictionary."""
+    import pyarrow.parquet as pq
+
+    wh = str(tmp_path / "wh")
+    state = State(spark, wh)
+    rows = [("t", 0, 7, 0, "row", 100, True, "shop", "pos", "I")] * 50
+    decoded = spark.createDataFrame(
+        rows,
+        "topic STRING, `partition` INT, `offset` BIGINT, idx INT, kind STRING, "
+        "commit_ts BIGINT, exact_ts BOOLEAN, db STRING, tbl STRING, op STRING",
+    ).withColumn("kafka_ts", F.lit(1).cast("bigint"))
+    full = spark.read.format("delta").load(state.events_path).drop("source").schema
+    decoded = decoded.select(
+        *[
+            (
+                F.col(f"`{f.name}`") if f.name in decoded.columns else F.lit(None).cast(f.dataType)
+            ).alias(f.name)
+            for f in full.fields
+        ]
+    )
+    state.stage("src", decoded)
+    files = spark.read.format("delta").load(state.events_path).inputFiles()
+    assert files
+    for f in files:
+        meta = pq.ParquetFile(f.removeprefix("file:")).metadata
+        for g in range(meta.num_row_groups):
+            rg = meta.row_group(g)
+            enc = {
+                rg.column(i).path_in_schema: rg.column(i).encodings for i in range(rg.num_columns)
+            }
+            for plain in ("offset", "commit_ts", "kafka_ts"):
+                assert not any("DICTIONARY" in e for e in enc[plain]), (plain, enc[plain])
+            assert any("DICTIONARY" in e for e in enc["tbl"])
