@@ -10,7 +10,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ticdc_sync.errors import UserError
@@ -98,6 +98,13 @@ def _records(spark: SparkSession, files: list[Path]) -> DataFrame:
 BAD_LINE = "__bad_line"
 
 
+def _broken(partition: Column, offset: Column, bad_line: Column) -> Column:
+    """A capture line that is not a record: no position, or refused by the JSON parser. A
+    refused line keeps the fields read before the fault (`"timestamp": "soon"` after good
+    positions), so its `bad_line` text is what marks it."""
+    return partition.isNull() | offset.isNull() | bad_line.isNotNull()
+
+
 def read_capture_records(
     spark: SparkSession, root: Path, topics: list[str], consumed: Offsets
 ) -> DataFrame:
@@ -126,11 +133,7 @@ def read_capture_records(
                 F.when(is_b64, F.unbase64(F.col(col))).otherwise(F.col(col).cast("binary"))
             )
 
-        # A refused line keeps the fields read before the fault (`"timestamp": "soon"`
-        # after good positions): `__bad_line` marks it broken too.
-        broken = (
-            F.col("partition").isNull() | F.col("offset").isNull() | F.col(BAD_LINE).isNotNull()
-        )
+        broken = _broken(F.col("partition"), F.col("offset"), F.col(BAD_LINE))
         df = parsed.select(
             F.lit(topic).alias("topic"),
             F.when(
@@ -145,8 +148,8 @@ def read_capture_records(
             )
             .otherwise(F.col("partition"))
             .alias("partition"),
-            F.col("offset").alias("offset"),
-            F.col("timestamp").alias("timestamp"),
+            "offset",
+            "timestamp",
             raw_bytes("key").alias("key"),
             raw_bytes("value").alias("value"),
         )
@@ -194,10 +197,7 @@ def broken_lines_error(spark: SparkSession, root: Path, topics: list[str]) -> Us
         rows = (
             _lines(spark, files)
             .where(
-                r["partition"].isNull()
-                | r["offset"].isNull()
-                | r[BAD_LINE].isNotNull()
-                | ~F.expr("is_valid_utf8(value)")
+                _broken(r["partition"], r["offset"], r[BAD_LINE]) | ~F.expr("is_valid_utf8(value)")
             )
             .select("value", "__file")
             .limit(3)
