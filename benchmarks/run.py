@@ -678,7 +678,12 @@ def main() -> None:
 
     if "decode" in res:
         rows.append(
-            ("decode limit (plain from_json)", f"{records / res['decode']:,.0f} rec/s", "", "")
+            (
+                "decode limit (plain from_json)",
+                f"{records / res['decode']:,.0f} rec/s ({res['decode']:.1f}s)",
+                "",
+                "",
+            )
         )
     if "e2e" in res:
         e = res["e2e"]
