@@ -11,7 +11,9 @@ Measures, in one run and on one local[2] SparkSession (best of --repeat each):
            last change per key (window), one MERGE per table per micro-batch, no DDL/watermarks
   merge    10,000 changes MERGEd into targets of 1M and 10M rows (several layouts)
   memory   peak resident memory (PSS) of the driver (python + its JVM) running e2e pass 1
-           for N and 5N events; the sum of RSS is printed too
+           for N and 5N events, each in its own process with ticdc-sync's session defaults
+           (no driver heap set; --mem-heap sets one); the sum of RSS and the JVM's heap
+           (from its GC log) are printed too
   plan     `ticdc-sync plan` wall time on projects_example/shop (a subprocess, no JVM)
 `--profile` also runs e2e pass 1 once under cProfile and prints where the driver waited.
 Not part of the test suite. Captures are cached under benchmarks/out/ (gitignored).
@@ -430,23 +432,23 @@ def _tree_usage(pid: int) -> list[tuple[int, str, int, int]]:
     return out
 
 
-def measure_memory(events: int, protocol: str, repeat: int) -> dict:
+def measure_memory(events: int, protocol: str, repeat: int, heap: str | None) -> dict:
     """The lowest of `repeat` peaks (best of N, as for every figure) of a child
     `run.py --mem-child`; each run's peak is also printed and kept in "runs"."""
-    runs = [_memory_once(events, protocol, i) for i in range(repeat)]
+    runs = [_memory_once(events, protocol, i, heap) for i in range(repeat)]
     ok = [r for r in runs if "error" not in r]
     best = min(ok, key=lambda r: r["total"]) if ok else runs[0]
     return {**best, "runs": runs}
 
 
-def _memory_once(events: int, protocol: str, i: int) -> dict:
+def _memory_once(events: int, protocol: str, i: int, heap: str | None) -> dict:
     """Peak PSS (and sum of RSS) of one child: python driver, JVM, workers; and the JVM's
     heap from its GC log (the peak committed heap, and the highest occupancy after a GC)."""
     W.ensure_captures(W.Params(events=events, protocol=protocol, passes=1))
     gc_log = W.OUT / f"mem-child-{protocol}-{events}-{i + 1}.gc.log"
     gc_log.unlink(missing_ok=True)
     cmd = [sys.executable, str(HERE / "run.py"), "--mem-child", str(events), "--protocol", protocol]
-    cmd += ["--gc-log", str(gc_log)]
+    cmd += ["--gc-log", str(gc_log)] + (["--mem-heap", heap] if heap else [])
     log = W.OUT / f"mem-child-{protocol}-{events}-{i + 1}.log"
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     peak: dict = {"python": 0, "jvm": 0, "total": 0, "rss_sum": 0, "at_rss_peak": ""}
@@ -512,11 +514,19 @@ def _first_error(log: str) -> str:
     return lines[-1].strip()[:300] if lines else "no output"
 
 
-def mem_child(events: int, protocol: str, gc_log: str | None) -> None:
+def mem_child(events: int, protocol: str, gc_log: str | None, heap: str | None) -> None:
     from ticdc_sync.project import load_project
     from ticdc_sync.spark import runner
 
     cap = W.ensure_captures(W.Params(events=events, protocol=protocol, passes=1))
+    # `ticdc-sync run` as shipped: the product sets no driver heap, so Spark's default
+    # (1 GiB) applies. The shared session's 2g is headroom for the baseline and the
+    # 10M-row MERGE targets. Given to this child, it is room G1 grows into over a long
+    # run without the run holding more (benchmarks/README.md, "Memory").
+    if heap:
+        SESSION_CONF["spark.driver.memory"] = heap
+    else:
+        SESSION_CONF.pop("spark.driver.memory", None)
     if gc_log:
         # The JVM's own account of its heap, so the table can tell heap sizing from need.
         SESSION_CONF["spark.driver.extraJavaOptions"] = f"-Xlog:gc:file={gc_log}"
@@ -625,9 +635,14 @@ def main() -> None:
     ap.add_argument("--protocol", default="canal-json")
     ap.add_argument("--mem-child", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--gc-log", default=None, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--mem-heap",
+        default=None,
+        help="driver heap of the memory runs, e.g. 2g (default: none set, as ticdc-sync runs)",
+    )
     a = ap.parse_args()
     if a.mem_child is not None:
-        mem_child(a.mem_child, a.protocol, a.gc_log)
+        mem_child(a.mem_child, a.protocol, a.gc_log, a.mem_heap)
         return
     n = a.events or (50_000 if a.quick else 1_000_000)
     merge_sizes = (100_000, 1_000_000) if a.quick else (1_000_000, 10_000_000)
@@ -671,7 +686,7 @@ def main() -> None:
     if spark is not None:
         spark.stop()
     if "memory" in only:
-        res["memory"] = [measure_memory(m, a.protocol, a.repeat) for m in mem_sizes]
+        res["memory"] = [measure_memory(m, a.protocol, a.repeat, a.mem_heap) for m in mem_sizes]
         loads.append(os.getloadavg()[0])
     if "plan" in only:
         res["plan"] = measure_plan(a.repeat)
@@ -727,7 +742,8 @@ def main() -> None:
             )
     if "memory" in res:
         m1, m5 = res["memory"]
-        label = f"driver peak PSS {mem_sizes[0]:,} vs {mem_sizes[1]:,} events"
+        heap = a.mem_heap or "default"
+        label = f"driver peak PSS {mem_sizes[0]:,} vs {mem_sizes[1]:,} events ({heap} heap)"
         # Best of N must not hide a failure: one failed run fails the figure.
         failed = [
             (k, r)
