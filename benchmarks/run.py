@@ -66,10 +66,12 @@ def best_of(fn, repeat: int, label: str):
     return best, res
 
 
-def session():
+def session(conf: dict[str, str] | None = None):
+    """The benchmark's SparkSession: SESSION_CONF, or `conf` in its place."""
     from ticdc_sync.spark.session import build_session
 
-    spark = build_session(None, app_name="ticdc-sync-bench", kafka=False, extra_conf=SESSION_CONF)
+    conf = SESSION_CONF if conf is None else conf
+    spark = build_session(None, app_name="ticdc-sync-bench", kafka=False, extra_conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -523,14 +525,13 @@ def mem_child(events: int, protocol: str, gc_log: str | None, heap: str | None) 
     # (1 GiB) applies. The shared session's 2g is headroom for the baseline and the
     # 10M-row MERGE targets. Given to this child, it is room G1 grows into over a long
     # run without the run holding more (benchmarks/README.md, "Memory").
+    conf = {k: v for k, v in SESSION_CONF.items() if k != "spark.driver.memory"}
     if heap:
-        SESSION_CONF["spark.driver.memory"] = heap
-    else:
-        SESSION_CONF.pop("spark.driver.memory", None)
+        conf["spark.driver.memory"] = heap
     if gc_log:
         # The JVM's own account of its heap, so the table can tell heap sizing from need.
-        SESSION_CONF["spark.driver.extraJavaOptions"] = f"-Xlog:gc:file={gc_log}"
-    spark = session()
+        conf["spark.driver.extraJavaOptions"] = f"-Xlog:gc:file={gc_log}"
+    spark = session(conf)
     with tempfile.TemporaryDirectory(prefix="ticdc-bench-mem-") as tmp:
         root = make_project(Path(tmp) / "p", cap)
         t0 = time.perf_counter()
