@@ -93,25 +93,39 @@ def test_has_data_files_follows_the_snapshot(spark, tmp_path):
     """A target's emptiness (INSERT instead of MERGE, no backfill UPDATE) comes from the
     snapshot's file count: none after CREATE, some after a write and after a partial delete
     (a deletion vector keeps the file), and the same answer as listing the files once
-    every row is deleted."""
-    from ticdc_sync.spark.state import has_data_files
+    every row is deleted. The count is read from the version's checksum file, and is the
+    one DESCRIBE DETAIL gives; without checksum files, DESCRIBE DETAIL answers."""
+    from ticdc_sync.spark.state import checksum_num_files, has_data_files
     from ticdc_sync.sqlgen import table_ref
 
-    ref = table_ref(str(tmp_path / "t"))
+    loc = str(tmp_path / "t")
+    ref = table_ref(loc)
+
+    def detail_files() -> int:
+        return int(spark.sql(f"DESCRIBE DETAIL {ref}").collect()[0]["numFiles"])
+
+    def check(want: bool) -> None:
+        assert checksum_num_files(loc) == detail_files()
+        assert has_data_files(spark, loc) is want
+
     spark.sql(
         f"CREATE TABLE {ref} (id INT) USING delta "
         "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
     )
-    assert not has_data_files(spark, str(tmp_path / "t"))
+    check(False)
     spark.sql(f"INSERT INTO {ref} VALUES (1), (2)")
-    assert has_data_files(spark, str(tmp_path / "t"))
+    check(True)
     spark.sql(f"DELETE FROM {ref} WHERE id = 1")
-    assert has_data_files(spark, str(tmp_path / "t"))
+    check(True)
     spark.sql(f"DELETE FROM {ref}")
-    assert spark.read.format("delta").load(str(tmp_path / "t")).count() == 0
-    assert has_data_files(spark, str(tmp_path / "t")) == bool(
-        spark.read.format("delta").load(str(tmp_path / "t")).inputFiles()
-    )
+    assert spark.read.format("delta").load(loc).count() == 0
+    check(bool(spark.read.format("delta").load(loc).inputFiles()))
+
+    spark.sql(f"INSERT INTO {ref} VALUES (3)")
+    for crc in (tmp_path / "t" / "_delta_log").glob("*.crc"):
+        crc.unlink()
+    assert checksum_num_files(loc) is None
+    assert has_data_files(spark, loc)
 
 
 def test_staging_statistics_cover_only_the_columns_events_are_selected_by(spark, tmp_path):

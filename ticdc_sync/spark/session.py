@@ -39,8 +39,12 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.adaptive.enabled": "true",
-    # Delta state reconstruction defaults to 50 partitions: far too many for small tables.
-    "spark.databricks.delta.snapshotPartitions": "4",
+    # Delta rebuilds a table's file list (state reconstruction) in 50 partitions by default,
+    # sized for logs of millions of files. A run rebuilds it for the staging table and for
+    # every target, each a few thousand actions: one partition per rebuild took 0.45 s
+    # where four took 0.8 s, and runs of 50k events got 1-2 s faster (benchmarks/README.md).
+    # A profile's `spark.conf` can raise it for huge tables.
+    "spark.databricks.delta.snapshotPartitions": "1",
     "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.ansi.enabled": "false",

@@ -11,6 +11,7 @@ reach the driver here; rows never do.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -113,8 +114,10 @@ class State:
 
     def _set_missing_properties(self, path: str, properties: dict[str, str]) -> None:
         """Table properties a newer ticdc-sync sets, set on a table an older one created."""
-        detail = self.spark.sql(f"DESCRIBE DETAIL {table_ref(path)}").collect()[0]
-        have = detail["properties"] or {}
+        # SHOW TBLPROPERTIES reads the table's metadata only; DESCRIBE DETAIL also rebuilds
+        # the snapshot's file list (a Spark job, 0.3-1 s, benchmarks/README.md).
+        rows = self.spark.sql(f"SHOW TBLPROPERTIES {table_ref(path)}").collect()
+        have = {r["key"]: r["value"] for r in rows}
         missing = {k: v for k, v in properties.items() if have.get(k) != v}
         if missing:
             self.spark.sql(
@@ -519,11 +522,39 @@ def table_exists(spark: SparkSession, location: str) -> bool:
 
 
 def has_data_files(spark: SparkSession, location: str) -> bool:
-    """Whether the Delta table at `location` has data files. The file count of the
-    snapshot (`DESCRIBE DETAIL`): unlike listing the files, no job over the log's state
-    (about 0.2-1 s per target, benchmarks/README.md)."""
+    """Whether the Delta table at `location` has data files: the file count of its latest
+    version.
+
+    An empty table is known from that version's checksum file (local tables), without the
+    Spark job of 0.5-1 s that rebuilds the snapshot's file list: an INSERT or a skipped
+    backfill follows, which needs no file list. Otherwise `DESCRIBE DETAIL` answers: a
+    MERGE or UPDATE follows, which rebuilds the file list anyway, and rebuilding it here
+    first measured faster than leaving it to the MERGE (benchmarks/README.md)."""
+    if checksum_num_files(location) == 0:
+        return False
     detail = spark.sql(f"DESCRIBE DETAIL {table_ref(location)}").collect()[0]
     return int(detail["numFiles"] or 0) > 0
+
+
+def checksum_num_files(location: str) -> int | None:
+    """`numFiles` of the newest commit's version checksum (`_delta_log/<version>.crc`, a
+    required field of that file in the Delta protocol), or None where it cannot be read:
+    a remote table, a version without a checksum, a file being written."""
+    if not is_local(location):
+        return None
+    log = Path(location.removeprefix("file:")) / "_delta_log"
+    try:
+        versions = [int(f.name[:20]) for f in log.iterdir() if _is_commit_file(f.name)]
+        if not versions:
+            return None
+        checksum = json.loads((log / f"{max(versions):020d}.crc").read_text())
+        return int(checksum["numFiles"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _is_commit_file(name: str) -> bool:
+    return len(name) == 25 and name.endswith(".json") and name[:20].isdigit()
 
 
 @contextmanager
