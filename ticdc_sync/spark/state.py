@@ -77,6 +77,11 @@ def is_local(path: str) -> bool:
     return "://" not in path or path.startswith("file:")
 
 
+def local_path(location: str) -> Path:
+    """The file-system path of a local location (a plain path or a `file:` URI)."""
+    return Path(location.removeprefix("file:"))
+
+
 @dataclass(frozen=True)
 class PartitionProgress:
     topic: str
@@ -542,7 +547,7 @@ def checksum_num_files(location: str) -> int | None:
     a remote table, a version without a checksum, a file being written."""
     if not is_local(location):
         return None
-    log = Path(location.removeprefix("file:")) / "_delta_log"
+    log = local_path(location) / "_delta_log"
     try:
         versions = [int(f.name[:20]) for f in log.iterdir() if _is_commit_file(f.name)]
         if not versions:
@@ -585,7 +590,7 @@ class RunLock:
     """One `run` per project at a time: an exclusive lock file in the warehouse state folder."""
 
     def __init__(self, warehouse: str) -> None:
-        self.path = Path(state_location(warehouse, "run.lock").removeprefix("file:"))
+        self.path = local_path(state_location(warehouse, "run.lock"))
         self.held = False
 
     def __enter__(self) -> RunLock:
