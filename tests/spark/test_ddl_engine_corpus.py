@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.shared_paths import SHARED
 from tests.spark.engine_harness import (
     load,
     make_project,
@@ -24,7 +25,7 @@ from ticdc_sync.spark import runner
 
 pytestmark = pytest.mark.spark
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
+CORPUS = SHARED / "corpus"
 NO_EXT = "      enable-tidb-extension: false\n"
 
 
