@@ -152,10 +152,11 @@ def test_staging_statistics_cover_only_the_columns_events_are_selected_by(spark,
     assert stats_columns(older) == want
 
 
-def test_staged_unique_longs_are_written_without_a_parquet_dictionary(spark, tmp_path):
-    """offset, commit_ts and kafka_ts are staged plain (the table's `#column` properties
-    reach the Parquet writer); a low-cardinality column such as tbl keeps its dictionary.
-    The longs here repeat, so without the properties Parquet would keep a dictionary."""
+def test_staged_unique_columns_are_written_without_a_parquet_dictionary(spark, tmp_path):
+    """offset, commit_ts, kafka_ts and the row-image text are staged plain (the table's
+    `#column` properties reach the Parquet writer); a low-cardinality column such as tbl
+    keeps its dictionary. The values here repeat, so without the properties Parquet would
+    keep a dictionary."""
     import pyarrow.parquet as pq
 
     wh = str(tmp_path / "wh")
@@ -165,7 +166,12 @@ def test_staged_unique_longs_are_written_without_a_parquet_dictionary(spark, tmp
         rows,
         "topic STRING, `partition` INT, `offset` BIGINT, idx INT, kind STRING, "
         "commit_ts BIGINT, exact_ts BOOLEAN, db STRING, tbl STRING, op STRING",
-    ).withColumn("kafka_ts", F.lit(1).cast("bigint"))
+    ).select(
+        "*",
+        F.lit(1).cast("bigint").alias("kafka_ts"),
+        F.lit('{"id":"7"}').alias("before_json"),
+        F.lit('{"id":"7","note":"x"}').alias("after_json"),
+    )
     full = spark.read.format("delta").load(state.events_path).drop("source").schema
     decoded = decoded.select(
         *[
@@ -185,6 +191,6 @@ def test_staged_unique_longs_are_written_without_a_parquet_dictionary(spark, tmp
             enc = {
                 rg.column(i).path_in_schema: rg.column(i).encodings for i in range(rg.num_columns)
             }
-            for plain in ("offset", "commit_ts", "kafka_ts"):
+            for plain in ("offset", "commit_ts", "kafka_ts", "before_json", "after_json"):
                 assert not any("DICTIONARY" in e for e in enc[plain]), (plain, enc[plain])
             assert any("DICTIONARY" in e for e in enc["tbl"])

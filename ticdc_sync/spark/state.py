@@ -50,16 +50,21 @@ SCHEMA_HISTORY_SCHEMA = (
 # row-image text made every staging write about 0.9 s slower per 1M events
 # (benchmarks/README.md) for statistics no query uses.
 #
-# No Parquet dictionary for the staged longs that are (nearly) unique per event: writing
+# No Parquet dictionary for the staged columns that are (nearly) unique per event: writing
 # tried a dictionary for each and dropped it once it grew too big, and where commit_ts kept
 # one, every target's read expanded it into a hash set to test its commit_ts range, which
 # the file statistics already do. Measured over 1M events: the Parquet write 7.7-8.0 s ->
-# 7.3-7.6 s; one target's read of its rows 0.56-0.81 s -> 0.50-0.65 s (benchmarks/README.md).
+# 7.3-7.6 s; one target's read of its rows 0.56-0.81 s -> 0.50-0.65 s. The row-image text
+# (`before_json`, `after_json`), hashed into a dictionary until it overflowed: decode and
+# write of 1M events 9.2-9.9 s -> 8.5-9.0 s (benchmarks/README.md).
 # Delta hands a table's properties to the Parquet writer, which reads `#column` settings;
 # an older staging table gains them on the next run (`_set_missing_properties`).
 STAGED_PROPERTIES = {
     "delta.dataSkippingStatsColumns": "source,topic,partition,offset,idx,kind,commit_ts,db,tbl",
-    **{f"parquet.enable.dictionary#{c}": "false" for c in ("offset", "commit_ts", "kafka_ts")},
+    **{
+        f"parquet.enable.dictionary#{c}": "false"
+        for c in ("offset", "commit_ts", "kafka_ts", "before_json", "after_json")
+    },
 }
 T = TypeVar("T")
 MARKER_COMMIT_CONF = "spark.databricks.delta.commitInfo.userMetadata"
