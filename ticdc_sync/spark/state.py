@@ -186,16 +186,17 @@ class State:
         """Whether an event staged after `known` is staged twice (same position). One narrow
         job over the new events' positions: about 1 s per 1M events, where the check of
         every capture line it replaces took 2.6-4.2 s (benchmarks/README.md)."""
-        found = (
+        # A count, not `limit(1)`: where nothing repeats (the usual case) a limit reads
+        # the groups in growing rounds, one job each (1.2-1.4 s against 1.0-1.2 s).
+        copies = (
             self.events()
             .where(_since_sql(source, known))
             .groupBy("topic", "partition", "offset", "idx")
             .count()
             .where(F.col("count") > 1)
-            .limit(1)
-            .collect()
+            .count()
         )
-        return bool(found)
+        return copies > 0
 
     def _conflicting_copies(self, source: str, known: SourceTally) -> list[str]:
         """Up to 3 positions (`topic/partition/offset`) staged after `known` whose copies
