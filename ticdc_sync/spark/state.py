@@ -4,9 +4,11 @@ State tables: `events` (staged decoded events: consumed positions and watermarks
 derived from it, so they are committed atomically with the events themselves; each
 staging commit carries the running tallies of what came before it, see `staged.py`),
 `quarantine` (bad records with raw bytes and reason), `schema_history` (one row per
-upstream table version). A target's progress is the `Marker` in the userMetadata of its
-latest ticdc-sync commit, i.e. recorded atomically with its data. Only small aggregates
-reach the driver here; rows never do.
+upstream table version). Beside them, `events_tallies.json` caches the tallies as of the
+staging table's newest commit (local warehouses; ignored once any later commit exists).
+A target's progress is the `Marker` in the userMetadata of its latest ticdc-sync commit,
+i.e. recorded atomically with its data. Only small aggregates reach the driver here; rows
+never do.
 """
 
 from __future__ import annotations
