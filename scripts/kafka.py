@@ -212,8 +212,12 @@ class KafkaBroker:
         kafka_version: str | None = None,
         extra_config: dict[str, str] | None = None,
         log_level: str = "WARN",
+        die_with_parent: bool = False,
     ) -> None:
         self.version = kafka_version or version()
+        # Tests: the broker goes when the process that started it goes, even by SIGKILL
+        # (`die_with_parent`); `kafka.py start` leaves it running for later commands.
+        self.die_with_parent = die_with_parent
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="ticdc-sync-kafka-"))
         self.port = port or free_port()
@@ -343,6 +347,7 @@ class KafkaBroker:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # its own process group, so stop() kills all of it
                 cwd=self.data_dir,
+                preexec_fn=die_with_parent() if self.die_with_parent else None,
             )
         finally:
             log.close()
@@ -463,6 +468,31 @@ class KafkaBroker:
             "--offset-json-file",
             str(f),
         )
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent():
+    """A `preexec_fn` for `subprocess.Popen`: the child is sent SIGKILL when the thread that
+    started it ends, so a test run killed with SIGKILL leaves no broker or daemon behind
+    (Linux `prctl(PR_SET_PDEATHSIG)`, kept across exec). Start such children from a thread
+    that lives as long as they should. None where prctl is missing (not Linux)."""
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        # Only a call after fork: no import or allocation-heavy work here.
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
 
 
 def _kill_group(pid: int, timeout: float, wait=None) -> None:

@@ -60,6 +60,8 @@ class Daemon:
                 stdin=subprocess.DEVNULL,
                 env=env,
                 start_new_session=True,
+                # Gone with the test run, even a SIGKILLed one (spark-class execs the JVM).
+                preexec_fn=broker_module().die_with_parent(),
             )
 
     @property

@@ -18,7 +18,7 @@ from tests.spark.conftest import spark  # noqa: F401 - the one shared SparkSessi
 
 @pytest.fixture(scope="session")
 def kafka_broker():
-    broker = broker_module().KafkaBroker()
+    broker = broker_module().KafkaBroker(die_with_parent=True)
     # The last resort if the teardown below never runs (close() is idempotent).
     atexit.register(broker.close)
     try:

@@ -59,7 +59,7 @@ def test_follow_applies_arriving_messages_across_a_broker_restart(spark, tmp_pat
     )
     enc = encode(history, protocol, topic)
     pieces = enc.chunks(3)
-    broker = broker_module().KafkaBroker(tmp_path / "kafka")
+    broker = broker_module().KafkaBroker(tmp_path / "kafka", die_with_parent=True)
     proc: subprocess.Popen | None = None
     log = tmp_path / "follow.log"
     try:

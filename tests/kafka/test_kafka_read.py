@@ -23,7 +23,7 @@ def _rows(df) -> list[tuple]:
 
 def test_broker_stop_and_restart_on_same_port_keeps_topics(spark, tmp_path):
     km = broker_module()
-    broker = km.KafkaBroker(tmp_path / "kafka")
+    broker = km.KafkaBroker(tmp_path / "kafka", die_with_parent=True)
     try:
         bootstrap = broker.start()
         assert bootstrap == f"127.0.0.1:{broker.port}"
