@@ -599,16 +599,12 @@ def checksum_num_files(location: str) -> int | None:
     """`numFiles` of the newest commit's version checksum (`_delta_log/<version>.crc`, a
     required field of that file in the Delta protocol), or None where it cannot be read:
     a remote table, a version without a checksum, a file being written."""
-    if not is_local(location):
+    found = _newest_log_file(location, ".crc")
+    if found is None:
         return None
-    log = local_path(location) / "_delta_log"
     try:
-        version = _newest_version(log)
-        if version is None:
-            return None
-        checksum = json.loads((log / f"{version:020d}.crc").read_text())
-        return int(checksum["numFiles"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return int(json.loads(found[1])["numFiles"])
+    except (ValueError, KeyError, TypeError):
         return None
 
 
@@ -616,21 +612,27 @@ def latest_commit(location: str) -> tuple[int, str] | None:
     """(version, SHA-256 of its commit file) of a local Delta table's newest commit, or None
     (a remote table, no commit yet). Commit files are never rewritten, so the pair names
     one commit of one table, also across a table deleted and made anew."""
+    found = _newest_log_file(location, ".json")
+    if found is None:
+        return None
+    version, data = found
+    return version, hashlib.sha256(data).hexdigest()
+
+
+def _newest_log_file(location: str, suffix: str) -> tuple[int, bytes] | None:
+    """(version, bytes of `_delta_log/<version><suffix>`) for a local table's newest commit,
+    or None: a remote table, no commit yet, a file that cannot be read."""
     if not is_local(location):
         return None
     log = local_path(location) / "_delta_log"
     try:
-        version = _newest_version(log)
-        if version is None:
+        versions = [int(f.name[:20]) for f in log.iterdir() if _is_commit_file(f.name)]
+        if not versions:
             return None
-        return version, hashlib.sha256((log / f"{version:020d}.json").read_bytes()).hexdigest()
+        version = max(versions)
+        return version, (log / f"{version:020d}{suffix}").read_bytes()
     except OSError:
         return None
-
-
-def _newest_version(log: Path) -> int | None:
-    versions = [int(f.name[:20]) for f in log.iterdir() if _is_commit_file(f.name)]
-    return max(versions) if versions else None
 
 
 def _is_commit_file(name: str) -> bool:
