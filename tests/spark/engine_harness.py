@@ -143,3 +143,19 @@ def canal_watermark(ts: int) -> bytes:
             "_tidb": {"watermarkTs": ts},
         }
     ).encode()
+
+
+def as_staged_columns(state, df):
+    """`df` padded to the staging table's columns (without `source`): its own columns as
+    they are, every other one NULL of its type. For staging hand-made events."""
+    from pyspark.sql import functions as F
+
+    full = state.events().drop("source").schema
+    return df.select(
+        *[
+            (F.col(f"`{f.name}`") if f.name in df.columns else F.lit(None).cast(f.dataType)).alias(
+                f.name
+            )
+            for f in full.fields
+        ]
+    )

@@ -7,7 +7,14 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from tests.spark.engine_harness import canal_row, load, make_project, read_target, write_captures
+from tests.spark.engine_harness import (
+    as_staged_columns,
+    canal_row,
+    load,
+    make_project,
+    read_target,
+    write_captures,
+)
 from tests.spark.engine_harness import canal_watermark as wm
 from ticdc_sync.spark import runner
 from ticdc_sync.spark.state import State, warehouse_path
@@ -172,16 +179,7 @@ def test_staged_unique_columns_are_written_without_a_parquet_dictionary(spark, t
         F.lit('{"id":"7"}').alias("before_json"),
         F.lit('{"id":"7","note":"x"}').alias("after_json"),
     )
-    full = spark.read.format("delta").load(state.events_path).drop("source").schema
-    decoded = decoded.select(
-        *[
-            (
-                F.col(f"`{f.name}`") if f.name in decoded.columns else F.lit(None).cast(f.dataType)
-            ).alias(f.name)
-            for f in full.fields
-        ]
-    )
-    state.stage("src", decoded)
+    state.stage("src", as_staged_columns(state, decoded))
     files = spark.read.format("delta").load(state.events_path).inputFiles()
     assert files
     for f in files:

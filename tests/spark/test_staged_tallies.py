@@ -8,6 +8,7 @@ import shutil
 import pytest
 from pyspark.sql import functions as F
 
+from tests.spark.engine_harness import as_staged_columns
 from ticdc_sync.spark.state import State, latest_commit, local_path
 from ticdc_sync.sqlgen import state_location
 
@@ -28,15 +29,7 @@ def _batch(spark, state: State, rows: list[tuple[int, int, str, int]]):
         ],
         EVENT_COLUMNS,
     )
-    full = state.events().drop("source").schema
-    return df.select(
-        *[
-            (F.col(f"`{f.name}`") if f.name in df.columns else F.lit(None).cast(f.dataType)).alias(
-                f.name
-            )
-            for f in full.fields
-        ]
-    )
+    return as_staged_columns(state, df)
 
 
 FIRST = [(0, 0, "row", 10), (0, 1, "watermark", 10), (1, 0, "row", 11), (1, 1, "watermark", 11)]
