@@ -5,7 +5,9 @@ or Kafka), decode them in Spark, append them to the staging table in one commit;
 compute the resolved TSO (min over partitions of the highest watermark, capped before any
 open bad record) and bring each routed target up to it (`apply.TargetApplier`). A table
 blocked by a DDL policy or a bad value stops alone; the run exits 1 naming it. The run
-writes `target/run_results.json` and `target/state.json` (read by `plan`).
+writes `target/run_results.json` and `target/state.json` (read by `plan`). Each phase's
+Spark jobs carry its name (`labels.phase`: `open state`, `stage <source>`,
+`resolve <source>`, `apply <target>`), in the Spark UI and in the event log.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def run(
     max_batches: int | None = None,
 ) -> int:
     """Consume what is available, apply what is resolved, exit (or keep going with follow)."""
+    from ticdc_sync.spark import labels
     from ticdc_sync.spark.state import RunLock, State, warehouse_path
 
     spark = spark or _session(project)
@@ -57,7 +60,8 @@ def run(
         old = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         with RunLock(wh):
-            state = State(spark, wh)
+            with labels.phase(spark, "open state"):
+                state = State(spark, wh)
             batches = 0
             code, failures = 0, 0
             while True:
@@ -119,6 +123,7 @@ def _kafka_unavailable(project: Project, e: Exception) -> bool:
 
 
 def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Out):
+    from ticdc_sync.spark import labels
     from ticdc_sync.spark import sources as sources_mod
     from ticdc_sync.spark.apply import SchemaBook, TargetApplier
     from ticdc_sync.spark.decode import decode_records
@@ -126,110 +131,116 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
     t0 = time.monotonic()
     result: dict = {"project": project.name, "sources": {}, "targets": {}, "errors": []}
     exit_code = 0
-    schemas = SchemaBook(state.schema_versions(), dict(project.seed_schemas))
+    with labels.phase(spark, "open state"):
+        schemas = SchemaBook(state.schema_versions(), dict(project.seed_schemas))
     for source in project.sources:
         s_res: dict = {}
         result["sources"][source.name] = s_res
-        # Read + decode + stage.
-        t = time.monotonic()
-        tally = state.tally(source.name)
-        consumed = tally.consumed()
-        # Sources without commit_ts keep their approximate order rising across batches.
-        floors = {
-            k: p.progress_ts for k, p in tally.partitions.items() if p.progress_ts is not None
-        }
-        records = sources_mod.read_records(spark, project, source, consumed)
-        decoded = decode_records(records, source, floors, seeded=project.seed_schemas)
-        # Overlapping capture files may hold a record twice; Kafka never repeats an offset.
-        may_repeat = project.output.transport.kind is TransportKind.FILES
-        try:
-            with sources_mod.balanced_splits(spark, project, source):
-                staged = state.stage(source.name, decoded, may_repeat=may_repeat)
-        except Exception as e:  # noqa: BLE001 - a bad capture line, raised inside the job
-            raise sources_mod.read_failure(spark, project, source, e) from None
-        s_res["staged_events"] = staged
-        out(
-            f"read+decode {source.name}: {staged} new event(s) staged ({time.monotonic() - t:.1f}s)"
-        )
-
-        # Bad records.
-        if project.defaults.on_bad_message is BadMessagePolicy.QUARANTINE:
-            n = state.quarantine_open_bad(source.name)
-            if n:
-                out(f"  {source.name}: {n} undecodable record(s) quarantined")
-            s_res["quarantined"] = n
-        bad = state.open_bad_records(source.name)
-        for b in bad:
-            msg = (
-                f"{b['topic']}/{b['partition']}/{b['offset']}: {b['error']} (hint: fix the "
-                "producer, or set `on_bad_message: quarantine` in ticdc_sync.yml defaults)"
-            )
-            result["errors"].append(msg)
-            out(f"error: {msg}")
-            exit_code = 1
-
-        # Resolved TSO.
-        parts = state.partitions(source.name)
-        if not parts:
-            s_res["resolved_ts"] = None
-            continue
-        wms = [state.capped_watermark(source.name, p) for p in parts]
-        if source.has_commit_ts:
-            resolved = -1 if any(w is None for w in wms) else min(wms)  # type: ignore[type-var]
-        else:
-            # No watermarks exist (codec facts 4.5): everything staged counts as resolved.
-            known = [w for w in wms if w is not None]
-            resolved = max(known) if known else -1
-        s_res["resolved_ts"] = resolved
-        s_res["partitions"] = {f"{p.topic}/{p.partition}": p.last_offset for p in parts}
-        out(f"  {source.name}: resolved ts {resolved} over {len(parts)} partition(s)")
-
-        # Routes.
-        targets: dict[str, tuple] = {}
-        skipped: dict[str, int] = {}
-        for r in state.upstream_tables(source.name):
-            db, tbl = r["db"] or "", r["tbl"] or ""
-            if not tbl:
-                continue  # schema-level DDL (CREATE DATABASE ...): nothing to route
-            entry = project.route(source.name, db, tbl)
-            if entry is None:
-                skipped[f"{db}.{tbl}"] = int(r["rows"])
-                continue
-            name = entry.target_name(db, tbl)
-            targets.setdefault(name, (entry, []))[1].append((db, tbl))
-        for db, tbl in project.seed_schemas:
-            entry = project.route(source.name, db, tbl)
-            if entry is not None:
-                name = entry.target_name(db, tbl)
-                ups = targets.setdefault(name, (entry, []))[1]
-                if (db, tbl) not in ups:
-                    ups.append((db, tbl))
-        if skipped:
-            s_res["skipped_tables"] = skipped
+        with labels.phase(spark, f"stage {source.name}"):
+            # Read + decode + stage.
+            t = time.monotonic()
+            tally = state.tally(source.name)
+            consumed = tally.consumed()
+            # Sources without commit_ts keep their approximate order rising across batches.
+            floors = {
+                k: p.progress_ts for k, p in tally.partitions.items() if p.progress_ts is not None
+            }
+            records = sources_mod.read_records(spark, project, source, consumed)
+            decoded = decode_records(records, source, floors, seeded=project.seed_schemas)
+            # Overlapping capture files may hold a record twice; Kafka never repeats an offset.
+            may_repeat = project.output.transport.kind is TransportKind.FILES
+            try:
+                with sources_mod.balanced_splits(spark, project, source):
+                    staged = state.stage(source.name, decoded, may_repeat=may_repeat)
+            except Exception as e:  # noqa: BLE001 - a bad capture line, raised inside the job
+                raise sources_mod.read_failure(spark, project, source, e) from None
+            s_res["staged_events"] = staged
             out(
-                f"  {source.name}: skipped {sum(skipped.values())} row change(s) of unrouted tables "
-                + ", ".join(sorted(skipped))
+                f"read+decode {source.name}: {staged} new event(s) staged ({time.monotonic() - t:.1f}s)"
             )
-        if resolved < 0:
-            out(f"  {source.name}: no watermark on every partition yet; nothing is resolved")
-            continue
-        from ticdc_sync.window import dedupe_ddl
 
-        all_ddls = dedupe_ddl(state.ddl_events(source.name, 2**63 - 1))
-        ddls = [d for d in all_ddls if d.commit_ts <= resolved]
-        result.setdefault("waiting_ddl", []).extend(
-            waiting_ddl(
-                project, source.name, schemas, [d for d in all_ddls if d.commit_ts > resolved]
-            )
-        )
-        appliers = []
-        for name in sorted(targets):
-            if select and not any(fnmatch.fnmatchcase(name, pat) for pat in select):
+        # Bad records, the resolved TSO, routes and target markers.
+        with labels.phase(spark, f"resolve {source.name}"):
+            # Bad records.
+            if project.defaults.on_bad_message is BadMessagePolicy.QUARANTINE:
+                n = state.quarantine_open_bad(source.name)
+                if n:
+                    out(f"  {source.name}: {n} undecodable record(s) quarantined")
+                s_res["quarantined"] = n
+            bad = state.open_bad_records(source.name)
+            for b in bad:
+                msg = (
+                    f"{b['topic']}/{b['partition']}/{b['offset']}: {b['error']} (hint: fix the "
+                    "producer, or set `on_bad_message: quarantine` in ticdc_sync.yml defaults)"
+                )
+                result["errors"].append(msg)
+                out(f"error: {msg}")
+                exit_code = 1
+
+            # Resolved TSO.
+            parts = state.partitions(source.name)
+            if not parts:
+                s_res["resolved_ts"] = None
                 continue
-            entry, ups = targets[name]
-            applier = TargetApplier(spark, state, project, source, entry, name, ups, schemas, out)
-            applier.load_marker()
-            appliers.append(applier)
+            wms = [state.capped_watermark(source.name, p) for p in parts]
+            if source.has_commit_ts:
+                resolved = -1 if any(w is None for w in wms) else min(wms)  # type: ignore[type-var]
+            else:
+                # No watermarks exist (codec facts 4.5): everything staged counts as resolved.
+                known = [w for w in wms if w is not None]
+                resolved = max(known) if known else -1
+            s_res["resolved_ts"] = resolved
+            s_res["partitions"] = {f"{p.topic}/{p.partition}": p.last_offset for p in parts}
+            out(f"  {source.name}: resolved ts {resolved} over {len(parts)} partition(s)")
+
+            # Routes.
+            targets: dict[str, tuple] = {}
+            skipped: dict[str, int] = {}
+            for r in state.upstream_tables(source.name):
+                db, tbl = r["db"] or "", r["tbl"] or ""
+                if not tbl:
+                    continue  # schema-level DDL (CREATE DATABASE ...): nothing to route
+                entry = project.route(source.name, db, tbl)
+                if entry is None:
+                    skipped[f"{db}.{tbl}"] = int(r["rows"])
+                    continue
+                name = entry.target_name(db, tbl)
+                targets.setdefault(name, (entry, []))[1].append((db, tbl))
+            for db, tbl in project.seed_schemas:
+                entry = project.route(source.name, db, tbl)
+                if entry is not None:
+                    name = entry.target_name(db, tbl)
+                    ups = targets.setdefault(name, (entry, []))[1]
+                    if (db, tbl) not in ups:
+                        ups.append((db, tbl))
+            if skipped:
+                s_res["skipped_tables"] = skipped
+                out(
+                    f"  {source.name}: skipped {sum(skipped.values())} row change(s) of unrouted tables "
+                    + ", ".join(sorted(skipped))
+                )
+            if resolved < 0:
+                out(f"  {source.name}: no watermark on every partition yet; nothing is resolved")
+                continue
+            from ticdc_sync.window import dedupe_ddl
+
+            all_ddls = dedupe_ddl(state.ddl_events(source.name, 2**63 - 1))
+            ddls = [d for d in all_ddls if d.commit_ts <= resolved]
+            result.setdefault("waiting_ddl", []).extend(
+                waiting_ddl(
+                    project, source.name, schemas, [d for d in all_ddls if d.commit_ts > resolved]
+                )
+            )
+            appliers = []
+            for name in sorted(targets):
+                if select and not any(fnmatch.fnmatchcase(name, pat) for pat in select):
+                    continue
+                entry, ups = targets[name]
+                applier = TargetApplier(
+                    spark, state, project, source, entry, name, ups, schemas, out
+                )
+                applier.load_marker()
+                appliers.append(applier)
         if apply_targets(spark, appliers, resolved, ddls, out, result):
             exit_code = 1
     result["seconds"] = round(time.monotonic() - t0, 3)
@@ -272,14 +283,15 @@ def apply_targets(spark, appliers: list, resolved: int, ddls: list, out: Out, re
 
 def _apply_target(applier, resolved: int, ddls: list) -> tuple[dict, list[str]]:
     """One target's apply: its run_results entry and its errors (blocked, or a user error)."""
-    from ticdc_sync.spark import fanout
+    from ticdc_sync.spark import fanout, labels
 
     name, ups, out = applier.target, applier.upstreams, applier.out
     errors: list[str] = []
     t = time.monotonic()
     try:
         try:
-            res = applier.run(resolved, ddls)
+            with labels.phase(applier.spark, f"apply {name}"):
+                res = applier.run(resolved, ddls)
         except BlockedError as e:
             res = applier.result
             res.blocked = {"message": str(e), "pending": getattr(e, "pending", [])}

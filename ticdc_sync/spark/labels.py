@@ -1,0 +1,46 @@
+"""Name the Spark jobs of each phase of a run: staging a source, its bookkeeping, each target.
+
+`phase(spark, "apply orders")` puts every Spark job started by the current thread inside
+the block in the job group `ticdc-sync: apply orders`, with that text as the job
+description. The Spark UI then shows which phase and target a job belongs to, and the
+event log carries the group in each job's properties, so a timeline can add up the
+core-seconds of each phase (`benchmarks/timeline.py`). Delta replaces the description of
+its own internal jobs while they run, never the group, so the group is what tools read.
+
+Job groups and descriptions are local properties of the calling thread: targets applied
+side by side (`fanout`) each label their own thread. What was set before the block (a
+notebook's own job group, say) is put back after it. This module must not start jobs,
+change any other Spark setting, or decide what a run does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pyspark.sql import SparkSession
+
+PREFIX = "ticdc-sync: "
+_GROUP = "spark.jobGroup.id"
+_DESCRIPTION = "spark.job.description"
+_INTERRUPT = "spark.job.interruptOnCancel"
+
+
+def group_id(text: str) -> str:
+    """The job group of the phase `text` (what `statusTracker().getJobIdsForGroup` takes)."""
+    return PREFIX + text
+
+
+@contextmanager
+def phase(spark: SparkSession, text: str) -> Iterator[None]:
+    """Label the Spark jobs this thread starts inside the block as the phase `text`."""
+    sc = spark.sparkContext
+    before = {key: sc.getLocalProperty(key) for key in (_GROUP, _DESCRIPTION, _INTERRUPT)}
+    # interruptOnCancel False: what Spark's own setJobGroup defaults to.
+    sc.setJobGroup(group_id(text), group_id(text), interruptOnCancel=False)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            # setLocalProperty with None removes the property.
+            sc.setLocalProperty(key, value)  # type: ignore[arg-type]
