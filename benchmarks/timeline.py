@@ -170,6 +170,8 @@ def main() -> None:
     ap.add_argument("--jobs", action="store_true", help="also list every job of each e2e pass")
     ap.add_argument("--protocol", default="canal-json")
     a = ap.parse_args()
+    if a.rounds < 1:
+        ap.error("--rounds must be at least 1 (the last round is reported)")
     n = a.events or (50_000 if a.quick else 1_000_000)
     cap = W.ensure_captures(W.Params(events=n, protocol=a.protocol))
     shutil.rmtree(EVENT_DIR, ignore_errors=True)
@@ -186,8 +188,8 @@ def main() -> None:
     from ticdc_sync.spark import runner
 
     intervals: list[Interval] = []
-    baseline: list[Interval] = []
-    walls: dict[str, tuple[float, float]] = {}
+    # Each round's whole baseline call and the two passes' measured wall times.
+    baseline: list[tuple[Interval, tuple[float, float]]] = []
 
     def timed(label: str, fn) -> None:
         t0 = time.time() * 1000
@@ -216,8 +218,7 @@ def main() -> None:
             t1, t2 = R.run_baseline(spark, cap, work)
             # Split by job group below: each pass is a streaming query of its own, whose jobs
             # Spark groups under the query's run id (set-up and row checks are in neither).
-            baseline.append(Interval(f"round {i + 1} baseline", t0, time.time() * 1000))
-            walls[f"round {i + 1} baseline"] = (t1, t2)
+            baseline.append((Interval(f"round {i + 1} baseline", t0, time.time() * 1000), (t1, t2)))
             print(f"  round {i + 1} baseline: pass 1 {t1:.1f}s, pass 2 {t2:.1f}s", flush=True)
     spark.stop()
 
@@ -225,8 +226,8 @@ def main() -> None:
     last = [iv for iv in intervals if iv.label.startswith(f"round {a.rounds} ")]
     for iv in last:
         iv.jobs = [j for j in jobs if j.start >= iv.start and j.end <= iv.end]
-    for iv in baseline[-1:]:
-        last.extend(baseline_passes(iv, jobs, walls[iv.label]))
+    whole, walls = baseline[-1]
+    last.extend(baseline_passes(whole, jobs, walls))
     print(f"\n# work budget, {n:,} events per pass, round {a.rounds} of {a.rounds} (one JVM)")
     for iv in last:
         print()
