@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from testkit.history import HistoryConfig, encode, generate
 from tests.cluster.conftest import StandaloneCluster, cluster_env
 from tests.kafka.helpers import kafka_project, produce_records
 from tests.kafka.test_e2e_protocols import assert_each_record_staged_once, check_targets
 from tests.spark.engine_harness import load
 from tests.spark.truth import schema_sql
-from ticdc_sync.workload.history import HistoryConfig, encode, generate
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.kafka, pytest.mark.spark]
 

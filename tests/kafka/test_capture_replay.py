@@ -11,13 +11,13 @@ import uuid
 
 import pytest
 
+from testkit.history import HistoryConfig, encode, generate
 from tests.kafka.helpers import kafka_project, produce_records
 from tests.kafka.test_e2e_protocols import check_targets
 from tests.spark.engine_harness import load, make_project, read_target
 from tests.spark.truth import schema_sql
 from ticdc_sync.spark import runner
 from ticdc_sync.spark.capture import capture
-from ticdc_sync.workload.history import HistoryConfig, encode, generate
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

@@ -15,12 +15,12 @@ import uuid
 
 import pytest
 
+from testkit.history import HistoryConfig, encode, generate
 from tests.kafka.helpers import kafka_project, produce_records
 from tests.spark.engine_harness import load, read_target
 from tests.spark.truth import assert_table_equals, schema_sql
 from ticdc_sync.spark import runner
 from ticdc_sync.spark.state import State, warehouse_path
-from ticdc_sync.workload.history import HistoryConfig, encode, generate
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

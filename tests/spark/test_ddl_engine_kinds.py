@@ -1,6 +1,6 @@
 """Every DDL kind on real Delta targets, per protocol, through the real runner.
 
-One upstream history per protocol (TiCDC-encoded by `ticdc_sync.workload.encode`) walks
+One upstream history per protocol (TiCDC-encoded by `testkit.encode`) walks
 through CREATE TABLE from a `shop.*` route (no schema/*.sql), ADD COLUMN NOT NULL DEFAULT
 with backfill, ADD COLUMN FIRST/AFTER, RENAME COLUMN then an update of it, DROP and re-ADD
 of a column with the same name, widening MODIFYs, a MODIFY that keeps the Spark type,
@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from testkit.encode import DdlChange, RowChange, TopicProducer, make_encoder, make_tso
 from tests.spark.engine_harness import (
     load,
     make_project,
@@ -28,7 +29,6 @@ from ticdc_sync import ddl as ddl_mod
 from ticdc_sync.cli import main as cli_main
 from ticdc_sync.spark import runner
 from ticdc_sync.upstream import TableSchema
-from ticdc_sync.workload.encode import DdlChange, RowChange, TopicProducer, make_encoder, make_tso
 
 pytestmark = pytest.mark.spark
 

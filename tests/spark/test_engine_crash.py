@@ -20,10 +20,10 @@ import time
 
 import pytest
 
+from testkit.history import HistoryConfig, encode, generate
 from tests.spark.engine_harness import load, make_project, read_target, write_captures
 from tests.spark.truth import assert_table_equals, schema_sql
 from ticdc_sync.spark import runner
-from ticdc_sync.workload.history import HistoryConfig, encode, generate
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

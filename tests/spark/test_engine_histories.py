@@ -1,6 +1,6 @@
 """The engine against generated TiCDC histories: every protocol, one run and many small runs.
 
-Histories (ticdc_sync.workload.history) have many transactions over several tables and
+Histories (testkit.history) have many transactions over several tables and
 partitions, key moves, deletes and re-inserts, at-least-once replays after watermarks and
 watermarks arriving at different times per partition; their truth is each table as of the
 resolved ts. The Delta targets must equal it exactly.
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from testkit.history import HistoryConfig, encode, generate
 from tests.spark.engine_harness import load, make_project, read_target, write_captures
 from tests.spark.truth import assert_table_equals, schema_sql
 from ticdc_sync.spark import runner
-from ticdc_sync.workload.history import HistoryConfig, encode, generate
 
 pytestmark = pytest.mark.spark
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from testkit import values as V
 from tests.spark.engine_harness import load, read_target
 from tests.spark.truth import canon_delta
 from ticdc_sync import cli
-from ticdc_sync.workload import values as V
 
 pytestmark = pytest.mark.spark
 
@@ -35,7 +35,7 @@ def test_example_runs_end_to_end(spark, tmp_path, capsys):
     shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns("warehouse", "target"))
     assert cli.main(["run", "--project", str(root)]) == 0
     project = load(root)
-    from ticdc_sync.workload.history import json_value  # noqa: F401  (format of expected/)
+    from testkit.history import json_value  # noqa: F401  (format of expected/)
 
     schemas = dict(project.seed_schemas)
     for expected_file in sorted((root / "expected").glob("*.json")):

@@ -7,9 +7,9 @@ import datetime as dt
 from decimal import Decimal
 from typing import Any
 
+from testkit import values as V
+from testkit.history import json_value
 from ticdc_sync.upstream import Column, TableSchema
-from ticdc_sync.workload import values as V
-from ticdc_sync.workload.history import json_value
 
 
 def schema_sql(schema: TableSchema) -> str:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from ticdc_sync.capture_format import record_line
 from ticdc_sync.errors import UserError
 from ticdc_sync.model import Defaults, Output, Project
-from ticdc_sync.spark.capture import capture, captured_next, record_line
+from ticdc_sync.spark.capture import capture, captured_next
 
 
 def test_captured_next_reads_any_layout_and_repairs_a_cut_last_line(tmp_path):
@@ -41,15 +42,17 @@ def test_capture_needs_a_kafka_transport(tmp_path):
         capture(project, out=lambda s: None, spark=object())
 
 
-def test_line_format_is_identical_to_the_workload_writer():
-    from ticdc_sync.workload.captures import record_line as workload_line
-    from ticdc_sync.workload.encode import Record
+def test_a_line_round_trips_and_stays_one_line():
+    from ticdc_sync.capture_format import parse_line
 
     cases = [
-        (0, 5, 1700000000123, b'{"a":1}', '{"v":"ü\\n"}'.encode()),
+        (0, 5, 1700000000123, b'{"a":1}', '{"v":"ü\\n\u2028\u2029\x85"}'.encode()),
         (3, 0, 0, None, None),
         (1, 9, 1, b"\xff", b"\x00\x01"),
         (2, 7, 2, b"text", b"\xc3"),
     ]
     for p, o, ts, k, v in cases:
-        assert record_line(p, o, ts, k, v) == workload_line(Record("t", p, o, ts, k, v))
+        line = record_line(p, o, ts, k, v)
+        assert len(line.splitlines()) == 1
+        r = parse_line(line)
+        assert (r.partition, r.offset, r.timestamp, r.key, r.value) == (p, o, ts, k, v)

@@ -9,10 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from tests.shared_paths import SHARED
-from ticdc_sync.ddl import parse_schema_sql
-from ticdc_sync.upstream import Column, TableSchema
-from ticdc_sync.workload.encode import (
+from testkit.encode import (
     CanalJsonEncoder,
     DdlChange,
     DebeziumEncoder,
@@ -23,7 +20,10 @@ from ticdc_sync.workload.encode import (
     make_tso,
     transaction_events,
 )
-from ticdc_sync.workload.gojson import go_quote_inner
+from testkit.gojson import go_quote_inner
+from tests.shared_paths import SHARED
+from ticdc_sync.ddl import parse_schema_sql
+from ticdc_sync.upstream import Column, TableSchema
 
 CORPUS = SHARED / "corpus"
 DBZ = CORPUS / "tiflow" / "debezium-testdata"

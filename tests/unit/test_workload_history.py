@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from ticdc_sync.workload import example
-from ticdc_sync.workload.captures import read_captures, record_line, write_captures
-from ticdc_sync.workload.encode import CanalJsonEncoder, EncoderOptions, Record
-from ticdc_sync.workload.history import HistoryConfig, encode, generate
-from ticdc_sync.workload.values import default_value, internal, zone
+from testkit import example
+from testkit.captures import read_captures, record_line, write_captures
+from testkit.encode import CanalJsonEncoder, EncoderOptions, Record
+from testkit.history import HistoryConfig, encode, generate
+from testkit.values import default_value, internal, zone
 
 
 def _canal_replay(records: list[Record], partitions: int) -> tuple[dict, int]:

@@ -1,8 +1,8 @@
 """`ticdc-sync capture`: record Kafka topics into capture files (DESIGN.md §1), appending.
 
 Writes `<out>/<topic>/part-<partition>.jsonl`, one record a line, in the exact line format
-of `ticdc_sync.workload.captures.record_line` (sorted keys, `"encoding": "base64"` with both
-key and value base64 when either is not UTF-8). A second capture appends only records after
+of `ticdc_sync.capture_format.record_line` (sorted keys, `"encoding": "base64"` with
+both key and value base64 when either is not UTF-8). A second capture appends only records after
 the highest offset the topic's capture files already hold, per partition; a partition whose
 next records Kafka no longer has is an error (ticdc_sync.spark.kafka), never a silent gap.
 
@@ -14,34 +14,18 @@ export path. This module must not decode records or touch Delta tables.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from ticdc_sync.capture_format import record_line
 from ticdc_sync.errors import UserError
 from ticdc_sync.model import Project, TransportKind
 from ticdc_sync.spark import kafka
 
 CHUNK_RECORDS = 50_000
-
-
-def record_line(
-    partition: int, offset: int, timestamp: int | None, key: bytes | None, value: bytes | None
-) -> str:
-    """One capture line; byte-identical to `workload.captures.record_line` for the same record."""
-    obj: dict[str, object] = {"partition": partition, "offset": offset, "timestamp": timestamp}
-    try:
-        obj["key"] = None if key is None else bytes(key).decode("utf-8")
-        obj["value"] = None if value is None else bytes(value).decode("utf-8")
-    except UnicodeDecodeError:
-        # Open Protocol is binary: both fields as base64 of the raw bytes (DESIGN.md §1).
-        obj["encoding"] = "base64"
-        obj["key"] = None if key is None else base64.b64encode(bytes(key)).decode()
-        obj["value"] = None if value is None else base64.b64encode(bytes(value)).decode()
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
 
 
 def captured_next(folder: Path) -> dict[int, int]:

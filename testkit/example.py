@@ -1,6 +1,6 @@
 """Regenerate the example project's captures and expected tables.
 
-`python -m ticdc_sync.workload.example DIR` (DIR = projects_example/shop) writes
+`python -m testkit.example DIR` (DIR = projects_example/shop) writes
 `DIR/captures/<topic>/capture.jsonl` for the topics `shop_canal`, `shop_debezium` and
 `shop_open` (one seeded history encoded three ways) and `DIR/expected/<table>.json`, the
 true tables as of the resolved ts. The upstream schemas come from `DIR/schema/shop.sql`
@@ -131,7 +131,7 @@ def build(project: Path, seed: int = 33) -> dict[str, int]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m ticdc_sync.workload.example PROJECT_DIR", file=sys.stderr)
+        print("usage: python -m testkit.example PROJECT_DIR", file=sys.stderr)
         return 2
     sizes = build(Path(argv[0]))
     for name, size in sorted(sizes.items()):

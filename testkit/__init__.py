@@ -1,4 +1,4 @@
-"""Workload: faithful TiCDC encoders, a history generator with ground truth, capture files.
+"""Test kit: faithful TiCDC encoders, a history generator with ground truth, capture files.
 
 Modules: `encode` (Canal-JSON / Open Protocol / Debezium encoders and a partition-placing
 producer), `history` (seeded TiCDC-like histories with their true final tables),
@@ -6,7 +6,7 @@ producer), `history` (seeded TiCDC-like histories with their true final tables),
 Pure Python; never imports pyspark.
 """
 
-from ticdc_sync.workload.encode import (
+from testkit.encode import (
     DdlChange,
     EncoderOptions,
     Record,
