@@ -8,8 +8,8 @@ import pytest
 
 from tests.shared_paths import SHARED
 from ticdc_sync.ddl import Catalog, parse_ddl, parse_schema_sql
-from ticdc_sync.ddl_lex import split_statements
-from ticdc_sync.ddl_parse import Unknown
+from ticdc_sync.ddl.statements import Unknown
+from ticdc_sync.ddl.tokens import split_statements
 from ticdc_sync.upstream import TableSchema
 
 CORPUS = SHARED / "corpus/canal-ddl-meta"

@@ -26,7 +26,7 @@ from ticdc_sync.ddl import (
     parse_ddl,
     parse_schema_sql,
 )
-from ticdc_sync.ddl_parse import (
+from ticdc_sync.ddl.statements import (
     AlterTable,
     CreateIndex,
     CreateTable,
@@ -284,13 +284,13 @@ def test_open_protocol_hints() -> None:
     assert isinstance(u, Unknown)
     (c,) = parse_ddl("CREATE TABLE `d`.`x` (a int);", "d", "60")  # tiflow split CreateTables
     assert isinstance(c, CreateTable)
-    assert ddl.classify_open_protocol(3) is DdlKind.CREATE_TABLE
-    assert ddl.classify_open_protocol(23) is DdlKind.PARTITION
-    assert ddl.classify_open_protocol(25) is DdlKind.RECOVER_TABLE
-    assert ddl.classify_open_protocol(32) is DdlKind.PRIMARY_KEY
-    assert ddl.classify_open_protocol(61) is None
-    assert ddl.classify_open_protocol(12) is None
-    assert ddl.classify_open_protocol(999) is None
+    assert ddl.open_protocol_action(3).kind is DdlKind.CREATE_TABLE
+    assert ddl.open_protocol_action(23).kind is DdlKind.PARTITION
+    assert ddl.open_protocol_action(25).kind is DdlKind.RECOVER_TABLE
+    assert ddl.open_protocol_action(32).kind is DdlKind.PRIMARY_KEY
+    assert ddl.open_protocol_action(61).kind is None
+    assert ddl.open_protocol_action(12).kind is None
+    assert ddl.open_protocol_action(999).kind is None
     assert ddl.open_protocol_action(47).name == "RenameTables"
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ticdc_sync import ddl as ddl_mod
-from ticdc_sync.ddl_parse import AlterTable, CreateTable, RenameTableClause, RenameTables
+from ticdc_sync.ddl.statements import AlterTable, CreateTable, RenameTableClause, RenameTables
 from ticdc_sync.errors import BlockedError
 from ticdc_sync.model import Action, DdlKind
 from ticdc_sync.spark.state import commit_marker, has_data_files, table_exists, target_marker

@@ -1,282 +1,47 @@
-"""Upstream DDL messages into typed statements (`parse_ddl`), with ALTER TABLE clause parsing.
+"""The statement grammar: one upstream DDL text (one or more `;`-separated statements) into
+typed statements (`statements`).
 
-One message may hold several `;`-separated statements. Every statement becomes one of the
-frozen dataclasses below; what the grammar does not understand becomes `Unknown(sql, reason)`,
-never a guess. Pure Python; no pyspark. Lexing and CREATE TABLE come from `ddl_lex`.
+Every statement becomes one of the frozen dataclasses of `statements`; what the grammar does
+not understand becomes `Unknown(sql, reason)`, never a guess. Pure Python; no pyspark.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ticdc_sync.ddl_lex import (
-    ColumnDef,
-    ParseError,
-    Parser,
-    RawStatement,
-    is_key_element_start,
-    parse_column_def,
-    parse_create_table,
-    parse_default_value,
-    parse_key_element,
-    parse_key_parts,
-    split_statements,
+from ticdc_sync.ddl.columns import ColumnDef, parse_column_def, parse_default_value, parse_key_parts
+from ticdc_sync.ddl.create_table import is_key_element_start, parse_create_table, parse_key_element
+from ticdc_sync.ddl.statements import (
+    AddColumnClause,
+    AddPrimaryKeyClause,
+    AddUniqueKeyClause,
+    AlterClause,
+    AlterDatabase,
+    AlterTable,
+    ChangeColumnClause,
+    CreateDatabase,
+    CreateIndex,
+    CreateTable,
+    CreateTableLike,
+    DdlStatement,
+    DropColumnClause,
+    DropDatabase,
+    DropIndex,
+    DropPrimaryKeyClause,
+    DropTable,
+    IndexClause,
+    PartitionClause,
+    Position,
+    RecoverTable,
+    RenameColumnClause,
+    RenameTableClause,
+    RenameTables,
+    SchemaObject,
+    SetDefaultClause,
+    TableOptionClause,
+    TiFlashClause,
+    TruncateTable,
+    Unknown,
 )
-from ticdc_sync.sqlgen import quote
-from ticdc_sync.upstream import Column, TableSchema
-
-# -- ALTER TABLE clauses ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Position:
-    """Column position: FIRST (after=None) or AFTER `after`."""
-
-    after: str | None = None
-
-    @property
-    def first(self) -> bool:
-        return self.after is None
-
-    def sql(self) -> str:
-        return "FIRST" if self.after is None else f"AFTER {quote(self.after)}"
-
-
-@dataclass(frozen=True, slots=True)
-class AddColumnClause:
-    column: Column
-    position: Position | None = None
-    primary: bool = False
-    unique: bool = False
-    if_not_exists: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class DropColumnClause:
-    name: str
-    if_exists: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ChangeColumnClause:
-    """MODIFY (old == column.name) or CHANGE old new type."""
-
-    old: str
-    column: Column
-    position: Position | None = None
-    primary: bool = False
-    unique: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class RenameColumnClause:
-    old: str
-    new: str
-
-
-@dataclass(frozen=True, slots=True)
-class SetDefaultClause:
-    """ALTER COLUMN c SET DEFAULT v (default text; None for NULL) / DROP DEFAULT (drop=True)."""
-
-    name: str
-    default: str | None = None
-    drop: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class AddPrimaryKeyClause:
-    columns: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class DropPrimaryKeyClause:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class AddUniqueKeyClause:
-    name: str | None
-    columns: tuple[str, ...] | None  # None: functional key parts (not a handle key)
-
-
-@dataclass(frozen=True, slots=True)
-class IndexClause:
-    """Non-unique index, foreign key, check constraint, rename/visibility of an index."""
-
-    action: str  # "add" | "drop" | "rename" | "alter"
-    name: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TableOptionClause:
-    """Table options: COMMENT (kept), charset/collation, engine, auto-id, TTL, placement..."""
-
-    option: str
-    comment: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionClause:
-    """ADD/DROP/TRUNCATE/EXCHANGE/REORGANIZE/COALESCE PARTITION, PARTITION BY, REMOVE PARTITIONING."""
-
-    action: str  # upper-case: "ADD", "DROP", "TRUNCATE", "EXCHANGE", "REORGANIZE", ...
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class TiFlashClause:
-    replicas: int
-
-
-@dataclass(frozen=True, slots=True)
-class RenameTableClause:
-    new_db: str
-    new_table: str
-
-
-AlterClause = (
-    AddColumnClause
-    | DropColumnClause
-    | ChangeColumnClause
-    | RenameColumnClause
-    | SetDefaultClause
-    | AddPrimaryKeyClause
-    | DropPrimaryKeyClause
-    | AddUniqueKeyClause
-    | IndexClause
-    | TableOptionClause
-    | PartitionClause
-    | TiFlashClause
-    | RenameTableClause
-)
-
-# -- statements -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class CreateTable:
-    schema: TableSchema
-    if_not_exists: bool = False
-    sql: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class CreateTableLike:
-    db: str
-    table: str
-    like_db: str
-    like_table: str
-    if_not_exists: bool = False
-    sql: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class AlterTable:
-    db: str
-    table: str
-    clauses: tuple[AlterClause, ...]
-    sql: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class RenameTables:
-    pairs: tuple[tuple[tuple[str, str], tuple[str, str]], ...]  # ((old_db, old), (new_db, new))
-    sql: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class TruncateTable:
-    db: str
-    table: str
-    sql: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class DropTable:
-    db: str
-    table: str
-    if_exists: bool = False
-    sql: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class CreateDatabase:
-    db: str
-    sql: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class DropDatabase:
-    db: str
-    sql: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class AlterDatabase:
-    db: str | None
-    sql: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class CreateIndex:
-    db: str
-    table: str
-    name: str
-    unique: bool
-    columns: tuple[str, ...] | None
-    sql: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class DropIndex:
-    db: str
-    table: str
-    name: str
-    sql: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class SchemaObject:
-    """Views, sequences, placement policies, resource groups, LOCK/UNLOCK: no table data."""
-
-    object: str  # "view" | "sequence" | "placement policy" | "resource group" | "lock"
-    action: str  # "create" | "alter" | "drop" | ...
-    name: str | None
-    sql: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class RecoverTable:
-    """RECOVER TABLE / FLASHBACK TABLE|DATABASE: brings back rows with no row events."""
-
-    db: str | None
-    table: str | None
-    new_table: str | None = None
-    sql: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Unknown:
-    sql: str
-    reason: str
-
-
-DdlStatement = (
-    CreateTable
-    | CreateTableLike
-    | AlterTable
-    | RenameTables
-    | TruncateTable
-    | DropTable
-    | CreateDatabase
-    | DropDatabase
-    | AlterDatabase
-    | CreateIndex
-    | DropIndex
-    | SchemaObject
-    | RecoverTable
-    | Unknown
-)
+from ticdc_sync.ddl.tokens import ParseError, Parser, RawStatement, split_statements
 
 # -- parsing ----------------------------------------------------------------------------------
 

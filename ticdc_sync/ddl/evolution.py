@@ -1,9 +1,10 @@
 """Schema evolution: a parsed DDL statement applied to an upstream schema, and the Delta changes.
 
 `apply_statement` computes the new upstream `TableSchema` and the list of `DeltaChange`s for
-one table (DESIGN.md §2 "DDL to Delta"); `apply_to_catalog` does it for a set of tables
-(RENAME across tables, CREATE TABLE ... LIKE); `delta_sql` renders each change as the Spark SQL
-the runner executes on a path-based Delta target. Pure Python; no pyspark, no I/O.
+one table (DESIGN.md §2 "DDL to Delta"); `Catalog` does it for a set of tables (RENAME across
+tables, CREATE TABLE ... LIKE); `diff_schemas` derives the changes between two schemas (a
+Debezium table description, a CREATE TABLE over a known table). Pure Python; no pyspark, no
+I/O; renders no SQL (`delta_sql`) and decides no policy (`policy`).
 """
 
 from __future__ import annotations
@@ -11,9 +12,25 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ticdc_sync import ddl_lex
-from ticdc_sync.datatypes import delta_type, type_change
-from ticdc_sync.ddl_parse import (
+from ticdc_sync.datatypes import delta_type
+from ticdc_sync.ddl import create_table
+from ticdc_sync.ddl.changes import (
+    AddColumn,
+    ChangeKey,
+    CreateTarget,
+    DeltaChange,
+    DropColumn,
+    DropTarget,
+    MoveColumn,
+    NoOp,
+    RenameColumn,
+    RenameTarget,
+    SetDefault,
+    TruncateTarget,
+    Unsupported,
+    change_column_type,
+)
+from ticdc_sync.ddl.statements import (
     AddColumnClause,
     AddPrimaryKeyClause,
     AddUniqueKeyClause,
@@ -47,194 +64,8 @@ from ticdc_sync.ddl_parse import (
 )
 from ticdc_sync.errors import DdlError
 from ticdc_sync.model import DdlKind
-from ticdc_sync.sqlgen import create_table_sql, quote, sql_string
+from ticdc_sync.sqlgen import sql_string
 from ticdc_sync.upstream import Column, TableSchema
-
-# -- Delta changes ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class CreateTarget:
-    schema: TableSchema
-    kind: DdlKind = DdlKind.CREATE_TABLE
-    effect: str = "additive"
-
-    def describe(self) -> str:
-        return f"create target from {self.schema.qualified} ({len(self.schema.columns)} columns)"
-
-
-@dataclass(frozen=True, slots=True)
-class AddColumn:
-    """Add a column. `backfill_sql` is the Spark literal every existing row gets (MySQL fills
-    existing rows with the DEFAULT, or the implicit default for NOT NULL without DEFAULT)."""
-
-    name: str
-    delta_type: str
-    position: Position | None = None
-    default_sql: str | None = None
-    backfill_sql: str | None = None
-    comment: str | None = None
-    note: str | None = None  # why existing rows are not backfilled exactly, when so
-    kind: DdlKind = DdlKind.ADD_COLUMN
-    effect: str = "additive"
-
-    def describe(self) -> str:
-        s = f"add column {self.name} {self.delta_type}"
-        if self.position is not None:
-            s += " " + self.position.sql().replace("`", "")
-        if self.backfill_sql is not None:
-            s += f"; existing rows = {self.backfill_sql}"
-        if self.note:
-            s += f" ({self.note})"
-        return s
-
-
-@dataclass(frozen=True, slots=True)
-class DropColumn:
-    name: str
-    kind: DdlKind = DdlKind.DROP_COLUMN
-    effect: str = "destructive"
-
-    def describe(self) -> str:
-        return f"drop column {self.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class RenameColumn:
-    old: str
-    new: str
-    kind: DdlKind = DdlKind.RENAME_COLUMN
-    effect: str = "destructive"  # readers of the old name break
-
-    def describe(self) -> str:
-        return f"rename column {self.old} to {self.new}"
-
-
-@dataclass(frozen=True, slots=True)
-class ChangeColumnType:
-    name: str
-    old_type: str
-    new_type: str
-    change: str  # "widen" | "same" | "narrow" (datatypes.type_change)
-    kind: DdlKind = DdlKind.WIDEN_COLUMN
-    effect: str = "additive"
-
-    def describe(self) -> str:
-        return f"{self.change} column {self.name}: {self.old_type} -> {self.new_type}"
-
-
-def change_column_type(name: str, old: str, new: str) -> ChangeColumnType:
-    c = type_change(old, new)
-    if c == "narrow":
-        return ChangeColumnType(name, old, new, c, DdlKind.NARROW_COLUMN, "destructive")
-    if c == "same":
-        return ChangeColumnType(name, old, new, c, DdlKind.WIDEN_COLUMN, "none")
-    return ChangeColumnType(name, old, new, c)
-
-
-@dataclass(frozen=True, slots=True)
-class MoveColumn:
-    """MODIFY/CHANGE ... FIRST|AFTER: the upstream column order changed."""
-
-    name: str
-    position: Position
-    kind: DdlKind = DdlKind.OTHER
-    effect: str = "none"
-
-    def describe(self) -> str:
-        return f"move column {self.name} {self.position.sql().replace('`', '')}"
-
-
-@dataclass(frozen=True, slots=True)
-class SetDefault:
-    name: str
-    default: str | None  # MySQL default text; None: no default / DEFAULT NULL
-    kind: DdlKind = DdlKind.SET_DEFAULT
-    effect: str = "none"
-
-    def describe(self) -> str:
-        d = "none" if self.default is None else self.default
-        return f"set default of {self.name} to {d} (affects future upstream inserts only)"
-
-
-@dataclass(frozen=True, slots=True)
-class TruncateTarget:
-    kind: DdlKind = DdlKind.TRUNCATE_TABLE
-    effect: str = "destructive"
-
-    def describe(self) -> str:
-        return "truncate target (delete all rows; history stays in Delta)"
-
-
-@dataclass(frozen=True, slots=True)
-class DropTarget:
-    kind: DdlKind = DdlKind.DROP_TABLE
-    effect: str = "destructive"
-
-    def describe(self) -> str:
-        return "drop target"
-
-
-@dataclass(frozen=True, slots=True)
-class RenameTarget:
-    new_db: str
-    new_table: str
-    kind: DdlKind = DdlKind.RENAME_TABLE
-    effect: str = "destructive"
-
-    def describe(self) -> str:
-        return f"upstream table renamed to {self.new_db}.{self.new_table}"
-
-
-@dataclass(frozen=True, slots=True)
-class ChangeKey:
-    new_keys: tuple[str, ...]  # the new handle key (PK, else first NOT NULL unique key)
-    kind: DdlKind = DdlKind.PRIMARY_KEY
-    effect: str = "none"
-
-    def describe(self) -> str:
-        return (
-            f"merge key becomes ({', '.join(self.new_keys)})"
-            if self.new_keys
-            else ("merge key dropped (no primary or NOT NULL unique key left)")
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class NoOp:
-    reason: str
-    kind: DdlKind = DdlKind.OTHER
-    effect: str = "none"
-
-    def describe(self) -> str:
-        return f"no Delta change: {self.reason}"
-
-
-@dataclass(frozen=True, slots=True)
-class Unsupported:
-    reason: str
-    kind: DdlKind = DdlKind.OTHER
-    effect: str = "unsupported"
-
-    def describe(self) -> str:
-        return f"unsupported: {self.reason}"
-
-
-DeltaChange = (
-    CreateTarget
-    | AddColumn
-    | DropColumn
-    | RenameColumn
-    | ChangeColumnType
-    | MoveColumn
-    | SetDefault
-    | TruncateTarget
-    | DropTarget
-    | RenameTarget
-    | ChangeKey
-    | NoOp
-    | Unsupported
-)
 
 # -- literals -----------------------------------------------------------------------------------
 
@@ -379,7 +210,7 @@ def _rename_in_keys(schema: TableSchema, old: str, new: str) -> TableSchema:
         return tuple(new if n.lower() == old.lower() else n for n in names)
 
     extra = {
-        k: "\t".join(ren(tuple(v.split("\t")))) if k.startswith(ddl_lex.UK_PREFIX) else v
+        k: "\t".join(ren(tuple(v.split("\t")))) if k.startswith(create_table.UK_PREFIX) else v
         for k, v in schema.extra.items()
     }
     return schema.with_(
@@ -397,7 +228,7 @@ def _drop_from_keys(schema: TableSchema, name: str) -> TableSchema:
 
     extra: dict[str, str] = {}
     for k, v in schema.extra.items():
-        if k.startswith(ddl_lex.UK_PREFIX):
+        if k.startswith(create_table.UK_PREFIX):
             left = rm(tuple(v.split("\t")))
             if left:
                 extra[k] = "\t".join(left)
@@ -432,7 +263,7 @@ def _apply_clause(schema: TableSchema, clause: AlterClause, out: list[DeltaChang
         if clause.primary:
             schema = _set_pk(schema, (clause.column.name,))
         if clause.unique:
-            schema = ddl_lex.add_unique_key(schema, None, (clause.column.name,))
+            schema = create_table.add_unique_key(schema, None, (clause.column.name,))
         return schema
     if isinstance(clause, DropColumnClause):
         if schema.column(clause.name) is None and clause.if_exists:
@@ -467,7 +298,7 @@ def _apply_clause(schema: TableSchema, clause: AlterClause, out: list[DeltaChang
         if clause.primary:
             schema = _set_pk(schema, (new.name,))
         if clause.unique:
-            schema = ddl_lex.add_unique_key(schema, None, (new.name,))
+            schema = create_table.add_unique_key(schema, None, (new.name,))
         return schema
     if isinstance(clause, RenameColumnClause):
         i = _index(schema, clause.old)
@@ -502,17 +333,17 @@ def _apply_clause(schema: TableSchema, clause: AlterClause, out: list[DeltaChang
             return schema
         names = tuple(schema.columns[_index(schema, n)].name for n in clause.columns)
         out.append(NoOp(f"unique key ({', '.join(names)})"))
-        return ddl_lex.add_unique_key(schema, clause.name, names)
+        return create_table.add_unique_key(schema, clause.name, names)
     if isinstance(clause, IndexClause):
         out.append(NoOp(f"index {clause.action} {clause.name or ''}".strip()))
         if clause.action == "drop" and clause.name:
-            return ddl_lex.drop_unique_key(schema, clause.name)
+            return create_table.drop_unique_key(schema, clause.name)
         if clause.action == "rename" and clause.name:
             old, new = clause.name.split("->", 1)
-            key = ddl_lex.UK_PREFIX + old.lower()
+            key = create_table.UK_PREFIX + old.lower()
             if key in schema.extra:
                 extra = {k: v for k, v in schema.extra.items() if k != key}
-                extra[ddl_lex.UK_PREFIX + new.lower()] = schema.extra[key]
+                extra[create_table.UK_PREFIX + new.lower()] = schema.extra[key]
                 return schema.with_(extra=extra)
         return schema
     if isinstance(clause, TableOptionClause):
@@ -606,13 +437,13 @@ def apply_statement(
         new = schema
         if stmt.unique and stmt.columns is not None:
             names = tuple(schema.columns[_index(schema, n)].name for n in stmt.columns)
-            new = ddl_lex.add_unique_key(schema, stmt.name, names)
+            new = create_table.add_unique_key(schema, stmt.name, names)
         out = [NoOp(f"create index {stmt.name}")]
         if new.handle_key() != schema.handle_key():
             out.append(ChangeKey(new.handle_key()))
         return new, out
     if isinstance(stmt, DropIndex):
-        new = ddl_lex.drop_unique_key(schema, stmt.name)
+        new = create_table.drop_unique_key(schema, stmt.name)
         out = [NoOp(f"drop index {stmt.name}")]
         if new.handle_key() != schema.handle_key():
             out.append(ChangeKey(new.handle_key()))
@@ -709,55 +540,51 @@ class Catalog:
         return [(key, changes)]
 
 
-# -- Spark SQL --------------------------------------------------------------------------------
+def _same_shape(a: TableSchema, b: TableSchema) -> bool:
+    return [(c.name.lower(), delta_type(c)) for c in a.columns] == [
+        (c.name.lower(), delta_type(c)) for c in b.columns
+    ]
 
 
-# A TIMESTAMP_NTZ column added to an existing table needs Delta's `timestampNtz` table feature
-# enabled by hand (DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT, seen in tests/spark). Idempotent.
-_ENABLE_NTZ = "ALTER TABLE {ref} SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')"
+def diff_schemas(
+    old: TableSchema, new: TableSchema, stmt: DdlStatement | None = None
+) -> list[DeltaChange]:
+    """Delta changes that take `old` to `new` (both upstream schemas).
 
-
-def delta_sql(
-    change: DeltaChange, ref: str, *, column_types: dict[str, str] | None = None
-) -> list[str]:
-    """The Spark SQL statements (Delta) that carry out one change on the target `ref`.
-
-    `column_types` (target column name -> Delta type) is accepted for callers that track the
-    target's current types; it is not needed by any change today. Changes that the engine
-    carries out itself return []: DropTarget (the engine removes or keeps the table folder,
-    per policy), RenameTarget (routing), ChangeKey (the MERGE key), SetDefault (every row the
-    sink writes names every column, so a Delta default is never used), NoOp, Unsupported.
+    A column name only in `old` is a drop and one only in `new` an add (at its position): a
+    rename cannot be told from drop+add by the schemas alone. When the parsed DDL `stmt` is
+    given and replaying it on `old` gives `new`'s columns, its changes (with renames) win.
     """
-    del column_types
-    if isinstance(change, CreateTarget):
-        cols = [(c.name, delta_type(c)) for c in change.schema.columns]
-        return [create_table_sql(ref, cols, change.schema.comment)]
-    if isinstance(change, AddColumn):
-        col = f"{quote(change.name)} {change.delta_type}"
-        if change.comment:
-            col += f" COMMENT {sql_string(change.comment)}"
-        if change.position is not None:
-            col += " " + change.position.sql()
-        stmts = []
-        if "TIMESTAMP_NTZ" in change.delta_type:
-            stmts.append(_ENABLE_NTZ.format(ref=ref))
-        stmts.append(f"ALTER TABLE {ref} ADD COLUMNS ({col})")
-        if change.backfill_sql is not None:
-            stmts.append(f"UPDATE {ref} SET {quote(change.name)} = {change.backfill_sql}")
-        return stmts
-    if isinstance(change, DropColumn):
-        return [f"ALTER TABLE {ref} DROP COLUMN {quote(change.name)}"]
-    if isinstance(change, RenameColumn):
-        return [f"ALTER TABLE {ref} RENAME COLUMN {quote(change.old)} TO {quote(change.new)}"]
-    if isinstance(change, ChangeColumnType):
-        if change.change == "widen":
-            pre = [_ENABLE_NTZ.format(ref=ref)] if "TIMESTAMP_NTZ" in change.new_type else []
-            return pre + [
-                f"ALTER TABLE {ref} ALTER COLUMN {quote(change.name)} TYPE {change.new_type}"
-            ]
-        return []  # same: nothing; narrow: the engine's `rebuild` policy rewrites the table
-    if isinstance(change, MoveColumn):
-        return [f"ALTER TABLE {ref} ALTER COLUMN {quote(change.name)} {change.position.sql()}"]
-    if isinstance(change, TruncateTarget):
-        return [f"DELETE FROM {ref}"]
-    return []
+    if stmt is not None and not isinstance(stmt, Unknown):
+        try:
+            replayed, changes = apply_statement(old, stmt)
+        except DdlError:
+            replayed = None
+        if replayed is not None and _same_shape(replayed, new):
+            return changes
+    out: list[DeltaChange] = []
+    new_names = {c.name.lower() for c in new.columns}
+    for c in old.columns:
+        if c.name.lower() not in new_names:
+            out.append(DropColumn(c.name))
+    cur = [c for c in old.columns if c.name.lower() in new_names]
+    prev: str | None = None
+    for c in new.columns:
+        o = old.column(c.name)
+        if o is None:
+            pos = Position(prev)
+            interim = old.with_(columns=tuple(cur))
+            change = _add_column_change(interim, c, pos)
+            out.append(change)
+            idx = 0 if prev is None else [x.name.lower() for x in cur].index(prev.lower()) + 1
+            cur.insert(idx, c)
+        else:
+            ot, nt = delta_type(o), delta_type(c)
+            if o.type_sql() != c.type_sql() or ot != nt:
+                out.append(change_column_type(c.name, ot, nt))
+            if (o.has_default, o.default) != (c.has_default, c.default):
+                out.append(SetDefault(c.name, c.default))
+        prev = c.name
+    if old.handle_key() != new.handle_key() and new.primary_key != old.primary_key:
+        out.append(ChangeKey(new.handle_key()))
+    return out
