@@ -109,7 +109,7 @@ def point_captures(root: Path, cap: W.Capture, n: int) -> None:
 
 
 def target_counts(spark, wh: Path) -> dict[str, int]:
-    from ticdc_sync.sqlgen import target_location
+    from ticdc_sync.locations import target_location
 
     return {
         t.table: spark.read.format("delta").load(target_location(str(wh), t.table)).count()

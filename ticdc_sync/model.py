@@ -45,6 +45,9 @@ class DdlKind(StrEnum):
     PRIMARY_KEY = "primary_key"
     PARTITION = "partition"  # TRUNCATE/DROP/EXCHANGE/REORGANIZE PARTITION: no row events
     RECOVER_TABLE = "recover_table"
+    # A DDL the parser does not understand: its effect on columns is unknown, so it is never
+    # lumped with `other` (which is known to change no column).
+    UNPARSED = "unparsed"
     OTHER = "other"  # indexes, comments, charset, TiFlash, placement, views, ...
 
 
@@ -62,6 +65,7 @@ DEFAULT_DDL_POLICY: dict[DdlKind, Action] = {
     DdlKind.PRIMARY_KEY: Action.APPLY,
     DdlKind.PARTITION: Action.FAIL,
     DdlKind.RECOVER_TABLE: Action.FAIL,
+    DdlKind.UNPARSED: Action.FAIL,
     DdlKind.OTHER: Action.APPLY,
 }
 
@@ -127,6 +131,8 @@ class TableEntry:
     keys: tuple[str, ...] = ()  # empty: the upstream primary key (handle key)
     ddl: dict[DdlKind, Action] = field(default_factory=dict)
     on_bad_message: BadMessagePolicy | None = None  # None: project default
+    # Row columns the user chose to drop when the target lacks them (lower-cased names).
+    ignore_columns: tuple[str, ...] = ()
     origin: Origin = field(default_factory=lambda: Origin("?"))
 
     @property
@@ -150,6 +156,37 @@ class TableEntry:
 
     def target_name(self, db: str, table: str) -> str:
         return self.name.replace("{db}", db).replace("{table}", table)
+
+
+class OverrideAction(StrEnum):
+    """What to do with one specific upstream DDL instead of what its text says."""
+
+    SKIP = "skip"  # not applied: no Delta change, and the schema history does not follow it
+    APPLY_AS = "apply_as"  # read `sql` instead of the DDL's own text, then apply as usual
+    APPLIED = "applied"  # the history follows `sql`; no Delta statement (changed by hand)
+
+
+@dataclass(frozen=True, slots=True)
+class DdlOverride:
+    """A decision about one upstream DDL, named by its table and commit_ts (`ddl_overrides`
+    in ticdc_sync.yml)."""
+
+    upstream: str  # db.table the DDL is keyed under, as `plan` shows it
+    commit_ts: int
+    action: OverrideAction
+    sql: str | None = None
+    source: str | None = None  # None: every source
+    note: str | None = None
+    origin: Origin = field(default_factory=lambda: Origin("?"))
+
+    def matches(self, source: str, db: str, table: str, commit_ts: int) -> bool:
+        db_, _, tbl_ = self.upstream.partition(".")
+        return (
+            commit_ts == self.commit_ts
+            and (self.source is None or self.source == source)
+            and db_.lower() == db.lower()
+            and tbl_.lower() == table.lower()
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +226,7 @@ class Project:
     tables: tuple[TableEntry, ...]
     seed_schemas: dict[tuple[str, str], TableSchema] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    ddl_overrides: tuple[DdlOverride, ...] = ()
 
     def source(self, name: str) -> Source:
         for s in self.sources:
@@ -205,6 +243,13 @@ class Project:
 
     def ddl_policy(self, entry: TableEntry, kind: DdlKind) -> Action:
         return entry.ddl.get(kind, self.defaults.ddl.get(kind, DEFAULT_DDL_POLICY[kind]))
+
+    def ddl_override(self, source: str, db: str, table: str, commit_ts: int) -> DdlOverride | None:
+        """The override of one DDL (by the table it is keyed under and its commit_ts)."""
+        for o in self.ddl_overrides:
+            if o.matches(source, db, table, commit_ts):
+                return o
+        return None
 
     def bad_message_policy(self, entry: TableEntry | None) -> BadMessagePolicy:
         if entry is not None and entry.on_bad_message is not None:

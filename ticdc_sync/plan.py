@@ -16,6 +16,7 @@ from typing import Any
 
 from ticdc_sync import datatypes, sqlgen
 from ticdc_sync.errors import PlanError
+from ticdc_sync.locations import target_location
 from ticdc_sync.model import Action, DdlKind, Project, Source, TableEntry, TransportKind
 from ticdc_sync.upstream import TableSchema
 
@@ -244,7 +245,7 @@ def _plan_table(
         for c in schema.columns
     )
     keys, keys_from = _keys(entry, schema)
-    ref = sqlgen.table_ref(sqlgen.target_location(WAREHOUSE_PLACEHOLDER, target))
+    ref = sqlgen.table_ref(target_location(WAREHOUSE_PLACEHOLDER, target))
     create = sqlgen.create_table_sql(ref, [(c.name, c.delta_type) for c in cols], schema.comment)
     merge = sqlgen.merge_sql(ref, SOURCE_VIEW, keys, [c.name for c in cols]) if keys else None
     applied = state.applied.get(target) if state is not None else None

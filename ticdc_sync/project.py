@@ -26,9 +26,11 @@ from ticdc_sync.model import (
     Action,
     BadMessagePolicy,
     DdlKind,
+    DdlOverride,
     Defaults,
     Origin,
     Output,
+    OverrideAction,
     Project,
     Protocol,
     Source,
@@ -426,6 +428,7 @@ def load_project(root: Path, target: str | None = None) -> Project:
     name = raw.get("name") if isinstance(raw.get("name"), str) else root.name
     profile_name = raw.get("profile") if isinstance(raw.get("profile"), str) else name
     defaults = _defaults(proj_data.get("defaults") if proj_ok else None)
+    overrides = _ddl_overrides(ctx, proj_data, proj_file) if proj_ok else []
 
     output = _load_output(ctx, profile_name, target)
 
@@ -454,6 +457,18 @@ def load_project(root: Path, target: str | None = None) -> Project:
         if isinstance(item, dict) and "name" in item
     }
     _check_source_refs(ctx, root)
+    for o in overrides:
+        if o.source is not None and o.source not in ctx.declared_sources:
+            known = ", ".join(sorted(ctx.declared_sources)) or "none defined"
+            ctx.issues.append(
+                Issue(
+                    o.origin.file,
+                    o.origin.line,
+                    "ddl_overrides",
+                    f"unknown source {o.source!r}",
+                    f"use one of: {known}",
+                )
+            )
     _semantic_checks(ctx, sources, tables, seeds)
 
     if ctx.issues:
@@ -467,6 +482,7 @@ def load_project(root: Path, target: str | None = None) -> Project:
         tables=tuple(tables),
         seed_schemas=seeds,
         warnings=tuple(w.render() for w in sorted(ctx.warnings, key=_issue_order)),
+        ddl_overrides=tuple(overrides),
     )
 
 
@@ -684,8 +700,76 @@ def _table(ctx: _Ctx, item: Any, file: str, line: int | None, kp: str) -> TableE
         on_bad_message=BadMessagePolicy(item["on_bad_message"])
         if "on_bad_message" in item
         else None,
+        ignore_columns=tuple(str(c).lower() for c in item.get("ignore_columns") or ()),
         origin=Origin(file, line),
     )
+
+
+def _ddl_overrides(ctx: _Ctx, data: Any, file: str) -> list[DdlOverride]:
+    """`ddl_overrides` of ticdc_sync.yml; the SQL of apply_as/applied must be readable."""
+    from ticdc_sync.ddl import parse_ddl
+    from ticdc_sync.ddl.statements import Unknown
+
+    out: list[DdlOverride] = []
+    seen: dict[tuple[str | None, str, int], int] = {}
+    for i, item in enumerate(data.get("ddl_overrides") or []):
+        kp = f"ddl_overrides[{i}]"
+        line = line_of(data, ("ddl_overrides", i))
+        action = OverrideAction(item["action"])
+        sql = item.get("sql")
+        upstream = str(item["upstream"])
+        if action is not OverrideAction.SKIP and not sql:
+            ctx.issues.append(
+                Issue(
+                    file,
+                    line,
+                    kp,
+                    f"action {action.value} needs `sql`",
+                    "give the DDL as "
+                    "ticdc-sync should read it, e.g. the statement without the option it cannot read",
+                )
+            )
+            continue
+        if sql:
+            db = upstream.split(".", 1)[0]
+            unknown = [s for s in parse_ddl(sql, db) if isinstance(s, Unknown)]
+            if unknown:
+                ctx.issues.append(
+                    Issue(
+                        file,
+                        item.key_lines.get("sql", line),
+                        f"{kp}.sql",
+                        f"not understood by ticdc-sync either: {unknown[0].reason}",
+                        "write plain MySQL DDL (ALTER TABLE ... ADD COLUMN ...)",
+                    )
+                )
+                continue
+        key = (item.get("source"), upstream.lower(), int(item["commit_ts"]))
+        if key in seen:
+            ctx.issues.append(
+                Issue(
+                    file,
+                    line,
+                    kp,
+                    f"a second override of {upstream} at commit_ts "
+                    f"{key[2]} (first at line {seen[key]})",
+                    "keep one",
+                )
+            )
+            continue
+        seen[key] = line or 0
+        out.append(
+            DdlOverride(
+                upstream=upstream,
+                commit_ts=int(item["commit_ts"]),
+                action=action,
+                sql=sql,
+                source=item.get("source"),
+                note=item.get("note"),
+                origin=Origin(file, line),
+            )
+        )
+    return out
 
 
 def _seed_schemas(ctx: _Ctx, root: Path) -> dict[tuple[str, str], TableSchema]:

@@ -6,14 +6,11 @@ very same text), so what reviewers read is what runs. Pure Python; no pyspark.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 COMMIT_TS = "_commit_ts"
 # Internal columns of a MERGE source (never written to targets).
 OP_COL = "__op"
-
-_SAFE_SEGMENT = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
 def quote(name: str) -> str:
@@ -24,39 +21,6 @@ def quote(name: str) -> str:
 def sql_string(text: str) -> str:
     """A Spark SQL string literal."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def path_segment(name: str) -> str:
-    """One safe folder name for a target: no separators, no `..`, never empty.
-
-    Characters outside [A-Za-z0-9_.-] become `%XX` (percent-encoded UTF-8), so distinct
-    names stay distinct and nothing can escape the warehouse folder.
-    """
-    out = []
-    for ch in name:
-        if _SAFE_SEGMENT.match(ch):
-            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
-        else:
-            out.append(ch)
-    seg = "".join(out)
-    if seg in ("", ".", "..") or seg.startswith("."):
-        seg = "%2E" + seg[1:] if seg.startswith(".") else "%00"
-    return seg
-
-
-def join_uri(base: str, *parts: str) -> str:
-    base = base.rstrip("/")
-    return "/".join([base, *parts])
-
-
-def target_location(warehouse: str, target: str) -> str:
-    """Where a target's Delta table lives: `<warehouse>/tables/<safe name>`."""
-    return join_uri(warehouse, "tables", path_segment(target))
-
-
-def state_location(warehouse: str, name: str) -> str:
-    """Where a state table lives: `<warehouse>/_ticdc_sync/<name>`."""
-    return join_uri(warehouse, "_ticdc_sync", path_segment(name))
 
 
 def table_ref(location: str) -> str:

@@ -19,8 +19,9 @@ from testkit.history import HistoryConfig, encode, generate
 from tests.kafka.helpers import kafka_project, produce_records
 from tests.spark.engine_harness import load, read_target
 from tests.spark.truth import assert_table_equals, schema_sql
+from ticdc_sync.locations import warehouse_path
 from ticdc_sync.spark import runner
-from ticdc_sync.spark.state import State, warehouse_path
+from ticdc_sync.spark.staging import Staging
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -49,7 +50,7 @@ def assert_each_record_staged_once(spark, project, records) -> None:
     """Every produced record is staged, and no (topic, partition, offset, idx) twice."""
     from pyspark.sql import functions as F
 
-    ev = State(spark, warehouse_path(project)).events()
+    ev = Staging(spark, warehouse_path(project)).events()
     dup = ev.groupBy("topic", "partition", "offset", "idx").count().where(F.col("count") > 1)
     assert dup.limit(5).collect() == []
     staged = {

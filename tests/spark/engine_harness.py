@@ -11,9 +11,9 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+from ticdc_sync.locations import target_location
 from ticdc_sync.model import Project
 from ticdc_sync.project import load_project
-from ticdc_sync.sqlgen import target_location
 
 PROFILES = """\
 test:
@@ -84,7 +84,7 @@ def load(root: Path) -> Project:
 
 
 def read_target(spark, project: Project, name: str, order_by: str = "1") -> list[dict]:
-    from ticdc_sync.spark.state import warehouse_path
+    from ticdc_sync.locations import warehouse_path
 
     loc = target_location(warehouse_path(project), name)
     df = spark.read.format("delta").load(loc)
@@ -92,7 +92,7 @@ def read_target(spark, project: Project, name: str, order_by: str = "1") -> list
 
 
 def target_schema(spark, project: Project, name: str) -> list[tuple[str, str]]:
-    from ticdc_sync.spark.state import warehouse_path
+    from ticdc_sync.locations import warehouse_path
 
     loc = target_location(warehouse_path(project), name)
     df = spark.read.format("delta").load(loc)

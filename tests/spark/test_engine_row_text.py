@@ -18,11 +18,12 @@ from tests.spark._encoders import canal, debezium
 from tests.spark.engine_harness import canal_row, load, make_project, read_target, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
 from ticdc_sync import events
+from ticdc_sync.locations import state_location, warehouse_path
 from ticdc_sync.model import Protocol, Source
 from ticdc_sync.spark import runner
 from ticdc_sync.spark.decode import decode_records, with_row_maps
-from ticdc_sync.spark.state import STAGED_SCHEMA, warehouse_path
-from ticdc_sync.sqlgen import state_location, table_ref
+from ticdc_sync.spark.state import STAGED_SCHEMA
+from ticdc_sync.sqlgen import table_ref
 
 pytestmark = pytest.mark.spark
 

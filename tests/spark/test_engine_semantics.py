@@ -12,9 +12,10 @@ from tests.spark.engine_harness import canal_row as canal
 from tests.spark.engine_harness import canal_watermark as wm
 from tests.spark.engine_harness import load, make_project, read_target, write_captures
 from ticdc_sync.errors import UserError
+from ticdc_sync.locations import target_location, warehouse_path
 from ticdc_sync.spark import runner
-from ticdc_sync.spark.state import RunLock, warehouse_path
-from ticdc_sync.sqlgen import create_table_sql, merge_sql, table_ref, target_location
+from ticdc_sync.spark.lock import RunLock
+from ticdc_sync.sqlgen import create_table_sql, merge_sql, table_ref
 
 pytestmark = pytest.mark.spark
 

@@ -16,9 +16,10 @@ from tests.spark.engine_harness import (
     write_captures,
 )
 from tests.spark.engine_harness import canal_watermark as wm
+from ticdc_sync.locations import state_location, warehouse_path
 from ticdc_sync.spark import runner
-from ticdc_sync.spark.state import State, warehouse_path
-from ticdc_sync.sqlgen import state_location, table_ref
+from ticdc_sync.spark.staging import Staging
+from ticdc_sync.sqlgen import table_ref
 
 pytestmark = pytest.mark.spark
 
@@ -86,7 +87,7 @@ def test_seeded_rows_stage_without_metadata_and_position_named_columns_merge(spa
     # A table with a schema/*.sql seed never needs its protocol metadata; one without keeps
     # it, and its target is created from it.
     staged = (
-        State(spark, warehouse_path(project))
+        Staging(spark, warehouse_path(project))
         .events()
         .where(F.col("kind") == "row")
         .groupBy("tbl")
@@ -102,7 +103,7 @@ def test_has_data_files_follows_the_snapshot(spark, tmp_path):
     (a deletion vector keeps the file), and the same answer as listing the files once
     every row is deleted. The count is read from the version's checksum file, and is the
     one DESCRIBE DETAIL gives; without checksum files, DESCRIBE DETAIL answers."""
-    from ticdc_sync.spark.state import checksum_num_files, has_data_files
+    from ticdc_sync.spark.delta_log import checksum_num_files, has_data_files
     from ticdc_sync.sqlgen import table_ref
 
     loc = str(tmp_path / "t")
@@ -147,7 +148,7 @@ def test_staging_statistics_cover_only_the_columns_events_are_selected_by(spark,
 
     want = STAGED_PROPERTIES["delta.dataSkippingStatsColumns"]
     fresh = str(tmp_path / "fresh")
-    State(spark, fresh)
+    Staging(spark, fresh)
     assert stats_columns(fresh) == want
 
     older = str(tmp_path / "older")
@@ -155,7 +156,7 @@ def test_staging_statistics_cover_only_the_columns_events_are_selected_by(spark,
         f"CREATE TABLE {table_ref(state_location(older, 'events'))} ({STAGED_SCHEMA}) USING delta"
     )
     assert stats_columns(older) is None
-    State(spark, older)
+    Staging(spark, older)
     assert stats_columns(older) == want
 
 
@@ -167,7 +168,7 @@ def test_staged_unique_columns_are_written_without_a_parquet_dictionary(spark, t
     import pyarrow.parquet as pq
 
     wh = str(tmp_path / "wh")
-    state = State(spark, wh)
+    state = Staging(spark, wh)
     rows = [("t", 0, 7, 0, "row", 100, True, "shop", "pos", "I")] * 50
     decoded = spark.createDataFrame(
         rows,

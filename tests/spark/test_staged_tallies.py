@@ -9,8 +9,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from tests.spark.engine_harness import as_staged_columns
-from ticdc_sync.spark.state import State, latest_commit, local_path
-from ticdc_sync.sqlgen import state_location
+from ticdc_sync.locations import local_path, state_location
+from ticdc_sync.spark.delta_log import latest_commit
+from ticdc_sync.spark.staging import Staging
 
 pytestmark = pytest.mark.spark
 
@@ -20,7 +21,7 @@ EVENT_COLUMNS = (
 )
 
 
-def _batch(spark, state: State, rows: list[tuple[int, int, str, int]]):
+def _batch(spark, state: Staging, rows: list[tuple[int, int, str, int]]):
     """Decoded events (partition, offset, kind, commit_ts) in the staged columns."""
     df = spark.createDataFrame(
         [
@@ -42,7 +43,7 @@ def _derived(spark, wh: str) -> dict:
     kept = saved.read_bytes() if saved.exists() else None
     saved.unlink(missing_ok=True)
     try:
-        return State(spark, wh).tally("src").to_dict()
+        return Staging(spark, wh).tally("src").to_dict()
     finally:
         if kept is not None:
             saved.write_bytes(kept)
@@ -54,29 +55,29 @@ def _no_aggregate(self, source, known):
 
 def test_a_new_run_starts_from_the_tallies_saved_at_the_newest_commit(spark, tmp_path, monkeypatch):
     wh = str(tmp_path / "wh")
-    first = State(spark, wh)
+    first = Staging(spark, wh)
     first.stage("src", _batch(spark, first, FIRST))
     first.stage("src", _batch(spark, first, SECOND))
     expected = first.tally("src").to_dict()
     assert expected == _derived(spark, wh)
     assert [p[2] for p in expected["partitions"]] == [3, 2]  # last offsets
 
-    monkeypatch.setattr(State, "_increments", _no_aggregate)
-    assert State(spark, wh).tally("src").to_dict() == expected
+    monkeypatch.setattr(Staging, "_increments", _no_aggregate)
+    assert Staging(spark, wh).tally("src").to_dict() == expected
 
 
 def test_saved_tallies_are_stale_after_any_later_commit(spark, tmp_path):
     wh = str(tmp_path / "wh")
-    state = State(spark, wh)
+    state = Staging(spark, wh)
     state.stage("src", _batch(spark, state, FIRST))
-    saved_at = State(spark, wh).tally("src").to_dict()
+    saved_at = Staging(spark, wh).tally("src").to_dict()
     # A commit the tallies were not saved at (as a rewrite or a user's OPTIMIZE would be).
     state.events().limit(0).write.format("delta").mode("append").save(state.events_path)
     _batch(spark, state, SECOND).select(F.lit("src").alias("source"), "*").write.format(
         "delta"
     ).mode("append").save(state.events_path)
 
-    fresh = State(spark, wh).tally("src").to_dict()
+    fresh = Staging(spark, wh).tally("src").to_dict()
     assert fresh != saved_at
     assert fresh == _derived(spark, wh)
     assert [p[2] for p in fresh["partitions"]] == [3, 2]
@@ -85,14 +86,14 @@ def test_saved_tallies_are_stale_after_any_later_commit(spark, tmp_path):
 def test_saved_tallies_of_a_table_made_anew_are_ignored(spark, tmp_path):
     """Same version number, other table: the commit file's bytes tell them apart."""
     wh = str(tmp_path / "wh")
-    state = State(spark, wh)
+    state = Staging(spark, wh)
     state.stage("src", _batch(spark, state, FIRST + SECOND))
     saved = local_path(state_location(wh, "events_tallies.json"))
     old_bytes, old_at = saved.read_bytes(), latest_commit(state.events_path)
-    old_tally = State(spark, wh).tally("src").to_dict()
+    old_tally = Staging(spark, wh).tally("src").to_dict()
 
     shutil.rmtree(local_path(state.events_path))
-    anew = State(spark, wh)
+    anew = Staging(spark, wh)
     for _ in range(10):
         if latest_commit(anew.events_path)[0] >= old_at[0]:
             break
@@ -100,6 +101,6 @@ def test_saved_tallies_of_a_table_made_anew_are_ignored(spark, tmp_path):
     assert latest_commit(anew.events_path)[0] == old_at[0]
     saved.write_bytes(old_bytes)
 
-    fresh = State(spark, wh).tally("src").to_dict()
+    fresh = Staging(spark, wh).tally("src").to_dict()
     assert fresh != old_tally
     assert fresh == _derived(spark, wh)

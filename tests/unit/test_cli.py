@@ -43,7 +43,7 @@ def test_validate_reports_every_problem_and_exits_1(
         "ticdc_sync.yml:5: defaults.ddl.drop_colum: unknown key 'drop_colum' (hint: allowed keys: "
         "add_column, create_table, drop_column, drop_table, narrow_column, other, partition, "
         "primary_key, recover_table, rename_column, rename_table, set_default, truncate_table, "
-        "widen_column)",
+        "unparsed, widen_column)",
         "3 problems found",
     ]
     assert "Traceback" not in "\n".join(err)

@@ -23,16 +23,12 @@ from pyspark.sql import functions as F
 from ticdc_sync import datatypes
 from ticdc_sync.errors import BlockedError, UserError
 from ticdc_sync.events import KIND_ROW, OP_DELETE
+from ticdc_sync.locations import target_location
 from ticdc_sync.model import BadMessagePolicy, Project, Source, TableEntry
 from ticdc_sync.spark import raised
-from ticdc_sync.spark.state import (
-    State,
-    commit_marker,
-    has_data_files,
-    session_conf,
-    table_exists,
-    target_marker,
-)
+from ticdc_sync.spark.conf import commit_marker, session_conf
+from ticdc_sync.spark.delta_log import has_data_files, table_exists, target_marker
+from ticdc_sync.spark.state import State
 from ticdc_sync.sqlgen import (
     COMMIT_TS,
     OP_COL,
@@ -42,7 +38,6 @@ from ticdc_sync.sqlgen import (
     quote,
     sql_string,
     table_ref,
-    target_location,
 )
 from ticdc_sync.upstream import TableSchema
 from ticdc_sync.window import ApplyDdl, Marker, MergeRows, fuse_additive, plan_steps
@@ -203,7 +198,7 @@ class TargetApplier:
         return True
 
     def _infer(self, db: str, tbl: str) -> TableSchema | None:
-        meta, pk = self.state.first_meta(self.source.name, db, tbl)
+        meta, pk = self.state.staging.first_meta(self.source.name, db, tbl)
         if not meta:
             return None
         from ticdc_sync.codecs.infer import schema_from_meta
@@ -248,7 +243,7 @@ class TargetApplier:
         # Straight from the staged Parquet, not from a cache shared by the targets: the
         # filters and column pruning read each target's rows about twice as fast as a
         # DISK_ONLY cache of the window is written and read back (benchmarks/README.md).
-        ev = self.state.events(self.spark).where(
+        ev = self.state.staging.events(self.spark).where(
             (F.col("source") == self.source.name)
             & (F.col("kind") == KIND_ROW)
             & (F.col("commit_ts") > lo)
@@ -454,7 +449,7 @@ class TargetApplier:
         )
         n = q.count()
         if n:
-            q.write.format("delta").mode("append").save(self.state.quarantine_path)
+            q.write.format("delta").mode("append").save(self.state.quarantine.path)
             self.result.quarantined += n
             self.out(f"  {self.target}: quarantined {n} row change(s) whose values do not fit")
         return typed.where(F.col("__err").isNull())

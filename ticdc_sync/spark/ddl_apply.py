@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from ticdc_sync import ddl as ddl_mod
 from ticdc_sync.ddl.statements import AlterTable, CreateTable, RenameTableClause, RenameTables
 from ticdc_sync.errors import BlockedError
+from ticdc_sync.locations import target_location
 from ticdc_sync.model import Action, DdlKind
-from ticdc_sync.spark.state import commit_marker, has_data_files, table_exists, target_marker
-from ticdc_sync.sqlgen import COMMIT_TS, quote, sql_string, table_ref, target_location
+from ticdc_sync.spark.conf import commit_marker
+from ticdc_sync.spark.delta_log import has_data_files, table_exists, target_marker
+from ticdc_sync.sqlgen import COMMIT_TS, quote, sql_string, table_ref
 from ticdc_sync.upstream import TableSchema
 from ticdc_sync.window import ApplyDdl, DdlEvent, Marker
 
@@ -250,7 +252,7 @@ def apply_ddl_group(applier, marker: Marker, step: ApplyDdl) -> Marker:
                 new_versions.append((tombstone(base), event.sql))
     # History first: a resumed run recomputes the same parts from the version before `ts`.
     for schema, sql in new_versions:
-        applier.state.record_schema(applier.source.name, schema, ts, sql)
+        applier.state.history.record_schema(applier.source.name, schema, ts, sql)
         applier.schemas.add(schema, ts)
     n = len(parts)
     done = marker.parts_done(ts)
@@ -423,7 +425,7 @@ def _catch_up(applier, entry, name: str, upstream: tuple[str, str], upto: int) -
             return
     src = applier.source.name
     ups = {upstream}
-    for r in applier.state.upstream_tables(src):
+    for r in applier.state.staging.upstream_tables(src):
         db, tbl = r["db"] or "", r["tbl"] or ""
         e = applier.project.route(src, db, tbl) if tbl else None
         if e is not None and e.target_name(db, tbl) == name:
@@ -439,7 +441,7 @@ def _catch_up(applier, entry, name: str, upstream: tuple[str, str], upto: int) -
         applier.schemas,
         applier.out,
     )
-    other.run(upto, dedupe_ddl(applier.state.ddl_events(src, upto)))
+    other.run(upto, dedupe_ddl(applier.state.staging.ddl_events(src, upto)))
 
 
 def _rebuild_part(applier, change) -> Part:

@@ -45,8 +45,10 @@ def run(
     max_batches: int | None = None,
 ) -> int:
     """Consume what is available, apply what is resolved, exit (or keep going with follow)."""
+    from ticdc_sync.locations import warehouse_path
     from ticdc_sync.spark import labels
-    from ticdc_sync.spark.state import RunLock, State, warehouse_path
+    from ticdc_sync.spark.lock import RunLock
+    from ticdc_sync.spark.state import State
 
     spark = spark or _session(project)
     wh = warehouse_path(project)
@@ -132,14 +134,14 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
     result: dict = {"project": project.name, "sources": {}, "targets": {}, "errors": []}
     exit_code = 0
     with labels.phase(spark, "open state"):
-        schemas = SchemaBook(state.schema_versions(), dict(project.seed_schemas))
+        schemas = SchemaBook(state.history.schema_versions(), dict(project.seed_schemas))
     for source in project.sources:
         s_res: dict = {}
         result["sources"][source.name] = s_res
         with labels.phase(spark, f"stage {source.name}"):
             # Read + decode + stage.
             t = time.monotonic()
-            tally = state.tally(source.name)
+            tally = state.staging.tally(source.name)
             consumed = tally.consumed()
             # Sources without commit_ts keep their approximate order rising across batches.
             floors = {
@@ -151,7 +153,7 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
             may_repeat = project.output.transport.kind is TransportKind.FILES
             try:
                 with sources_mod.balanced_splits(spark, project, source):
-                    staged = state.stage(source.name, decoded, may_repeat=may_repeat)
+                    staged = state.staging.stage(source.name, decoded, may_repeat=may_repeat)
             except Exception as e:  # noqa: BLE001 - a bad capture line, raised inside the job
                 raise sources_mod.read_failure(spark, project, source, e) from None
             s_res["staged_events"] = staged
@@ -163,11 +165,11 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
         with labels.phase(spark, f"resolve {source.name}"):
             # Bad records.
             if project.defaults.on_bad_message is BadMessagePolicy.QUARANTINE:
-                n = state.quarantine_open_bad(source.name)
+                n = state.quarantine.quarantine_open_bad(source.name)
                 if n:
                     out(f"  {source.name}: {n} undecodable record(s) quarantined")
                 s_res["quarantined"] = n
-            bad = state.open_bad_records(source.name)
+            bad = state.quarantine.open_bad_records(source.name)
             for b in bad:
                 msg = (
                     f"{b['topic']}/{b['partition']}/{b['offset']}: {b['error']} (hint: fix the "
@@ -178,11 +180,16 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
                 exit_code = 1
 
             # Resolved TSO.
-            parts = state.partitions(source.name)
+            open_bad = (
+                state.quarantine.first_open(source.name)
+                if state.staging.tally(source.name).bad
+                else {}
+            )
+            parts = state.staging.partitions(source.name, open_bad)
             if not parts:
                 s_res["resolved_ts"] = None
                 continue
-            wms = [state.capped_watermark(source.name, p) for p in parts]
+            wms = [state.staging.capped_watermark(source.name, p) for p in parts]
             if source.has_commit_ts:
                 resolved = -1 if any(w is None for w in wms) else min(wms)  # type: ignore[type-var]
             else:
@@ -196,7 +203,7 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
             # Routes.
             targets: dict[str, tuple] = {}
             skipped: dict[str, int] = {}
-            for r in state.upstream_tables(source.name):
+            for r in state.staging.upstream_tables(source.name):
                 db, tbl = r["db"] or "", r["tbl"] or ""
                 if not tbl:
                     continue  # schema-level DDL (CREATE DATABASE ...): nothing to route
@@ -224,7 +231,7 @@ def run_once(project: Project, spark, state, *, select: tuple[str, ...], out: Ou
                 continue
             from ticdc_sync.window import dedupe_ddl
 
-            all_ddls = dedupe_ddl(state.ddl_events(source.name, 2**63 - 1))
+            all_ddls = dedupe_ddl(state.staging.ddl_events(source.name, 2**63 - 1))
             ddls = [d for d in all_ddls if d.commit_ts <= resolved]
             result.setdefault("waiting_ddl", []).extend(
                 waiting_ddl(
@@ -404,8 +411,9 @@ def status(project: Project, *, out: Out = print, spark=None, show: int = 0) -> 
     """Per target: applied TSO and its wall time, pending events, blocked DDL, quarantine."""
     from pyspark.sql import functions as F
 
-    from ticdc_sync.spark.state import State, table_exists, target_marker, warehouse_path
-    from ticdc_sync.sqlgen import target_location
+    from ticdc_sync.locations import target_location, warehouse_path
+    from ticdc_sync.spark.delta_log import table_exists, target_marker
+    from ticdc_sync.spark.state import State
 
     spark = spark or _session(project)
     wh = warehouse_path(project)
@@ -414,8 +422,8 @@ def status(project: Project, *, out: Out = print, spark=None, show: int = 0) -> 
     results = project.root / "target" / "run_results.json"
     if results.exists():
         last = json.loads(results.read_text()).get("targets", {})
-    ev = state.events()
-    q = state.quarantine()
+    ev = state.staging.events()
+    q = state.quarantine.table()
     out(
         f"{'target':<28} {'applied ts':>20} {'applied at (UTC)':<24} {'pending':>8} {'quarantined':>11}  blocked"
     )

@@ -17,8 +17,8 @@ from ticdc_sync.errors import UserError
 from ticdc_sync.events import RECORD_SCHEMA
 from ticdc_sync.model import Project, Source, TransportKind
 from ticdc_sync.spark import raised
+from ticdc_sync.spark.conf import session_conf
 from ticdc_sync.spark.splits import best_split
-from ticdc_sync.spark.state import session_conf
 
 CAPTURE_LINE_SCHEMA = (
     "partition INT, offset BIGINT, timestamp BIGINT, key STRING, value STRING, encoding STRING"

@@ -1,0 +1,42 @@
+"""Session settings scoped to a block, and the userMetadata every Delta commit in it carries.
+
+A target's progress marker and the staging tallies travel to Delta as the commit's
+`userMetadata`, which Delta takes from a session conf: setting it for exactly the block
+that commits is how a marker is recorded atomically with the data. Sessions are per
+thread of work (`fanout`), so blocks in different sessions do not see each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+from pyspark.sql import SparkSession
+
+from ticdc_sync.window import Marker
+
+MARKER_COMMIT_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+@contextmanager
+def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """Set a session conf inside the block; restore what was there after."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
+def user_metadata(spark: SparkSession, text: str) -> AbstractContextManager[None]:
+    """Attach `text` as the userMetadata of every Delta commit made inside the block."""
+    return session_conf(spark, MARKER_COMMIT_CONF, text)
+
+
+def commit_marker(spark: SparkSession, marker: Marker) -> AbstractContextManager[None]:
+    """Attach a target's progress marker to every Delta commit made inside the block."""
+    return user_metadata(spark, marker.to_json())

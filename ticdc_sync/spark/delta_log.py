@@ -1,0 +1,107 @@
+"""What a Delta table's log says: whether it exists, its newest ticdc-sync marker, whether it has
+data files, and its newest commit (read from `_delta_log` files directly where that saves
+a Spark job). Reads only; never writes a table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from typing import TypeVar
+
+from pyspark.sql import SparkSession
+
+from ticdc_sync.locations import is_local, local_path
+from ticdc_sync.sqlgen import table_ref
+from ticdc_sync.window import Marker
+
+T = TypeVar("T")
+
+
+def target_marker(spark: SparkSession, location: str) -> Marker | None:
+    """The marker of the latest ticdc-sync commit of a target, or None if it has none."""
+    return latest_user_metadata(spark, location, Marker.from_user_metadata)
+
+
+def latest_user_metadata(spark: SparkSession, location: str, parse: Callable[[str | None], T]) -> T:
+    """`parse` of the newest commit's userMetadata that parses to something (or None)."""
+    # The newest commits first, widening the look-back only while none parses (commits
+    # by others, e.g. OPTIMIZE, carry none): the history grows with every run.
+    limit = 4
+    while True:
+        # The command's rows are collected as they are and ordered here: a projection or
+        # sort in Spark ran three small jobs per call (0.1-0.2 s, benchmarks/README.md).
+        rows = spark.sql(f"DESCRIBE HISTORY {table_ref(location)} LIMIT {limit}").collect()
+        for r in sorted(rows, key=lambda r: r["version"], reverse=True):
+            found = parse(r["userMetadata"])
+            if found is not None:
+                return found
+        if len(rows) < limit:
+            return None  # type: ignore[return-value]
+        limit *= 4
+
+
+def table_exists(spark: SparkSession, location: str) -> bool:
+    from delta.tables import DeltaTable
+
+    return DeltaTable.isDeltaTable(spark, location)
+
+
+def has_data_files(spark: SparkSession, location: str) -> bool:
+    """Whether the Delta table at `location` has data files: the file count of its latest
+    version.
+
+    An empty table is known from that version's checksum file (local tables), without the
+    Spark job of 0.5-1 s that rebuilds the snapshot's file list: an INSERT or a skipped
+    backfill follows, which needs no file list. Otherwise `DESCRIBE DETAIL` answers: a
+    MERGE or UPDATE follows, which rebuilds the file list anyway, and rebuilding it here
+    first measured faster than leaving it to the MERGE (benchmarks/README.md)."""
+    if checksum_num_files(location) == 0:
+        return False
+    detail = spark.sql(f"DESCRIBE DETAIL {table_ref(location)}").collect()[0]
+    return int(detail["numFiles"] or 0) > 0
+
+
+def checksum_num_files(location: str) -> int | None:
+    """`numFiles` of the newest commit's version checksum (`_delta_log/<version>.crc`, a
+    required field of that file in the Delta protocol), or None where it cannot be read:
+    a remote table, a version without a checksum, a file being written."""
+    found = _newest_log_file(location, ".crc")
+    if found is None:
+        return None
+    try:
+        return int(json.loads(found[1])["numFiles"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def latest_commit(location: str) -> tuple[int, str] | None:
+    """(version, SHA-256 of its commit file) of a local Delta table's newest commit, or None
+    (a remote table, no commit yet). Commit files are never rewritten, so the pair names
+    one commit of one table, also across a table deleted and made anew."""
+    found = _newest_log_file(location, ".json")
+    if found is None:
+        return None
+    version, data = found
+    return version, hashlib.sha256(data).hexdigest()
+
+
+def _newest_log_file(location: str, suffix: str) -> tuple[int, bytes] | None:
+    """(version, bytes of `_delta_log/<version><suffix>`) for a local table's newest commit,
+    or None: a remote table, no commit yet, a file that cannot be read."""
+    if not is_local(location):
+        return None
+    log = local_path(location) / "_delta_log"
+    try:
+        versions = [int(f.name[:20]) for f in log.iterdir() if _is_commit_file(f.name)]
+        if not versions:
+            return None
+        version = max(versions)
+        return version, (log / f"{version:020d}{suffix}").read_bytes()
+    except OSError:
+        return None
+
+
+def _is_commit_file(name: str) -> bool:
+    return len(name) == 25 and name.endswith(".json") and name[:20].isdigit()

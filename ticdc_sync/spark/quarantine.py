@@ -1,0 +1,93 @@
+"""The quarantine table `<warehouse>/_ticdc_sync/quarantine`: bad records kept with their raw
+bytes and reason, and the staged bad records not yet quarantined ("open").
+
+An open bad record stops its partition's resolved TSO just before it (`Staging.partitions`);
+quarantining it (by policy) lets the partition go on. Which records are quarantined is
+decided by the caller; this module only moves and counts them.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ticdc_sync.events import KIND_BAD
+from ticdc_sync.locations import state_location
+from ticdc_sync.spark.staging import Staging, ensure_table
+
+QUARANTINE_SCHEMA = (
+    "`source` STRING, topic STRING, `partition` INT, `offset` BIGINT, idx INT, db STRING, "
+    "tbl STRING, commit_ts BIGINT, reason STRING, raw_key BINARY, raw_value BINARY"
+)
+
+
+class Quarantine:
+    """The quarantine table of one warehouse, beside its staging table."""
+
+    def __init__(self, spark: SparkSession, staging: Staging) -> None:
+        self.spark = spark
+        self.staging = staging
+        self.path = state_location(staging.warehouse, "quarantine")
+        ensure_table(spark, self.path, QUARANTINE_SCHEMA)
+
+    def table(self) -> DataFrame:
+        return self.spark.read.format("delta").load(self.path)
+
+    def first_open(self, source: str) -> dict[tuple[str, int], int]:
+        ev = self.staging.events().where((F.col("source") == source) & (F.col("kind") == KIND_BAD))
+        q = (
+            self.table()
+            .where(F.col("source") == source)
+            .select("topic", "partition", "offset", F.lit(True).alias("__q"))
+        )
+        rows = (
+            ev.join(q, ["topic", "partition", "offset"], "left")
+            .where(F.col("__q").isNull())
+            .groupBy("topic", "partition")
+            .agg(F.min("offset").alias("first_bad"))
+            .collect()
+        )
+        return {(r["topic"], r["partition"]): r["first_bad"] for r in rows}
+
+    def open_bad_records(self, source: str, limit: int = 20) -> list:
+        if not self.staging.tally(source).bad:
+            return []
+        ev = self.staging.events().where((F.col("source") == source) & (F.col("kind") == KIND_BAD))
+        q = self.table().select("topic", "partition", "offset", F.lit(True).alias("__q"))
+        return (
+            ev.join(q, ["topic", "partition", "offset"], "left")
+            .where(F.col("__q").isNull())
+            .orderBy("topic", "partition", "offset", "idx")
+            .select("topic", "partition", "offset", "error")
+            .limit(limit)
+            .collect()
+        )
+
+    def quarantine_open_bad(self, source: str) -> int:
+        """Move the source's open bad records into the quarantine table (idempotent)."""
+        if not self.staging.tally(source).bad:
+            return 0
+        ev = self.staging.events().where((F.col("source") == source) & (F.col("kind") == KIND_BAD))
+        q = self.table().select("topic", "partition", "offset", "idx", F.lit(True).alias("__q"))
+        fresh = (
+            ev.join(q, ["topic", "partition", "offset", "idx"], "left")
+            .where(F.col("__q").isNull())
+            .select(
+                "source",
+                "topic",
+                "partition",
+                "offset",
+                "idx",
+                "db",
+                "tbl",
+                "commit_ts",
+                F.col("error").alias("reason"),
+                "raw_key",
+                "raw_value",
+            )
+            .dropDuplicates(["topic", "partition", "offset", "idx"])
+        )
+        n = fresh.count()
+        if n:
+            fresh.write.format("delta").mode("append").save(self.path)
+        return n

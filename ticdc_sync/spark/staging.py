@@ -1,0 +1,440 @@
+"""The staging table `<warehouse>/_ticdc_sync/events`: decoded events, appended one commit a batch.
+
+Consumed positions and watermarks are derived from the staged events, so they are committed
+atomically with the events themselves; each staging commit carries the running tallies of
+what came before it (`staged.py`). Beside the table, `events_tallies.json` caches the
+tallies as of its newest commit (local warehouses; ignored once any later commit exists).
+Only small aggregates and DDL events reach the driver here; rows never do. Knows nothing of
+targets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ticdc_sync.errors import UserError
+from ticdc_sync.events import (
+    EVENT_FIELDS,
+    EVENT_SCHEMA,
+    KIND_BAD,
+    KIND_DDL,
+    KIND_ROW,
+    KIND_WATERMARK,
+)
+from ticdc_sync.locations import is_local, local_path, state_location
+from ticdc_sync.spark.conf import user_metadata
+from ticdc_sync.spark.delta_log import latest_commit, latest_user_metadata
+from ticdc_sync.sqlgen import quote, sql_string, table_ref
+from ticdc_sync.staged import SourceTally, from_user_metadata, to_user_metadata
+from ticdc_sync.window import DdlEvent
+
+STAGED_SCHEMA = "`source` STRING, " + EVENT_SCHEMA
+
+# File statistics only for the columns staged events are selected by (source, position,
+# kind, commit_ts, table): Delta's default covers the first 32 columns, and min/max of the
+# row-image text made every staging write about 0.9 s slower per 1M events
+# (benchmarks/README.md) for statistics no query uses.
+#
+# No Parquet dictionary for the staged columns that are (nearly) unique per event: writing
+# tried a dictionary for each and dropped it once it grew too big, and where commit_ts kept
+# one, every target's read expanded it into a hash set to test its commit_ts range, which
+# the file statistics already do. Measured over 1M events: the Parquet write 7.7-8.0 s ->
+# 7.3-7.6 s; one target's read of its rows 0.56-0.81 s -> 0.50-0.65 s. The row-image text
+# (`before_json`, `after_json`), hashed into a dictionary until it overflowed: decode and
+# write of 1M events 9.2-9.9 s -> 8.5-9.0 s (benchmarks/README.md).
+# Delta hands a table's properties to the Parquet writer, which reads `#column` settings;
+# an older staging table gains them on the next run (`_set_missing_properties`).
+STAGED_PROPERTIES = {
+    "delta.dataSkippingStatsColumns": "source,topic,partition,offset,idx,kind,commit_ts,db,tbl",
+    **{
+        f"parquet.enable.dictionary#{c}": "false"
+        for c in ("offset", "commit_ts", "kafka_ts", "before_json", "after_json")
+    },
+}
+
+
+@dataclass(frozen=True)
+class PartitionProgress:
+    topic: str
+    partition: int
+    last_offset: int
+    watermark: int | None  # highest watermark seen (exact sources) or commit_ts (inexact)
+    first_bad_offset: int | None  # first bad record not yet quarantined
+
+
+class Staging:
+    """The staging table of one warehouse."""
+
+    def __init__(self, spark: SparkSession, warehouse: str) -> None:
+        self.spark = spark
+        self.warehouse = warehouse
+        self.events_path = state_location(warehouse, "events")
+        tallies = state_location(warehouse, "events_tallies.json")
+        self._tallies_file = local_path(tallies) if is_local(tallies) else None
+        ensure_table(spark, self.events_path, STAGED_SCHEMA, STAGED_PROPERTIES)
+        self._add_missing_columns(self.events_path, EVENT_FIELDS)
+        self._set_missing_properties(self.events_path, STAGED_PROPERTIES)
+        self._tallies: dict[str, SourceTally] = {}
+        self._stored: dict[str, SourceTally] | None = None
+
+    def _set_missing_properties(self, path: str, properties: dict[str, str]) -> None:
+        """Table properties a newer ticdc-sync sets, set on a table an older one created."""
+        # SHOW TBLPROPERTIES reads the table's metadata only; DESCRIBE DETAIL also rebuilds
+        # the snapshot's file list (a Spark job, 0.3-1 s, benchmarks/README.md).
+        rows = self.spark.sql(f"SHOW TBLPROPERTIES {table_ref(path)}").collect()
+        have = {r["key"]: r["value"] for r in rows}
+        missing = {k: v for k, v in properties.items() if have.get(k) != v}
+        if missing:
+            self.spark.sql(
+                f"ALTER TABLE {table_ref(path)} SET TBLPROPERTIES ({_properties_sql(missing)})"
+            )
+
+    def _add_missing_columns(self, path: str, fields: tuple[tuple[str, str], ...]) -> None:
+        """Columns a newer ticdc-sync stages, added to a table an older one created (at
+        its end, which is where `events.EVENT_FIELDS` keeps them)."""
+        have = {f.name for f in self.spark.read.format("delta").load(path).schema.fields}
+        missing = [(n, t) for n, t in fields if n not in have]
+        if missing:
+            cols = ", ".join(f"{quote(n)} {t}" for n, t in missing)
+            self.spark.sql(f"ALTER TABLE {table_ref(path)} ADD COLUMNS ({cols})")
+
+    def events(self, spark: SparkSession | None = None) -> DataFrame:
+        """The staged events, read in `spark` (default: this state's session)."""
+        return (spark or self.spark).read.format("delta").load(self.events_path)
+
+    def stage(self, source: str, decoded: DataFrame, *, may_repeat: bool = False) -> int:
+        """Append decoded events in one Delta commit: positions and events move together.
+
+        The commit carries the tallies of everything staged before it (`staged.py`);
+        returns how many events it staged. `may_repeat`: the records may hold the same
+        (partition, offset) twice (overlapping capture files); the batch is then checked
+        (`_repeats_since`) and, if it does, rewritten with each position once. Copies that
+        differ (two records at one offset) are an error, and the batch is unstaged."""
+        before = self.tally(source)
+        carried = to_user_metadata({**self._stored_tallies(), **self._tallies})
+        # Forget the cached tally first: if anything below fails, the next batch must
+        # re-derive it from the table instead of re-reading what may have been staged.
+        self._tallies.pop(source, None)
+        cols = [F.lit(source).alias("source"), *[F.col(quote(c)) for c in decoded.columns]]
+        with user_metadata(self.spark, carried):
+            decoded.select(*cols).write.format("delta").mode("append").save(self.events_path)
+        if may_repeat and self._repeats_since(source, before):
+            conflicts = self._conflicting_copies(source, before)
+            if conflicts:
+                self._unstage_since(source, before, carried)
+                raise UserError(
+                    f"source {source}: capture files hold different records at the same "
+                    f"position: {', '.join(conflicts)} (hint: keep one file per range of "
+                    "offsets, delete the wrong line or file, or capture the topic again "
+                    "with `ticdc-sync capture`; nothing of this batch was staged)"
+                )
+            self._stage_once(source, before, carried)
+        after = before.copy()
+        staged = after.fold(self._increments(source, before))
+        self._tallies[source] = after
+        self._save_tallies()
+        return staged
+
+    def _repeats_since(self, source: str, known: SourceTally) -> bool:
+        """Whether an event staged after `known` is staged twice (same position). One narrow
+        job over the new events' positions: about 1 s per 1M events, where the check of
+        every capture line it replaces took 2.6-4.2 s (benchmarks/README.md)."""
+        # A count, not `limit(1)`: where nothing repeats (the usual case) a limit reads
+        # the groups in growing rounds, one job each (1.2-1.4 s against 1.0-1.2 s).
+        copies = (
+            self.events()
+            .where(_since_sql(source, known))
+            .groupBy("topic", "partition", "offset", "idx")
+            .count()
+            .where(F.col("count") > 1)
+            .count()
+        )
+        return copies > 0
+
+    def _conflicting_copies(self, source: str, known: SourceTally) -> list[str]:
+        """Up to 3 positions (`topic/partition/offset`) staged after `known` whose copies
+        differ: two records at one offset, where only one can be the record Kafka held.
+        Runs only after `_repeats_since` found copies, so normal runs never pay for it."""
+        fields = [f for f in self.events().schema.fields if f.name != "source"]
+        # Maps cannot be hashed; their JSON text stands for them.
+        content = F.xxhash64(
+            *[
+                F.to_json(F.col(quote(f.name)))
+                if f.dataType.typeName() == "map"
+                else F.col(quote(f.name))
+                for f in fields
+            ]
+        )
+        rows = (
+            self.events()
+            .where(_since_sql(source, known))
+            .groupBy("topic", "partition", "offset", "idx")
+            .agg(F.count_distinct(content).alias("versions"))
+            .where(F.col("versions") > 1)
+            .select("topic", "partition", "offset")
+            .distinct()
+            .orderBy("topic", "partition", "offset")
+            .limit(3)
+            .collect()
+        )
+        return [f"{r['topic']}/{r['partition']}/{r['offset']}" for r in rows]
+
+    def _unstage_since(self, source: str, before: SourceTally, carried: str) -> None:
+        """Remove the events staged after `before`, in one commit carrying the tallies
+        from before them: the state is as if the batch had never been staged."""
+        nothing = self.spark.createDataFrame([], self.events().schema)
+        self._replace_since(source, before, carried, nothing)
+
+    def _stage_once(self, source: str, before: SourceTally, carried: str) -> None:
+        """Rewrite the events staged after `before` with each (topic, partition, offset,
+        idx) once, in one commit (`replaceWhere`: the batch is replaced atomically).
+
+        Only after a batch that read a record twice. Until this commit, the copies are
+        identical events: apply keeps one of them and quarantine takes one, so a run
+        killed in between leaves the targets exact; only this batch's counts stay high."""
+        batch = self.events().where(_since_sql(source, before))
+        once = batch.dropDuplicates(["topic", "partition", "offset", "idx"])
+        self._replace_since(source, before, carried, once)
+
+    def _replace_since(
+        self, source: str, before: SourceTally, carried: str, rows: DataFrame
+    ) -> None:
+        """Replace the events staged after `before` with `rows`, in one atomic commit
+        (`replaceWhere`) whose userMetadata is `carried`."""
+        with user_metadata(self.spark, carried):
+            (
+                rows.write.format("delta")
+                .mode("overwrite")
+                .option("replaceWhere", _since_sql(source, before))
+                .save(self.events_path)
+            )
+
+    # --- progress -----------------------------------------------------------------
+
+    def tally(self, source: str) -> SourceTally:
+        """What is staged for a source: the tally the latest staging commit carries, plus
+        one narrow aggregate over the events staged since (by offset, so Delta's file
+        statistics skip the older files). A run after a run starts from the tallies the
+        last one saved at the table's newest commit (`_saved_tallies`), without the
+        aggregate."""
+        if source not in self._tallies:
+            saved = self._saved_tallies().get(source)
+            if saved is not None:
+                self._tallies[source] = saved
+                return saved
+            t = self._stored_tallies().get(source, SourceTally()).copy()
+            t.fold(self._increments(source, t))
+            self._tallies[source] = t
+        return self._tallies[source]
+
+    def _save_tallies(self) -> None:
+        """Save the tallies known here beside the staging table, keyed by its newest commit.
+
+        A staging commit carries only the tallies from before it, so without this the next
+        run re-aggregates the batch staged last (0.7-0.9 s per 1M events,
+        benchmarks/README.md). A cache: any later commit (a batch, a rewrite, a user's
+        OPTIMIZE) or a table made anew makes it stale, and it is then ignored. Local
+        warehouses only; a failed write loses nothing."""
+        if self._tallies_file is None:
+            return
+        at = latest_commit(self.events_path)
+        if at is None:
+            return
+        body = {"version": at[0], "sha256": at[1], "tallies": to_user_metadata(self._tallies)}
+        tmp = self._tallies_file.with_name(self._tallies_file.name + ".tmp")
+        try:
+            tmp.write_text(json.dumps(body, sort_keys=True) + "\n")
+            os.replace(tmp, self._tallies_file)
+        except OSError:
+            return
+
+    def _saved_tallies(self) -> dict[str, SourceTally]:
+        """The tallies `_save_tallies` saved, if saved at the staging table's newest commit
+        (the same version, and the same bytes of its commit file); else {}."""
+        if self._tallies_file is None:
+            return {}
+        try:
+            body = json.loads(self._tallies_file.read_text())
+        except (OSError, ValueError):
+            return {}
+        at = latest_commit(self.events_path)
+        if (
+            not isinstance(body, dict)
+            or at is None
+            or (body.get("version"), body.get("sha256")) != at
+        ):
+            return {}
+        return from_user_metadata(body.get("tallies")) or {}
+
+    def _stored_tallies(self) -> dict[str, SourceTally]:
+        if self._stored is None:
+            found = latest_user_metadata(self.spark, self.events_path, from_user_metadata)
+            self._stored = found or {}
+        return self._stored
+
+    def _increments(self, source: str, known: SourceTally) -> list:
+        """Aggregate rows (`staged.INCREMENT_FIELDS`) of the events staged after `known`."""
+        ev = self.events().where(_since_sql(source, known))
+        kind = F.col("kind")
+        return (
+            ev.groupBy("topic", "partition", "db", "tbl")
+            .agg(
+                F.max("offset").alias("last_offset"),
+                F.max(_watermark_ts()).alias("watermark"),
+                F.max(_inexact_ts()).alias("inexact_ts"),
+                F.min(F.when(kind == KIND_BAD, F.col("offset"))).alias("first_bad"),
+                F.count(F.when(kind == KIND_BAD, 1)).alias("bad"),
+                F.count(F.when(kind == KIND_ROW, 1)).alias("rows"),
+                F.count(F.when(kind == KIND_DDL, 1)).alias("ddls"),
+                F.count(F.lit(1)).alias("events"),
+            )
+            .collect()
+        )
+
+    def partitions(
+        self, source: str, open_bad: dict[tuple[str, int], int]
+    ) -> list[PartitionProgress]:
+        """Per partition of a source: last offset staged, highest watermark, and the first
+        open bad record (`open_bad`: offset per (topic, partition), `Quarantine.first_open`)."""
+        tally = self.tally(source)
+        return [
+            PartitionProgress(p.topic, p.partition, p.last_offset, p.progress_ts, open_bad.get(k))
+            for k, p in sorted(tally.partitions.items())
+        ]
+
+    def capped_watermark(self, source: str, p: PartitionProgress) -> int | None:
+        """Highest watermark (or inexact ts) strictly before the partition's first bad record."""
+        if p.first_bad_offset is None:
+            return p.watermark
+        r = (
+            self.events()
+            .where(
+                (F.col("source") == source)
+                & (F.col("topic") == p.topic)
+                & (F.col("partition") == p.partition)
+                & (F.col("offset") < p.first_bad_offset)
+            )
+            .agg(F.max(_watermark_ts()).alias("wm"), F.max(_inexact_ts()).alias("ix"))
+            .collect()[0]
+        )
+        return r["wm"] if r["wm"] is not None else r["ix"]
+
+    def upstream_tables(self, source: str) -> list[dict]:
+        """{db, tbl, rows, ddls} for every upstream table seen in a source."""
+        return [
+            {"db": db, "tbl": tbl, "rows": rows, "ddls": ddls}
+            for (db, tbl), (rows, ddls) in sorted(self.tally(source).tables.items())
+        ]
+
+    def ddl_events(self, source: str, max_ts: int) -> list[DdlEvent]:
+        if not self.tally(source).ddls:
+            return []
+        rows = (
+            self.events()
+            .where(
+                (F.col("source") == source)
+                & (F.col("kind") == KIND_DDL)
+                & (F.col("commit_ts") <= max_ts)
+            )
+            .select(
+                "db",
+                "tbl",
+                "commit_ts",
+                "ddl_sql",
+                "ddl_hint",
+                "table_changes",
+                "topic",
+                "partition",
+                "offset",
+            )
+            .collect()
+        )
+        return [
+            DdlEvent(
+                db=r["db"] or "",
+                tbl=r["tbl"] or "",
+                commit_ts=r["commit_ts"],
+                sql=r["ddl_sql"] or "",
+                hint=r["ddl_hint"],
+                table_changes=r["table_changes"],
+                topic=r["topic"],
+                partition=r["partition"],
+                offset=r["offset"],
+            )
+            for r in rows
+        ]
+
+    def first_meta(self, source: str, db: str, tbl: str):
+        """Protocol column metadata and pk names of one row of an upstream table (for inference)."""
+        r = (
+            self.events()
+            .where(
+                (F.col("source") == source)
+                & (F.col("kind") == KIND_ROW)
+                & (F.col("db") == db)
+                & (F.col("tbl") == tbl)
+                & F.col("col_meta").isNotNull()
+            )
+            .orderBy("commit_ts", "partition", "offset", "idx")
+            # Keys and values as arrays: a map reaches Python through a Java HashMap, which
+            # loses the message's column order (the order an inferred schema must keep).
+            .select(
+                F.map_keys("col_meta").alias("names"),
+                F.map_values("col_meta").alias("metas"),
+                "pk_names",
+            )
+            .limit(1)
+            .collect()
+        )
+        if not r:
+            return None, None
+        meta = dict(zip(r[0]["names"], r[0]["metas"], strict=True))
+        return meta, list(r[0]["pk_names"] or [])
+
+    # --- schema history -------------------------------------------------------------
+
+
+def ensure_table(
+    spark: SparkSession, path: str, schema: str, properties: dict[str, str] | None = None
+) -> None:
+    """Create a state table at `path` unless it exists."""
+    props = {"delta.appendOnly": "false", **(properties or {})}
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS {table_ref(path)} ({schema}) USING delta "
+        f"TBLPROPERTIES ({_properties_sql(props)})"
+    )
+
+
+def _properties_sql(properties: dict[str, str]) -> str:
+    """`'k' = 'v', ...` for TBLPROPERTIES, in key order (same properties, same SQL)."""
+    return ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in sorted(properties.items()))
+
+
+def _since_sql(source: str, known: SourceTally) -> str:
+    """SQL: a source's events staged after `known` (by offset per partition, so Delta's
+    file statistics skip the older files; a partition `known` lacks is new throughout)."""
+    cond = f"`source` = {sql_string(source)}"
+    if not known.partitions:
+        return cond
+    newer, seen = [], []
+    for (topic, part), p in sorted(known.partitions.items()):
+        same = f"topic = {sql_string(topic)} AND `partition` = {int(part)}"
+        seen.append(f"({same})")
+        newer.append(f"({same} AND `offset` > {int(p.last_offset)})")
+    return f"{cond} AND ({' OR '.join(newer)} OR NOT ({' OR '.join(seen)}))"
+
+
+def _watermark_ts() -> Column:
+    """commit_ts of a watermark event, else NULL (what a partition's progress is for
+    sources with commit_ts)."""
+    return F.when(F.col("kind") == KIND_WATERMARK, F.col("commit_ts"))
+
+
+def _inexact_ts() -> Column:
+    """The approximate ts of a row/DDL event of a source without commit_ts, else NULL."""
+    return F.when(F.col("kind").isin(KIND_ROW, KIND_DDL) & ~F.col("exact_ts"), F.col("commit_ts"))
