@@ -97,39 +97,83 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from ticdc_sync.plan import build_plan, read_state, render_json, render_text
+    from ticdc_sync.plan import build_plan, render_json, render_text
+    from ticdc_sync.warehouse import read_state
 
     project = _load(args)
+    if args.out:
+        _check_writable(Path(args.out))
     plan = build_plan(project, read_state(project))
-    text = render_json(plan) if args.format == "json" else render_text(plan)
+    explained = None
+    code = EXIT_OK
+    if args.explain:
+        from ticdc_sync.spark import explain
+
+        explained = {}
+        code = explain.explain(project, plan, out=explained.__setitem__)
+    if args.format == "json":
+        text = render_json(plan, {"explain": explained} if explained is not None else None)
+    else:
+        text = render_text(plan)
+        if explained:
+            text += "".join(f"\n== {k} ==\n{v}\n" for k, v in sorted(explained.items()))
     if args.out:
         Path(args.out).write_text(text, "utf-8")
         _err(f"plan written to {args.out}")
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
-    code = EXIT_OK
-    if args.explain:
-        from ticdc_sync.spark import explain
-
-        code = explain.explain(project, plan, out=_out)
     if code == EXIT_OK and args.detailed_exitcode and plan.has_pending:
         return EXIT_PENDING
     return code
 
 
+def _check_writable(path: Path) -> None:
+    if not path.parent.is_dir():
+        raise UserError(
+            f"--out {path}: folder {path.parent} does not exist (hint: create it, or write the "
+            "plan elsewhere)"
+        )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     project = _load(args)
+    saved = None
+    if args.plan:
+        path = Path(args.plan)
+        try:
+            saved = (path.read_text("utf-8"), str(path))
+        except OSError as e:
+            raise UserError(f"--plan {path}: cannot read it ({e.strerror})") from None
     from ticdc_sync.spark import runner
 
-    return runner.run(project, select=tuple(args.select or ()), follow=args.follow, out=_out)
+    return runner.run(
+        project,
+        select=tuple(args.select or ()),
+        exclude=tuple(args.exclude or ()),
+        follow=args.follow,
+        out=_out,
+        saved_plan=saved,
+    )
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    project = _load(args)
-    from ticdc_sync.spark import runner
+    import json
 
-    return runner.status(project, out=_out, show=args.show)
+    from ticdc_sync import status
+
+    project = _load(args)
+    rep = status.report(project)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(rep, indent=2, sort_keys=True) + "\n")
+    else:
+        _out(status.render(rep))
+    if args.show:
+        from ticdc_sync.plan import build_plan
+        from ticdc_sync.warehouse import read_state
+
+        status.show_rows(build_plan(project, read_state(project)), args.show, _out)
+    return EXIT_OK
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
@@ -198,13 +242,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--select", nargs="+", metavar="NAME", help="only these targets (fnmatch globs allowed)"
     )
+    p.add_argument(
+        "--exclude", nargs="+", metavar="NAME", help="not these targets (fnmatch globs allowed)"
+    )
     p.add_argument("--follow", action="store_true", help="keep consuming until interrupted")
+    p.add_argument(
+        "--plan",
+        metavar="FILE",
+        help="execute this saved plan (`plan --format json --out FILE`); refused if the "
+        "project or the warehouse changed since it was made",
+    )
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("status", parents=[debug, proj], help="per-table progress, lag, blocks")
     p.add_argument(
         "--show", type=int, default=0, metavar="N", help="also print N rows of each target"
     )
+    p.add_argument("--format", choices=["text", "json"], default="text", help="text table or JSON")
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser(

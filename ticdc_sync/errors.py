@@ -48,46 +48,9 @@ class PlanError(UserError):
     """A valid project that cannot be compiled into a plan."""
 
 
-@dataclass(frozen=True, slots=True)
-class RecordRef:
-    """Where a Kafka record came from: topic/partition/offset, plus table and commit_ts if known."""
-
-    topic: str
-    partition: int
-    offset: int
-    table: str | None = None
-    commit_ts: int | None = None
-
-    def render(self) -> str:
-        s = f"{self.topic}/{self.partition}/{self.offset}"
-        if self.table:
-            s += f" table {self.table}"
-        if self.commit_ts is not None:
-            s += f" commit_ts {self.commit_ts}"
-        return s
-
-
-class DecodeError(UserError):
-    """A message that cannot be decoded. Carries the record's position and the reason."""
-
-    def __init__(self, ref: RecordRef | None, reason: str, hint: str = "") -> None:
-        self.ref = ref
-        self.reason = reason
-        self.hint = hint
-        where = ref.render() if ref else "<unknown record>"
-        msg = f"{where}: {reason}"
-        if hint:
-            msg += f" (hint: {hint})"
-        super().__init__(msg)
-
-
 class DdlError(UserError):
     """A DDL statement that cannot be parsed or translated."""
 
 
 class BlockedError(UserError):
     """A table is blocked at a DDL by policy or because the DDL is unsupported."""
-
-
-class ApplyError(TicdcSyncError):
-    """Applying changes to a Delta table failed in a way the user cannot fix by editing files."""

@@ -98,3 +98,12 @@ def bad_message_policy(project: Project, source: str, db: str, table: str) -> Ba
     record names no table): its entry's `on_bad_message`, else the project default."""
     entry = project.route(source, db, table) if table else None
     return project.bad_message_policy(entry)
+
+
+def quarantines(project: Project, source: str, db: str, table: str) -> bool:
+    """Whether an undecodable record of `db.table` goes to the quarantine: by its table's
+    policy, and always for a table no entry routes (its rows are skipped anyway; the
+    record is kept and counted rather than blocking the source)."""
+    if table and project.route(source, db, table) is None:
+        return True
+    return bad_message_policy(project, source, db, table) is BadMessagePolicy.QUARANTINE

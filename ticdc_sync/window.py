@@ -1,14 +1,12 @@
-"""Split a target's resolved window into steps: row segments separated by DDL barriers.
+"""A target's progress marker, and the DDL events as staged (broadcast copies removed).
 
-Pure: it sees only the (few) DDL events of a target and its progress marker, never rows.
-The Spark runner executes the steps in order; each step is one Delta commit that carries
-the new marker, so progress is recorded atomically with the data (DESIGN.md §3).
+A target's progress is the `Marker` in the userMetadata of each Delta commit it makes, so it
+is recorded atomically with the data (DESIGN.md §3). Pure: no rows, no pyspark.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 MARKER_KEY = "ticdc_sync"
@@ -79,30 +77,6 @@ class DdlEvent:
         return f"{self.topic}/{self.partition}/{self.offset}"
 
 
-@dataclass(frozen=True, slots=True)
-class MergeRows:
-    """Apply row changes with lo < commit_ts <= hi in one MERGE."""
-
-    lo: int
-    hi: int
-
-
-@dataclass(frozen=True, slots=True)
-class ApplyDdl:
-    """Apply the DDL events sharing one commit_ts (a split multi-table RENAME shares it).
-
-    `ahead`: applied before the rows that precede it (see `fuse_additive`); its commits
-    then keep the marker's `applied_ts`, since those rows are not in the table yet.
-    """
-
-    commit_ts: int
-    ddls: tuple[DdlEvent, ...]
-    ahead: bool = False
-
-
-Step = MergeRows | ApplyDdl
-
-
 def dedupe_ddl(events: list[DdlEvent]) -> list[DdlEvent]:
     """Drop broadcast copies (codec facts 0.5, 4.3): one event per (db, tbl, commit_ts, sql),
     keeping the copy from the lowest (partition, offset); sorted by commit_ts."""
@@ -113,56 +87,3 @@ def dedupe_ddl(events: list[DdlEvent]) -> list[DdlEvent]:
         if cur is None or (e.partition, e.offset) < (cur.partition, cur.offset):
             best[k] = e
     return sorted(best.values(), key=lambda e: (e.commit_ts, e.partition, e.offset))
-
-
-def plan_steps(marker: Marker, ddls: list[DdlEvent], resolved: int) -> list[Step]:
-    """The steps that bring a target from `marker` to `resolved`.
-
-    Rows before a DDL are merged with the old schema, then the DDL, then the rows after
-    it (DESIGN.md §2). A DDL whose commit_ts is at or below `applied_ts` but not yet
-    handled still runs: TiCDC may send the watermark equal to a DDL's commit_ts before the
-    DDL itself (tiflow #4845), and rows never share a commit_ts with a DDL.
-    """
-    steps: list[Step] = []
-    lo = marker.applied_ts
-    by_ts: dict[int, list[DdlEvent]] = {}
-    for d in ddls:
-        if d.commit_ts <= resolved and not marker.ddl_done(d.commit_ts):
-            by_ts.setdefault(d.commit_ts, []).append(d)
-    for ts in sorted(by_ts):
-        group = sorted(by_ts[ts], key=lambda e: (e.partition, e.offset, e.db, e.tbl))
-        if ts - 1 > lo:
-            steps.append(MergeRows(lo, ts - 1))
-            lo = ts - 1
-        steps.append(ApplyDdl(ts, tuple(group)))
-        lo = max(lo, ts)
-    if resolved > lo:
-        steps.append(MergeRows(lo, resolved))
-    return steps
-
-
-def fuse_additive(steps: list[Step], additive: Callable[[ApplyDdl], bool]) -> list[Step]:
-    """Fewer MERGEs: move each purely additive DDL (`additive(step)`: ADD COLUMN or no Delta
-    change) ahead of the row segment before it, so the segments on both sides become one.
-
-    The merged segment types each row with the schema in force at its commit_ts and gives
-    an added column, for rows older than the ADD, the value the ADD's backfill would have
-    written; the result is the table the unfused steps produce. A moved DDL commits with
-    the old `applied_ts`, so a run killed between it and the MERGE redoes the whole segment.
-    Any other DDL stays a barrier between segments.
-    """
-    out: list[Step] = []
-    pending: MergeRows | None = None
-    for step in steps:
-        if isinstance(step, MergeRows):
-            pending = step if pending is None else MergeRows(pending.lo, step.hi)
-        elif pending is not None and additive(step):
-            out.append(ApplyDdl(step.commit_ts, step.ddls, ahead=True))
-        else:
-            if pending is not None:
-                out.append(pending)
-                pending = None
-            out.append(step)
-    if pending is not None:
-        out.append(pending)
-    return out

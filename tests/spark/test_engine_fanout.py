@@ -4,8 +4,7 @@ The same upstream history goes into two projects: one applies its targets side b
 (the default), the other one at a time. Every target must end with the same rows and the
 same Delta commits, each carrying that target's own marker: the marker travels in a
 session conf, so a shared session would stamp one target's progress on another. A target
-blocked by its DDL policy stops alone while the others land, and a window with a RENAME
-TABLE is applied one target at a time.
+blocked by its DDL policy stops alone while the others land.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from ticdc_sync.locations import target_location, warehouse_path
 from ticdc_sync.spark import fanout, runner
 from ticdc_sync.spark.conf import MARKER_COMMIT_CONF
 from ticdc_sync.sqlgen import table_ref
-from ticdc_sync.window import DdlEvent
 
 pytestmark = pytest.mark.spark
 
@@ -99,14 +97,3 @@ def test_side_by_side_lands_what_one_at_a_time_lands(spark, tmp_path, monkeypatc
             ]
             first = min(mine, default=summary)
             assert not any(first < i < summary for i in others), (name, lines)
-
-
-def test_a_rename_in_the_window_means_one_target_at_a_time():
-    def ddl(ts: int, sql: str) -> DdlEvent:
-        return DdlEvent("shop", "t", ts, sql)
-
-    events = [ddl(10, "ALTER TABLE shop.t RENAME TO shop.u"), ddl(20, "ALTER TABLE t ADD c INT")]
-    assert fanout.may_cross_targets(events, 10)
-    assert not fanout.may_cross_targets(events, 11)  # applied by every target already
-    assert fanout.may_cross_targets([ddl(30, "rename table shop.t to shop.v")], 0)
-    assert not fanout.may_cross_targets([ddl(30, "TRUNCATE TABLE shop.t")], 0)

@@ -81,7 +81,8 @@ def test_init_scaffold_validates_and_plans(
     out = capsys.readouterr().out
     assert "Plan for project new_proj (target dev)" in out
     assert "users <- app.users via app" in out
-    assert "Warnings (0)" in out
+    # No capture recorded yet: the plan says so (a typo in `topics:` would read nothing).
+    assert "Warnings (1)" in out and "has no capture folder" in out
     # Refuses a non-empty folder.
     assert main(["init", str(dest)]) == 1
     assert "not empty" in capsys.readouterr().err
@@ -110,16 +111,17 @@ def test_debug_shows_traceback_for_user_errors(
     assert "Traceback" in capsys.readouterr().err
 
 
-def test_malformed_state_is_a_user_error(
+def test_unreadable_warehouse_state_is_a_user_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "p"
     shutil.copytree(SHOP, root, ignore=GENERATED)
-    (root / "target").mkdir()
-    (root / "target" / "state.json").write_text('{"pending_ddl": [{"kind": "add_column"}]}')
-    # A malformed state file is a user error (exit 1), not a crash.
+    log = root / "warehouse" / "_ticdc_sync" / "events" / "_delta_log"
+    log.mkdir(parents=True)
+    (log / "00000000000000000000.json").write_text("this is not a Delta log\n")
+    # A broken state table is a user error naming it (exit 1), not a crash.
     assert main(["plan", "--project", str(root)]) == 1
-    assert "pending_ddl[0] is malformed" in capsys.readouterr().err
+    assert "_ticdc_sync/events" in capsys.readouterr().err
 
 
 def test_pure_commands_never_import_pyspark(tmp_path: Path) -> None:

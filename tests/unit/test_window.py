@@ -1,53 +1,95 @@
-"""Window planning: rows split at DDL barriers, markers resume half-done work."""
+"""A target's steps: rows split at DDL barriers, additive DDL fused, markers resume half-done work.
+
+Built through the real planner (project + warehouse state -> Plan -> steps), as a run does.
+"""
 
 from __future__ import annotations
 
-from ticdc_sync.window import (
-    ApplyDdl,
-    DdlEvent,
-    Marker,
-    MergeRows,
-    dedupe_ddl,
-    fuse_additive,
-    plan_steps,
+from pathlib import Path
+
+from ticdc_sync.ddl import parse_schema_sql
+from ticdc_sync.model import Defaults, Output, Project, Protocol, Source, TableEntry
+from ticdc_sync.plan import build_plan
+from ticdc_sync.plan.steps import Ddl, Rows, target_steps
+from ticdc_sync.staged import PartitionTally, SourceTally
+from ticdc_sync.warehouse_state import SourceState, TargetState, WarehouseState
+from ticdc_sync.window import DdlEvent, Marker, dedupe_ddl
+
+SEED = parse_schema_sql("CREATE TABLE db.t (id INT PRIMARY KEY, c0 INT)", None, "s.sql")[0]
+PROJECT = Project(
+    name="p",
+    root=Path("/nonexistent"),
+    output=Output("dev"),
+    defaults=Defaults(),
+    sources=(Source("src", Protocol.CANAL_JSON, ("topic",)),),
+    tables=(TableEntry("db.t", "t"),),
+    seed_schemas={("db", "t"): SEED},
 )
 
 
-def ddl(ts: int, sql: str = "ALTER TABLE t ADD COLUMN c INT", partition: int = 0) -> DdlEvent:
-    return DdlEvent("db", "t", ts, sql, partition=partition, offset=ts)
+def ddl(ts: int, sql: str = "ALTER TABLE t ADD COLUMN c{ts} INT", partition: int = 0) -> DdlEvent:
+    return DdlEvent("db", "t", ts, sql.format(ts=ts), partition=partition, offset=ts)
+
+
+def steps(marker: Marker, events: list[DdlEvent], resolved: int) -> list[tuple]:
+    tally = SourceTally(
+        partitions={("topic", 0): PartitionTally("topic", 0, 1, watermark=resolved)},
+        tables={("db", "t"): (1, len(events))},
+    )
+    state = WarehouseState(
+        sources={"src": SourceState("src", tally=tally, ddl_events=tuple(events))},
+        targets={"t": TargetState("t", True, marker, columns=(("id", "int"), ("c0", "int")))},
+    )
+    plan = build_plan(PROJECT, state)
+    out = []
+    for s in target_steps(plan.target_plan("t")):
+        if isinstance(s, Rows):
+            out.append(("rows", s.lo, s.hi))
+        elif isinstance(s, Ddl):
+            out.append(("ddl", s.commit_ts, s.ahead))
+        else:
+            out.append((type(s).__name__.lower(), getattr(s, "ddl", None) and s.ddl.commit_ts))
+    return out
 
 
 def test_rows_only():
-    assert plan_steps(Marker(), [], 100) == [MergeRows(-1, 100)]
+    assert steps(Marker(), [], 100) == [("rows", -1, 100)]
 
 
 def test_nothing_new():
-    assert plan_steps(Marker(applied_ts=100), [], 100) == []
+    assert steps(Marker(applied_ts=100), [], 100) == []
 
 
 def test_split_at_ddl():
-    steps = plan_steps(Marker(applied_ts=10), [ddl(50)], 100)
-    assert steps == [MergeRows(10, 49), ApplyDdl(50, (ddl(50),)), MergeRows(50, 100)]
+    drop = ddl(50, "ALTER TABLE t DROP COLUMN c0")
+    assert steps(Marker(applied_ts=10), [drop], 100) == [
+        ("rows", 10, 49),
+        ("ddl", 50, False),
+        ("rows", 50, 100),
+    ]
 
 
 def test_ddl_after_resolved_waits():
-    assert plan_steps(Marker(applied_ts=10), [ddl(150)], 100) == [MergeRows(10, 100)]
+    assert steps(Marker(applied_ts=10), [ddl(150)], 100) == [("rows", 10, 100)]
 
 
 def test_ddl_done_is_skipped_and_half_done_ddl_resumes():
+    drop = ddl(50, "ALTER TABLE t DROP COLUMN c0")
     m = Marker(applied_ts=49, ddl_ts=50, ddl_part=0, ddl_parts=2)
     assert not m.ddl_done(50)
     assert m.parts_done(50) == 1
-    steps = plan_steps(m, [ddl(50)], 100)
-    assert steps == [ApplyDdl(50, (ddl(50),)), MergeRows(50, 100)]
+    assert steps(m, [drop], 100) == [("ddl", 50, False), ("rows", 50, 100)]
     done = Marker(applied_ts=50, ddl_ts=50, ddl_part=1, ddl_parts=2)
-    assert plan_steps(done, [ddl(50)], 100) == [MergeRows(50, 100)]
+    assert steps(done, [drop], 100) == [("rows", 50, 100)]
 
 
 def test_late_ddl_at_watermark_still_runs():
     # tiflow #4845: the watermark equal to a DDL's commit_ts can arrive before the DDL.
-    steps = plan_steps(Marker(applied_ts=50, ddl_ts=-1), [ddl(50)], 60)
-    assert steps == [ApplyDdl(50, (ddl(50),)), MergeRows(50, 60)]
+    drop = ddl(50, "ALTER TABLE t DROP COLUMN c0")
+    assert steps(Marker(applied_ts=50, ddl_ts=-1), [drop], 60) == [
+        ("ddl", 50, False),
+        ("rows", 50, 60),
+    ]
 
 
 def test_dedupe_broadcast_copies_keeps_lowest_partition():
@@ -64,35 +106,35 @@ def test_marker_round_trip():
 
 
 def test_fuse_additive_moves_ddl_ahead_and_joins_segments():
-    steps = plan_steps(Marker(applied_ts=10), [ddl(50), ddl(70)], 100)
-    fused = fuse_additive(steps, lambda s: True)
-    assert fused == [
-        ApplyDdl(50, (ddl(50),), ahead=True),
-        ApplyDdl(70, (ddl(70),), ahead=True),
-        MergeRows(10, 100),
+    assert steps(Marker(applied_ts=10), [ddl(50), ddl(70)], 100) == [
+        ("ddl", 50, True),
+        ("ddl", 70, True),
+        ("rows", 10, 100),
     ]
 
 
 def test_fuse_additive_keeps_other_ddl_as_barrier():
-    barrier = ddl(70, "ALTER TABLE t DROP COLUMN c")
-    steps = plan_steps(Marker(applied_ts=10), [ddl(50), barrier], 100)
-    fused = fuse_additive(steps, lambda s: "ADD" in s.ddls[0].sql)
-    assert fused == [
-        ApplyDdl(50, (ddl(50),), ahead=True),
-        MergeRows(10, 69),
-        ApplyDdl(70, (barrier,)),
-        MergeRows(70, 100),
+    barrier = ddl(70, "ALTER TABLE t DROP COLUMN c0")
+    assert steps(Marker(applied_ts=10), [ddl(50), barrier], 100) == [
+        ("ddl", 50, True),
+        ("rows", 10, 69),
+        ("ddl", 70, False),
+        ("rows", 70, 100),
     ]
 
 
 def test_fuse_additive_without_rows_before_changes_nothing():
     # The marker is just below the DDL: no segment to join, the DDL runs in place.
-    steps = plan_steps(Marker(applied_ts=49), [ddl(50)], 100)
-    assert fuse_additive(steps, lambda s: True) == steps
+    assert steps(Marker(applied_ts=49), [ddl(50)], 100) == [("ddl", 50, False), ("rows", 50, 100)]
 
 
 def test_resume_after_ddl_ahead_is_one_segment():
     # Killed after the moved ADD COLUMN committed (applied_ts kept at 10), before the MERGE.
     m = Marker(applied_ts=10, ddl_ts=50, ddl_part=1, ddl_parts=2)
     assert m.ddl_done(50)
-    assert plan_steps(m, [ddl(50)], 100) == [MergeRows(10, 100)]
+    assert steps(m, [ddl(50)], 100) == [("rows", 10, 100)]
+
+
+def test_a_blocked_ddl_stops_the_rows_just_before_it():
+    narrow = ddl(50, "ALTER TABLE t MODIFY COLUMN c0 TINYINT")
+    assert steps(Marker(applied_ts=10), [narrow, ddl(70)], 100) == [("rows", 10, 49), ("stop", 50)]

@@ -11,14 +11,10 @@ matching `fits_sql` is false, so the engine can report or quarantine it.
 from __future__ import annotations
 
 from ticdc_sync import datatypes
+from ticdc_sync.sqlgen import sql_string
 from ticdc_sync.upstream import Column
 
 TWO_64 = "18446744073709551616"
-
-
-def lit(s: str) -> str:
-    """A Spark SQL string literal for `s` (backslashes and quotes escaped)."""
-    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def base(col: Column) -> str:
@@ -34,7 +30,7 @@ def fits(raw: str, value: str, extra: str | None = None) -> str:
 
 
 def rlike(raw: str, pattern: str) -> str:
-    return f"(({raw}) RLIKE {lit(pattern)})"
+    return f"(({raw}) RLIKE {sql_string(pattern)})"
 
 
 INT_RE = r"^\s*-?[0-9]+\s*$"
@@ -134,7 +130,7 @@ def wall_clock_timestamp(raw: str, time_zone: str) -> str:
     Spark session time zone (to_utc_timestamp would).
     """
     guard = rlike(raw, DATETIME_RE)
-    zone = lit(" " + zone_suffix(time_zone))
+    zone = sql_string(" " + zone_suffix(time_zone))
     return (
         f"IF({guard}, try_cast(concat(trim({raw}), {zone}) AS TIMESTAMP), CAST(NULL AS TIMESTAMP))"
     )
@@ -160,7 +156,7 @@ def enum_from_index(col: Column, raw: str) -> str:
     """ENUM as 1-based index (Canal, Open Protocol): 0 is the invalid value ''; unknown members keep the text."""
     if not col.members:
         return f"trim({raw})"
-    arr = "array(" + ", ".join(lit(m) for m in col.members) + ")"
+    arr = "array(" + ", ".join(sql_string(m) for m in col.members) + ")"
     i = f"try_cast(trim({raw}) AS INT)"
     return (
         f"CASE WHEN {i} = 0 THEN '' WHEN {i} BETWEEN 1 AND {len(col.members)} "
@@ -176,7 +172,7 @@ def set_from_bitmask(col: Column, raw: str) -> str:
     """SET as bitmask (Canal, Open Protocol): bit i is member i+1, joined in definition order."""
     if not col.members:
         return f"trim({raw})"
-    arr = "array(" + ", ".join(lit(m) for m in col.members) + ")"
+    arr = "array(" + ", ".join(sql_string(m) for m in col.members) + ")"
     bits = f"reverse(conv(trim({raw}), 10, 2))"
     n = len(col.members)
     return (
@@ -246,15 +242,11 @@ def go_unquote(raw: str) -> str:
         f"WHEN length({tok}) = 4 THEN upper(substr({tok}, 3)) "
         f"ELSE {unicode} END"
     )
-    pattern = lit(r"(?s)\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)|.")
+    pattern = sql_string(r"(?s)\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)|.")
     joined = (
         f"array_join(transform(regexp_extract_all({raw}, {pattern}, 0), {tok} -> {per_token}), '')"
     )
     return f"IF(({raw}) IS NULL, CAST(NULL AS BINARY), IF(instr({joined}, 'Z') > 0, CAST(NULL AS BINARY), unhex({joined})))"
-
-
-def go_unquote_fits(raw: str) -> str:
-    return fits(raw, go_unquote(raw))
 
 
 def index_encoded_fits(col: Column, raw: str, value: str) -> str:

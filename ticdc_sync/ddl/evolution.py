@@ -394,7 +394,7 @@ def apply_statement(
             "the source table's schema (hint: use apply_to_catalog)"
         )
     if isinstance(stmt, Unknown):
-        return schema, [Unsupported(f"DDL not understood: {stmt.reason}")]
+        return schema, [Unsupported(f"DDL not understood: {stmt.reason}", DdlKind.UNPARSED)]
     if isinstance(stmt, RecoverTable):
         return schema, [
             Unsupported(

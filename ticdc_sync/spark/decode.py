@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from ticdc_sync import events
 from ticdc_sync.codecs.open_framing import split_open_protocol
 from ticdc_sync.model import Protocol, Source
+from ticdc_sync.sqlgen import sql_string
 
 # ---------------------------------------------------------------------------- reasons
 
@@ -536,7 +537,7 @@ def _monotonic_inexact(df: DataFrame, floors: dict[tuple[str, int], int]) -> Dat
     floor = "CAST(NULL AS BIGINT)"
     if floors:
         whens = " ".join(
-            f"WHEN topic = {_sql_str(t)} AND `partition` = {p} THEN {int(v) >> 18}"
+            f"WHEN topic = {sql_string(t)} AND `partition` = {p} THEN {int(v) >> 18}"
             for (t, p), v in sorted(floors.items())
         )
         floor = f"CASE {whens} END"
@@ -552,10 +553,6 @@ def _monotonic_inexact(df: DataFrame, floors: dict[tuple[str, int], int]) -> Dat
         for c in df.columns
     ]
     return df.select(*cols)
-
-
-def _sql_str(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _decode(records: DataFrame, source: Source) -> DataFrame:

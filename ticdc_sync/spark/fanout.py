@@ -10,10 +10,10 @@ marker. Two things are shared and handled here:
 - The marker travels in a session conf (`state.commit_marker`), and the MERGE source is a
   temp view: both are per session, so each target gets a session of its own
   (`SparkSession.newSession`, with this session's runtime SQL settings copied over).
-- A RENAME TABLE carries one target's rows into another (`ddl_apply._rename_parts`), so a
-  window with a RENAME is applied one target at a time.
+- A RENAME TABLE carries one target's rows into another: `executor` runs the targets in
+  epochs around such a rename.
 
-This module must not decide what a target applies (`apply.TargetApplier` does) nor
+This module must not decide what a target applies (the plan does) nor
 report results (the runner does); it only schedules.
 """
 
@@ -25,8 +25,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from pyspark.sql import SparkSession
-
-from ticdc_sync.window import DdlEvent
 
 T = TypeVar("T")
 Out = Callable[[str], None]
@@ -45,12 +43,6 @@ def target_session(spark: SparkSession) -> SparkSession:
         if spark.conf.isModifiable(key) and session.conf.get(key, None) != value:
             session.conf.set(key, value)
     return session
-
-
-def may_cross_targets(ddls: Sequence[DdlEvent], after_ts: int) -> bool:
-    """Whether a DDL after `after_ts` may move rows between targets (a RENAME; judged from
-    the text, so a column rename counts too: that only costs the side-by-side apply)."""
-    return any(d.commit_ts >= after_ts and "RENAME" in d.sql.upper() for d in ddls)
 
 
 class GroupedOut:

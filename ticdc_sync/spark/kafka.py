@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ticdc_sync.errors import UserError
 from ticdc_sync.events import RECORD_SCHEMA
 from ticdc_sync.model import Transport
+from ticdc_sync.secrets import redacted
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -37,8 +38,6 @@ Offsets = dict[tuple[str, int], int]  # (topic, partition) -> next offset to rea
 # Any option whose name contains one of these may carry a secret (sasl.jaas.config holds
 # the password inline; ssl.key.password, ssl.keystore.key, sasl.oauthbearer tokens, ...).
 # Same words as the plan's redaction (README "Commands").
-SECRET_MARKERS = ("password", "secret", "sasl.jaas.config", "jaas", "token", "credential", "key")
-REDACTED = "****"
 
 # Spark's Kafka source manages these itself and rejects them (Spark docs: "Kafka specific
 # configurations"); say so up front rather than with a JVM stack trace.
@@ -59,11 +58,8 @@ DEFAULT_CLIENT_OPTIONS = {
 
 
 def redact(options: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of `options` fit for logs and messages: secret-looking values become ****."""
-    return {
-        k: (REDACTED if any(m in k.lower() for m in SECRET_MARKERS) else v)
-        for k, v in sorted(options.items())
-    }
+    """A copy of `options` fit for logs and messages (`secrets.redacted`)."""
+    return redacted(options)
 
 
 def client_options(transport: Transport) -> dict[str, str]:
@@ -251,15 +247,6 @@ def latest_offsets(
     tps = [(t, p) for t, ps in sorted(partitions.items()) for p in ps]
     with _admin(spark, transport) as admin:
         return _offsets(spark, admin, transport, tps, "latest")
-
-
-def earliest_offsets(
-    spark: SparkSession, transport: Transport, partitions: Mapping[str, list[int]]
-) -> Offsets:
-    """The first offset each partition still holds (the log start, after retention)."""
-    tps = [(t, p) for t, ps in sorted(partitions.items()) for p in ps]
-    with _admin(spark, transport) as admin:
-        return _offsets(spark, admin, transport, tps, "earliest")
 
 
 def _default_start(

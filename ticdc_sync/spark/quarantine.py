@@ -34,44 +34,62 @@ class Quarantine:
         return self.spark.read.format("delta").load(self.path)
 
     def first_open(self, source: str) -> dict[tuple[str, int], int]:
-        ev = self.staging.events().where((F.col("source") == source) & (F.col("kind") == KIND_BAD))
-        q = (
-            self.table()
-            .where(F.col("source") == source)
-            .select("topic", "partition", "offset", F.lit(True).alias("__q"))
-        )
+        """The offset of the first open bad record per (topic, partition)."""
         rows = (
-            ev.join(q, ["topic", "partition", "offset"], "left")
-            .where(F.col("__q").isNull())
+            self._open(source)
             .groupBy("topic", "partition")
             .agg(F.min("offset").alias("first_bad"))
             .collect()
         )
         return {(r["topic"], r["partition"]): r["first_bad"] for r in rows}
 
-    def open_bad_records(self, source: str, limit: int = 20) -> list:
+    def _open(self, source: str) -> DataFrame:
+        """The source's staged bad records that are not in the quarantine."""
+        ev = self.staging.events().where((F.col("source") == source) & (F.col("kind") == KIND_BAD))
+        q = self.table().select("topic", "partition", "offset", "idx", F.lit(True).alias("__q"))
+        return ev.join(q, ["topic", "partition", "offset", "idx"], "left").where(
+            F.col("__q").isNull()
+        )
+
+    def open_tables(self, source: str) -> list[tuple[str, str]]:
+        """The upstream tables (db, table; "" when unknown) the open bad records name."""
         if not self.staging.tally(source).bad:
             return []
-        ev = self.staging.events().where((F.col("source") == source) & (F.col("kind") == KIND_BAD))
-        q = self.table().select("topic", "partition", "offset", F.lit(True).alias("__q"))
+        rows = (
+            self._open(source)
+            .select(
+                F.coalesce("db", F.lit("")).alias("db"), F.coalesce("tbl", F.lit("")).alias("tbl")
+            )
+            .distinct()
+            .collect()
+        )
+        return sorted((r["db"], r["tbl"]) for r in rows)
+
+    def open_bad_records(self, source: str, limit: int = 20) -> list:
+        """Up to `limit` open bad records, in position order."""
+        if not self.staging.tally(source).bad:
+            return []
         return (
-            ev.join(q, ["topic", "partition", "offset"], "left")
-            .where(F.col("__q").isNull())
+            self._open(source)
             .orderBy("topic", "partition", "offset", "idx")
-            .select("topic", "partition", "offset", "error")
+            .select("topic", "partition", "offset", "db", "tbl", "error")
             .limit(limit)
             .collect()
         )
 
-    def quarantine_open_bad(self, source: str) -> int:
-        """Move the source's open bad records into the quarantine table (idempotent)."""
-        if not self.staging.tally(source).bad:
+    def quarantine_open_bad(self, source: str, tables: list[tuple[str, str]]) -> int:
+        """Move the source's open bad records of `tables` ((db, table), "" for a record that
+        names none) into the quarantine table; idempotent. The caller decides which."""
+        if not tables or not self.staging.tally(source).bad:
             return 0
-        ev = self.staging.events().where((F.col("source") == source) & (F.col("kind") == KIND_BAD))
-        q = self.table().select("topic", "partition", "offset", "idx", F.lit(True).alias("__q"))
+        which = F.lit(False)
+        for db, tbl in tables:
+            which = which | (
+                (F.coalesce("db", F.lit("")) == db) & (F.coalesce("tbl", F.lit("")) == tbl)
+            )
         fresh = (
-            ev.join(q, ["topic", "partition", "offset", "idx"], "left")
-            .where(F.col("__q").isNull())
+            self._open(source)
+            .where(which)
             .select(
                 "source",
                 "topic",

@@ -11,7 +11,6 @@ from pyspark.sql import SparkSession
 
 from ticdc_sync.locations import state_location
 from ticdc_sync.spark.staging import ensure_table
-from ticdc_sync.upstream import TableSchema
 
 SCHEMA_HISTORY_SCHEMA = (
     "db STRING, tbl STRING, commit_ts BIGINT, ddl STRING, schema_json STRING, `source` STRING"
@@ -24,17 +23,9 @@ class SchemaHistory:
         self.path = state_location(warehouse, "schema_history")
         ensure_table(spark, self.path, SCHEMA_HISTORY_SCHEMA)
 
-    def schema_versions(self) -> dict[tuple[str, str], list[tuple[int, TableSchema]]]:
-        rows = self.spark.read.format("delta").load(self.path).collect()
-        out: dict[tuple[str, str], dict[int, TableSchema]] = {}
-        for r in rows:
-            out.setdefault((r["db"], r["tbl"]), {})[r["commit_ts"]] = TableSchema.from_json(
-                r["schema_json"]
-            )
-        return {k: sorted(v.items()) for k, v in out.items()}
-
-    def record_schema(self, source: str, schema: TableSchema, commit_ts: int, ddl: str) -> None:
-        self.spark.createDataFrame(
-            [(schema.db, schema.table, commit_ts, ddl, schema.to_json(), source)],
-            SCHEMA_HISTORY_SCHEMA,
-        ).write.format("delta").mode("append").save(self.path)
+    def append(self, rows: list[tuple[str, str, int, str, str, str]]) -> None:
+        """Append versions: (db, table, commit_ts, ddl, schema JSON, source) each, in one
+        commit. The history is read without a JVM (`warehouse.read_state`)."""
+        self.spark.createDataFrame(rows, SCHEMA_HISTORY_SCHEMA).write.format("delta").mode(
+            "append"
+        ).save(self.path)

@@ -1,17 +1,18 @@
-"""Bring one Delta target from its marker to the resolved TSO: MERGE row segments, apply DDL.
+"""Row segments of one target: type the staged row changes, collapse them to one change per key,
+and apply them in ONE guarded MERGE whose commit carries the target's new marker.
 
-For each segment the staged row changes of the target's upstream tables are typed with
-the codec's value expressions (for the schema in force), exploded into per-key changes
-(an UPDATE that moves its key also deletes the old key), collapsed to each key's last
-change, and applied in ONE guarded MERGE whose commit carries the new marker (a plain
-INSERT into a target without data files). DDL steps are their own commits between
-MERGEs, except that ADD COLUMN-only DDL goes ahead of its segment and the segments on both
-sides become one (window.fuse_additive). Rows stay in Spark; only DDL reaches the driver.
+For each segment (lo, hi] of the plan, the staged row changes of the target's upstream
+tables are typed with the codec's value expressions for the schema in force at each row's
+commit_ts (the DDL timeline), exploded into per-key changes (an UPDATE that moves its key
+also deletes the old key), collapsed to each key's last change and merged (a plain INSERT
+into a target without data files). A value that does not fit its column, or a row that
+carries a column the upstream schema does not have, fails the MERGE or is quarantined, by
+the table's `on_bad_message`. Rows stay in Spark. Decides nothing the plan has not decided:
+keys and policies come from `routing` and the plan.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -20,14 +21,16 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from ticdc_sync import datatypes
-from ticdc_sync.errors import BlockedError, UserError
+from ticdc_sync import codecs, datatypes, routing
+from ticdc_sync.ddl.timeline import Timeline
+from ticdc_sync.errors import UserError
 from ticdc_sync.events import KIND_ROW, OP_DELETE
-from ticdc_sync.locations import target_location
-from ticdc_sync.model import BadMessagePolicy, Project, Source, TableEntry
+from ticdc_sync.model import BadMessagePolicy, Project, Source
+from ticdc_sync.plan.model import TargetPlan
+from ticdc_sync.plan.steps import Rows
 from ticdc_sync.spark import raised
 from ticdc_sync.spark.conf import commit_marker, session_conf
-from ticdc_sync.spark.delta_log import has_data_files, table_exists, target_marker
+from ticdc_sync.spark.delta_log import has_data_files, table_exists
 from ticdc_sync.spark.state import State
 from ticdc_sync.sqlgen import (
     COMMIT_TS,
@@ -40,64 +43,13 @@ from ticdc_sync.sqlgen import (
     table_ref,
 )
 from ticdc_sync.upstream import TableSchema
-from ticdc_sync.window import ApplyDdl, Marker, MergeRows, fuse_additive, plan_steps
+from ticdc_sync.window import Marker
 
 SOURCE_VIEW = "__ticdc_sync_source"
 # The copy of each MERGE source lives on local disk, never in memory: a backlog is
 # unbounded, and building the in-memory columnar cache of a 5M-event window ran a 2 GB
 # driver out of heap (benchmarks/README.md). A disk block is written streaming.
 SOURCE_COPY = StorageLevel.DISK_ONLY
-_CODEC_MODULES = {
-    "canal-json": "ticdc_sync.codecs.canal_json",
-    "debezium": "ticdc_sync.codecs.debezium",
-    "open-protocol": "ticdc_sync.codecs.open_protocol",
-}
-
-
-def codec(source: Source):
-    return importlib.import_module(_CODEC_MODULES[source.protocol.value])
-
-
-@dataclass
-class SchemaBook:
-    """Upstream schemas by table: recorded history, seeds, and inferred fallbacks."""
-
-    history: dict[tuple[str, str], list[tuple[int, TableSchema]]]
-    seeds: dict[tuple[str, str], TableSchema]
-    inferred: dict[tuple[str, str], TableSchema] = field(default_factory=dict)
-
-    def spans(
-        self, db: str, tbl: str, lo: int, hi: int
-    ) -> list[tuple[int, int, TableSchema | None]]:
-        """(lo, hi] cut where a recorded schema version takes effect: (lo_i, hi_i, schema)
-        for the rows with lo_i < commit_ts <= hi_i. A DDL at `ts` governs rows from `ts`
-        on; no row shares a DDL's commit_ts (codec facts 0.5)."""
-        cuts = sorted({v for v, _ in self.history.get((db, tbl), []) if lo < v <= hi})
-        out = []
-        for cut in cuts:
-            if cut - 1 > lo:
-                out.append((lo, cut - 1, self.at(db, tbl, cut - 1)))
-            lo = max(lo, cut - 1)
-        out.append((lo, hi, self.at(db, tbl, hi)))
-        return out
-
-    def at(self, db: str, tbl: str, ts: int) -> TableSchema | None:
-        key = (db, tbl)
-        best = None
-        for cts, schema in self.history.get(key, []):
-            if cts <= ts:
-                best = schema
-        if best is not None:
-            return best
-        for k, v in self.seeds.items():
-            if k[0].lower() == db.lower() and k[1].lower() == tbl.lower():
-                return v
-        return self.inferred.get(key)
-
-    def add(self, schema: TableSchema, ts: int) -> None:
-        versions = [v for v in self.history.get((schema.db, schema.table), []) if v[0] != ts]
-        versions.append((ts, schema))
-        self.history[(schema.db, schema.table)] = sorted(versions, key=lambda v: v[0])
 
 
 @dataclass
@@ -114,8 +66,8 @@ class TargetResult:
     quarantined: int = 0
 
 
-class TargetApplier:
-    """Applies one target's pending steps."""
+class TargetWriter:
+    """The Spark side of one target of the plan: its table, its rows, its result."""
 
     def __init__(
         self,
@@ -123,100 +75,48 @@ class TargetApplier:
         state: State,
         project: Project,
         source: Source,
-        entry: TableEntry,
-        target: str,
-        upstreams: list[tuple[str, str]],
-        schemas: SchemaBook,
+        target: TargetPlan,
+        timeline: Timeline,
         out: Callable[[str], None],
     ) -> None:
         self.spark = spark
         self.state = state
         self.project = project
         self.source = source
-        self.entry = entry
-        self.target = target
-        self.upstreams = sorted(upstreams)
-        self.schemas = schemas
+        self.plan = target
+        self.timeline = timeline
         self.out = out
-        self.location = target_location(state.warehouse, target)
+        self.location = target.location
         self.ref = table_ref(self.location)
-        self.codec = codec(source)
-        self.result = TargetResult(target)
+        self.codec = codecs.module_for(source.protocol)
+        self.result = TargetResult(target.name, applied_ts=target.marker.applied_ts)
 
-    # --- public -------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.plan.name
 
     def rebind(self, spark: SparkSession, out: Callable[[str], None]) -> None:
         """Use another session (with its own SQL conf and temp views, `fanout`) and output."""
         self.spark = spark
         self.out = out
 
-    def load_marker(self) -> Marker:
-        """Read whether the target exists and its progress marker (one Delta log read each)."""
-        self.exists = table_exists(self.spark, self.location)
-        found = target_marker(self.spark, self.location) if self.exists else None
-        self.marker = found or Marker()
-        return self.marker
-
-    def run(self, resolved: int, ddls) -> TargetResult:
-        """Apply up to `resolved`."""
-        if not hasattr(self, "marker"):
-            self.load_marker()
-        exists, marker = self.exists, self.marker
-        mine = [d for d in ddls if (d.db, d.tbl) in set(self.upstreams)]
-        steps = plan_steps(marker, mine, resolved)
-        self.result.applied_ts = marker.applied_ts
-        created = exists or self._create_from_known_schema(marker, mine)
-        if not created and not any(isinstance(s, ApplyDdl) for s in steps):
-            return self.result
-        if created:
-            from ticdc_sync.spark.ddl_apply import is_additive
-
-            steps = fuse_additive(steps, lambda step: is_additive(self, step))
-        for step in steps:
-            if isinstance(step, MergeRows):
-                marker = self._merge(marker, step)
-            else:
-                marker = self._ddl(marker, step)
-            self.result.applied_ts = marker.applied_ts
-        return self.result
-
-    # --- creation -------------------------------------------------------------------
-
-    def _create_from_known_schema(self, marker: Marker, ddls) -> bool:
-        db, tbl = self.upstreams[0]
-        schema = self.schemas.at(db, tbl, max(marker.applied_ts, 0))
-        if schema is None:
-            from ticdc_sync.spark.ddl_apply import creates_target
-
-            pending_create = any(creates_target(d) for d in ddls)
-            if pending_create:
-                return False
-            schema = self._infer(db, tbl)
-            if schema is None:
-                return False
-        self._create(schema)
-        return True
-
-    def _infer(self, db: str, tbl: str) -> TableSchema | None:
-        meta, pk = self.state.staging.first_meta(self.source.name, db, tbl)
-        if not meta:
-            return None
-        from ticdc_sync.codecs.infer import schema_from_meta
-
-        schema = schema_from_meta(db, tbl, meta, pk, self.source.protocol)
-        self.schemas.inferred[(db, tbl)] = schema
-        self.out(
-            f"  {self.target}: no DDL or schema/*.sql for {db}.{tbl}; columns inferred from "
-            f"{self.source.protocol.value} metadata (lossy: lengths/enum members may be unknown)"
-        )
-        return schema
-
-    def _create(self, schema: TableSchema, replace: bool = False) -> None:
+    def create(self, schema: TableSchema) -> None:
+        """Create the target from `schema`; a table that exists (dropped upstream and created
+        again, or rows renamed in) is replaced by an empty one of that schema, in one commit
+        that keeps its history (CREATE OR REPLACE refuses a path table whose properties
+        differ from the statement's)."""
         cols = [(c.name, datatypes.delta_type(c)) for c in schema.columns]
-        sql = create_table_sql(self.ref, cols, schema.comment)
-        if replace:
-            sql = sql.replace("CREATE TABLE IF NOT EXISTS", "CREATE OR REPLACE TABLE", 1)
-        self.spark.sql(sql)
+        if not table_exists(self.spark, self.location):
+            self.spark.sql(create_table_sql(self.ref, cols, schema.comment))
+            return
+        ddl = ", ".join(f"{quote(n)} {t}" for n, t in [*cols, (COMMIT_TS, "BIGINT")])
+        (
+            self.spark.createDataFrame([], ddl)
+            .write.format("delta")
+            .mode("overwrite")
+            .option("overwriteSchema", "true")
+            .save(self.location)
+        )
 
     # --- rows -----------------------------------------------------------------------
 
@@ -229,13 +129,9 @@ class TargetApplier:
         ]
 
     def _keys(self, schema: TableSchema) -> tuple[str, ...]:
-        keys = self.entry.keys or schema.handle_key()
+        keys, _ = routing.merge_keys(self.plan.entry, schema)
         if not keys:
-            raise UserError(
-                f"{self.entry.origin.render()}: target {self.target}: upstream "
-                f"{schema.qualified} has no primary key or NOT NULL unique key "
-                "(hint: set `keys: [...]` on this table entry)"
-            )
+            raise UserError(routing.no_keys_message(self.plan.entry, self.name, schema))
         return tuple(keys)
 
     def _typed(self, hi: int, target_cols: list[tuple[str, str]], lo: int):
@@ -251,22 +147,19 @@ class TargetApplier:
         )
         frames = []
         keys: tuple[str, ...] | None = None
-        for db, tbl in self.upstreams:
-            spans = self.schemas.spans(db, tbl, lo, hi)
-            schema = spans[-1][2]
+        for db, tbl in self.plan.upstreams:
+            spans = self.timeline.spans(db, tbl, lo, hi)
+            schema = spans[-1][2] or next((s for *_, s in reversed(spans) if s is not None), None)
             if schema is None:
-                schema = self._infer(db, tbl)
-                if schema is None:
-                    continue
-                spans = [(lo, hi, schema)]
+                continue  # no schema known: the table has no rows to type yet
             tkeys = self._keys(schema)
             if keys is None:
                 keys = tkeys
             elif tuple(k.lower() for k in tkeys) != tuple(k.lower() for k in keys):
                 raise UserError(
-                    f"{self.entry.origin.render()}: shards of target {self.target} have different "
-                    f"keys ({', '.join(keys)} vs {', '.join(tkeys)} in {schema.qualified}) "
-                    "(hint: set `keys:` on the table entry)"
+                    f"{self.plan.entry.origin.render()}: shards of target {self.name} have "
+                    f"different keys ({', '.join(keys)} vs {', '.join(tkeys)} in "
+                    f"{schema.qualified}) (hint: set `keys:` on the table entry)"
                 )
             # A segment across ADD COLUMN DDLs (window.fuse_additive): each row is typed with
             # the schema of its commit_ts; a column added later gets its ADD's backfill.
@@ -313,8 +206,8 @@ class TargetApplier:
                 col = schema.column(k)
                 if col is None:
                     raise UserError(
-                        f"{self.entry.origin.render()}: key column {k} is not a column of "
-                        f"{schema.qualified} (hint: fix `keys:` for target {self.target})"
+                        f"{self.plan.entry.origin.render()}: key column {k} is not a column of "
+                        f"{schema.qualified} (hint: fix `keys:` for target {self.name})"
                     )
                 raw = raws.of(images.key(col.name))
                 ktype = key_types.get(col.name) or datatypes.delta_type(col)
@@ -336,7 +229,11 @@ class TargetApplier:
             f"{by_span([exprs[i] for exprs, _ in per_span])} AS {name}"
             for i, name in enumerate(names)
         ]
-        errors = [_fit_error(checks) for _, checks in per_span]
+        ignored = self.plan.entry.ignore_columns
+        errors = [
+            f"coalesce({_unknown_column_error(span.schema, ignored)}, {_fit_error(checks)})"
+            for span, (_, checks) in zip(spans, per_span, strict=True)
+        ]
         carried = ["topic", "`partition`", "`offset`", "idx", "commit_ts", "op", "db", "tbl"]
         # The row's text (what a quarantined value keeps), whichever way it was staged.
         text = "coalesce(after_json, to_json(after)) AS after_text"
@@ -348,13 +245,14 @@ class TargetApplier:
         rows = ev.where((F.col("db") == db) & (F.col("tbl") == tbl) & inside)
         return (
             rows.select(*carried, "after", "before", "after_json", "before_json", *images.parsed())
-            .selectExpr(*carried, text, has_before, *raws.columns())
+            .selectExpr(*carried, text, has_before, ROW_NAMES, *raws.columns())
             .selectExpr(
                 *carried, "after_text", "has_before", *columns, f"{by_span(errors)} AS __err"
             )
         )
 
-    def _merge(self, marker: Marker, step: MergeRows) -> Marker:
+    def merge(self, marker: Marker, step: Rows) -> Marker:
+        """Apply one row segment in one MERGE (or INSERT) whose commit carries the new marker."""
         if not table_exists(self.spark, self.location):
             return marker  # the DDL that creates this target comes later in the window
         target_cols = self._target_columns()
@@ -405,8 +303,8 @@ class TargetApplier:
             return new_marker
         return marker
 
-    def _handle_bad_values(self, typed: DataFrame, step: MergeRows) -> DataFrame:
-        policy = self.project.bad_message_policy(self.entry)
+    def _handle_bad_values(self, typed: DataFrame, step: Rows) -> DataFrame:
+        policy = self.project.bad_message_policy(self.plan.entry)
         where = F.concat(
             F.lit("ticdc-sync: "),
             F.col("topic"),
@@ -420,9 +318,8 @@ class TargetApplier:
             F.col("tbl"),
             F.lit(" commit_ts "),
             F.col("commit_ts").cast("string"),
-            F.lit(": value does not fit its column: "),
+            F.lit(": "),
             F.col("__err"),
-            F.lit(" (hint: fix the schema in schema/*.sql, or set on_bad_message: quarantine)"),
         )
         if policy is BadMessagePolicy.FAIL:
             # raise_error inside a column the MERGE needs: the job fails on the first bad
@@ -443,7 +340,7 @@ class TargetApplier:
             "db",
             "tbl",
             "commit_ts",
-            F.concat(F.lit("value does not fit its column: "), F.col("__err")).alias("reason"),
+            F.col("__err").alias("reason"),
             F.lit(None).cast("binary").alias("raw_key"),
             F.encode(F.col("after_text"), "UTF-8").alias("raw_value"),
         )
@@ -451,7 +348,10 @@ class TargetApplier:
         if n:
             q.write.format("delta").mode("append").save(self.state.quarantine.path)
             self.result.quarantined += n
-            self.out(f"  {self.target}: quarantined {n} row change(s) whose values do not fit")
+            self.out(
+                f"  {self.name}: quarantined {n} row change(s) with a value that does not fit "
+                "or a column the schema lacks"
+            )
         return typed.where(F.col("__err").isNull())
 
     def _collapse(self, typed: DataFrame, keys: list[str], columns: list[str]) -> DataFrame:
@@ -502,13 +402,6 @@ class TargetApplier:
             F.col("commit_ts").alias(COMMIT_TS),
             change[OP_COL].alias(OP_COL),
         )
-
-    # --- DDL ----------------------------------------------------------------------------
-
-    def _ddl(self, marker: Marker, step: ApplyDdl) -> Marker:
-        from ticdc_sync.spark.ddl_apply import apply_ddl_group
-
-        return apply_ddl_group(self, marker, step)
 
 
 # Delta copies a MERGE source that is not a plain Delta scan to local disk before the
@@ -608,16 +501,45 @@ class _Span:
     fill: dict[str, str]
 
 
+BAD_VALUE_HINT = (
+    " (hint: fix the schema in schema/*.sql, or set on_bad_message: quarantine on the table "
+    "entry or in defaults)"
+)
+
+
 def _fit_error(checks: list[tuple[str, str, str]]) -> str:
-    """SQL: the first of `checks` (column, raw value, fits SQL) a row fails, as
-    `column = value`; NULL when the row fits."""
+    """SQL: the reason for the first of `checks` (column, raw value, fits SQL) a row fails,
+    naming `column = value`; NULL when the row fits."""
     if not checks:
         return "CAST(NULL AS STRING)"
     whens = " ".join(
-        f"WHEN NOT ({fits}) THEN concat({sql_string(c + ' = ')}, coalesce({raw}, 'NULL'))"
+        f"WHEN NOT ({fits}) THEN concat("
+        f"{sql_string('value does not fit its column: ' + c + ' = ')}, coalesce({raw}, 'NULL'), "
+        f"{sql_string(BAD_VALUE_HINT)})"
         for c, raw, fits in checks
     )
     return f"CASE {whens} END"
+
+
+# The lower-cased column names a row image carries, whichever way it was staged.
+ROW_NAMES = (
+    "transform(coalesce(json_object_keys(after_json), map_keys(after)), k -> lower(k)) AS __names"
+)
+
+
+def _unknown_column_error(schema: TableSchema, ignored: tuple[str, ...]) -> str:
+    """SQL: the reason when an inserted or updated row carries a column that the upstream
+    schema in force at its commit_ts lacks (a DDL that added it was not understood, or
+    skipped by an override): applying the row without it would lose its values silently.
+    NULL when every column of the row is known, or the user chose to ignore it."""
+    known = sorted({c.name.lower() for c in schema.columns} | set(ignored))
+    extra = f"array_except(__names, array({', '.join(sql_string(k) for k in known)}))"
+    reason = (
+        f"concat('the row carries column ', element_at({extra}, 1), "
+        f"{sql_string(f', which the schema of {schema.qualified} in force at this commit_ts does not have: a DDL that added it was not applied')}, "
+        f"{sql_string(' (hint: add a `ddl_overrides` entry for that DDL with `action: apply_as` and the statement as ticdc-sync should read it, or list the column under `ignore_columns` on the table entry to drop its values)')})"
+    )
+    return f"CASE WHEN op <> 'D' AND size({extra}) > 0 THEN {reason} END"
 
 
 def _added_later(schema: TableSchema, later: list[TableSchema | None]) -> dict[str, str]:
@@ -655,12 +577,3 @@ def _key_range(src: DataFrame, key: str, key_type: str) -> tuple[str, str] | Non
     if key_type.startswith("decimal"):
         return f"CAST('{r['lo']:f}' AS {key_type})", f"CAST('{r['hi']:f}' AS {key_type})"
     return str(int(r["lo"])), str(int(r["hi"]))
-
-
-def blocked(
-    target: str, ddl_sql: str, commit_ts: int, kind: str, setting: str, reason: str
-) -> BlockedError:
-    return BlockedError(
-        f"target {target} is blocked at commit_ts {commit_ts} by DDL `{ddl_sql.strip()}`: {reason} "
-        f"(hint: set `{setting}` in ticdc_sync.yml defaults.ddl or on the table entry, then run again)"
-    )

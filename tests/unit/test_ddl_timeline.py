@@ -1,0 +1,131 @@
+"""The DDL timeline: one replay of a source's DDL over its tables, whatever the target order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ticdc_sync.ddl import parse_schema_sql
+from ticdc_sync.ddl.timeline import Version, build, key
+from ticdc_sync.model import (
+    DdlOverride,
+    Defaults,
+    Output,
+    OverrideAction,
+    Project,
+    Protocol,
+    Source,
+    TableEntry,
+)
+from ticdc_sync.window import DdlEvent
+
+
+def project(seed_sql: str = "", overrides: tuple[DdlOverride, ...] = ()) -> Project:
+    seeds = {(s.db, s.table): s for s in parse_schema_sql(seed_sql, "shop", "x.sql")}
+    return Project(
+        name="p",
+        root=Path("."),
+        output=Output("dev"),
+        defaults=Defaults(),
+        sources=(Source("src", Protocol.CANAL_JSON, ("t",)),),
+        tables=(TableEntry("shop.*", "{table}"),),
+        seed_schemas=seeds,
+        ddl_overrides=overrides,
+    )
+
+
+def ev(ts: int, tbl: str, sql: str, offset: int = 0) -> DdlEvent:
+    return DdlEvent("shop", tbl, ts, sql, offset=offset)
+
+
+def cols(schema) -> list[str]:
+    return [c.name for c in schema.columns]
+
+
+def test_rename_to_a_name_that_sorts_first_sees_the_old_schema() -> None:
+    t = build(
+        project(),
+        "src",
+        [
+            ev(10, "customers", "CREATE TABLE shop.customers (id INT PRIMARY KEY, n INT)"),
+            ev(20, "customers", "ALTER TABLE shop.customers ADD COLUMN e INT"),
+            ev(30, "clients", "RENAME TABLE shop.customers TO shop.clients"),
+        ],
+    )
+    assert all(g.problem is None for g in t.groups)
+    assert cols(t.at("shop", "clients", 30)) == ["id", "n", "e"]
+    assert t.at("shop", "customers", 30) is None
+    assert cols(t.at("shop", "customers", 29)) == ["id", "n", "e"]
+    assert t.groups[-1].renames() == {key("shop", "customers"): ("shop", "clients")}
+
+
+def test_chain_and_swap_in_one_commit_ts_compose() -> None:
+    seed = (
+        "CREATE TABLE a (id INT PRIMARY KEY, x INT);"
+        "CREATE TABLE b (id INT PRIMARY KEY, y INT, z INT);"
+    )
+    t = build(
+        project(seed),
+        "src",
+        [
+            ev(50, "tmp", "RENAME TABLE shop.a TO shop.tmp", 1),
+            ev(50, "a", "RENAME TABLE shop.b TO shop.a", 2),
+            ev(50, "b", "RENAME TABLE shop.tmp TO shop.b", 3),
+        ],
+    )
+    (g,) = t.groups
+    assert g.problem is None
+    assert g.renames() == {key("shop", "a"): ("shop", "b"), key("shop", "b"): ("shop", "a")}
+    assert cols(t.at("shop", "a", 50)) == ["id", "y", "z"]
+    assert cols(t.at("shop", "b", 50)) == ["id", "x"]
+    assert t.at("shop", "tmp", 50) is None
+    # One statement with the three pairs gives the same result.
+    t2 = build(project(seed), "src", [ev(50, "b", "RENAME TABLE a TO tmp, b TO a, tmp TO b")])
+    assert t2.groups[0].renames() == g.renames()
+    assert cols(t2.at("shop", "a", 50)) == ["id", "y", "z"]
+
+
+def test_chain_over_two_commits() -> None:
+    seed = "CREATE TABLE a (id INT PRIMARY KEY);"
+    t = build(
+        project(seed),
+        "src",
+        [
+            ev(60, "c", "RENAME TABLE shop.b TO shop.c"),
+            ev(50, "b", "RENAME TABLE shop.a TO shop.b"),
+        ],
+    )
+    assert [g.commit_ts for g in t.groups] == [50, 60]
+    assert t.at("shop", "c", 60) is not None and t.at("shop", "b", 60) is None
+    assert t.spans("shop", "b", 0, 70)[1][2] is not None
+
+
+def test_unparsed_ddl_is_its_own_kind_and_an_override_reads_it() -> None:
+    seed = "CREATE TABLE orders (id INT PRIMARY KEY);"
+    sql = "ALTER TABLE shop.orders ADD COLUMN c INT, ALGORITHM=INSTANT, LOCK=NONE, FROBNICATE"
+    t = build(project(seed), "src", [ev(70, "orders", sql)])
+    (change,) = t.groups[0].effects[0].changes
+    assert change.kind.value == "unparsed"
+    assert cols(t.at("shop", "orders", 70)) == ["id"]
+    fixed = DdlOverride(
+        "shop.orders", 70, OverrideAction.APPLY_AS, "ALTER TABLE shop.orders ADD COLUMN c INT"
+    )
+    t = build(project(seed, (fixed,)), "src", [ev(70, "orders", sql)])
+    assert cols(t.at("shop", "orders", 70)) == ["id", "c"]
+    assert t.groups[0].overrides == (fixed,)
+    skipped = DdlOverride("shop.orders", 70, OverrideAction.SKIP)
+    t = build(project(seed, (skipped,)), "src", [ev(70, "orders", sql)])
+    assert t.groups[0].effects == () and cols(t.at("shop", "orders", 70)) == ["id"]
+
+
+def test_recorded_versions_win_and_unknown_tables_are_a_problem() -> None:
+    seed = "CREATE TABLE o (id INT PRIMARY KEY);"
+    recorded_schema = parse_schema_sql("CREATE TABLE o (id INT PRIMARY KEY, r INT)", "shop", "x")[0]
+    t = build(
+        project(seed),
+        "src",
+        [ev(80, "o", "ALTER TABLE shop.o ADD COLUMN c INT")],
+        recorded={key("shop", "o"): [Version(80, recorded_schema, "x")]},
+    )
+    assert cols(t.at("shop", "o", 80)) == ["id", "r"]
+    t = build(project(), "src", [ev(90, "nope", "ALTER TABLE shop.nope ADD COLUMN c INT")])
+    assert t.groups[0].problem and "no known schema" in t.groups[0].problem

@@ -1,0 +1,125 @@
+"""DDL policy: how each Delta change is classified for review, and what a target does with it.
+
+The one place that answers "apply, skip or block?" for a change (DESIGN.md §2 "DDL to
+Delta"): `plan` shows the answer and the Spark executor carries it out. A blocked change
+comes with the reason and the setting that lets it through; the hint never steers a user
+towards losing data silently (an unparsed DDL points at a `ddl_overrides` entry for that
+one DDL, not at a policy for all of them). Pure Python; never imports pyspark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ticdc_sync.ddl.changes import ChangeColumnType, DeltaChange
+from ticdc_sync.model import Action, DdlKind, Project, TableEntry
+
+ADDITIVE = "additive"
+DESTRUCTIVE = "destructive"
+UNSUPPORTED = "unsupported"
+NO_CHANGE = "no-change"
+
+# How each DDL kind changes a Delta target, for review (DESIGN.md §2 "DDL to Delta").
+KIND_CLASS: dict[DdlKind, str] = {
+    DdlKind.CREATE_TABLE: ADDITIVE,
+    DdlKind.ADD_COLUMN: ADDITIVE,
+    DdlKind.WIDEN_COLUMN: ADDITIVE,
+    DdlKind.SET_DEFAULT: ADDITIVE,
+    DdlKind.DROP_COLUMN: DESTRUCTIVE,
+    DdlKind.RENAME_COLUMN: DESTRUCTIVE,
+    DdlKind.NARROW_COLUMN: DESTRUCTIVE,
+    DdlKind.TRUNCATE_TABLE: DESTRUCTIVE,
+    DdlKind.RENAME_TABLE: DESTRUCTIVE,
+    DdlKind.DROP_TABLE: DESTRUCTIVE,
+    DdlKind.PRIMARY_KEY: DESTRUCTIVE,
+    DdlKind.PARTITION: UNSUPPORTED,
+    DdlKind.RECOVER_TABLE: UNSUPPORTED,
+    DdlKind.UNPARSED: UNSUPPORTED,
+    DdlKind.OTHER: NO_CHANGE,
+}
+
+# Decisions.
+APPLY = "apply"  # carry the change out in Delta
+REBUILD = "rebuild"  # carry it out by rewriting the table (narrowing type change)
+SKIP = "skip"  # the policy says skip: the target diverges from upstream, on purpose
+NONE = "none"  # nothing to do in Delta: the Delta type stays (MODIFY to the same Spark type)
+BLOCK = "block"  # the target stops just before this DDL
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What one target does with one Delta change."""
+
+    action: str  # APPLY | REBUILD | SKIP | NONE | BLOCK
+    kind: DdlKind
+    classification: str
+    describe: str
+    reason: str | None = None  # why blocked (or why skipped)
+    setting: str | None = None  # the setting that lets a blocked change through
+
+    @property
+    def blocks(self) -> bool:
+        return self.action == BLOCK
+
+
+def classify(change: DeltaChange) -> str:
+    """additive / destructive / unsupported / no-change, for review."""
+    if change.effect == "unsupported":
+        return UNSUPPORTED
+    if isinstance(change, ChangeColumnType) and change.change == "same":
+        return NO_CHANGE
+    if change.effect == "none" and change.kind is DdlKind.OTHER:
+        return NO_CHANGE
+    return KIND_CLASS[change.kind]
+
+
+def decide(project: Project, entry: TableEntry, change: DeltaChange) -> Decision:
+    """The decision of the target routed by `entry` about `change` (policy per kind:
+    project `defaults.ddl`, overridden on the entry)."""
+    kind: DdlKind = change.kind
+    cls = classify(change)
+    what = change.describe()
+    action = project.ddl_policy(entry, kind)
+
+    def block(reason: str, setting: str) -> Decision:
+        return Decision(BLOCK, kind, cls, what, reason, setting)
+
+    if isinstance(change, ChangeColumnType) and change.change == "same":
+        return Decision(NONE, kind, cls, what + " (no Delta change)")
+    if change.effect == "unsupported":
+        if action is Action.SKIP:
+            return Decision(SKIP, kind, cls, f"skipped (unsupported): {what}")
+        if kind is DdlKind.UNPARSED:
+            return block(
+                f"{what}; its effect on the table's columns is unknown",
+                "a `ddl_overrides` entry in ticdc_sync.yml for this DDL: `action: apply_as` "
+                "with the statement as ticdc-sync should read it (or `action: skip` if it "
+                "changes no column)",
+            )
+        return block(
+            f"{what} (no row events come with it: the target cannot follow it)",
+            f"`{kind.value}: skip` in defaults.ddl or on the table entry to ignore it and let "
+            "the target differ from upstream, or a `ddl_overrides` entry with `action: skip` "
+            "for this one DDL",
+        )
+    if action is Action.SKIP:
+        return Decision(SKIP, kind, cls, f"skipped by policy: {what}")
+    narrow = isinstance(change, ChangeColumnType) and change.change == "narrow"
+    if narrow and action is not Action.REBUILD:
+        return block(
+            f"{what} narrows the Delta type (policy {kind.value}: {action.value}; `skip` keeps "
+            "the wider type)",
+            f"`{kind.value}: rebuild` in defaults.ddl or on the table entry",
+        )
+    if action is Action.FAIL:
+        return block(
+            f"{what} (policy {kind.value}: fail)",
+            f"`{kind.value}: apply` in defaults.ddl or on the table entry",
+        )
+    if narrow:
+        return Decision(REBUILD, kind, cls, what)
+    return Decision(APPLY, kind, cls, what)
+
+
+def block_hint(setting: str) -> str:
+    return f"hint: set {setting}, then run again"

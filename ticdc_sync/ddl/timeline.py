@@ -1,0 +1,331 @@
+"""A source's upstream DDL replayed over its tables' schemas, in commit order, once for all targets.
+
+The timeline is upstream truth: every version of every upstream table of one source, and for
+each DDL commit_ts the tables it touched, their schemas before and after and the Delta changes
+(`evolution`). It is computed from the seeds (`schema/*.sql`), schemas inferred from protocol
+metadata, the versions already recorded in the schema history, and the staged DDL events, so
+the order in which targets are applied can never change what a DDL means: a RENAME TABLE sees
+the old table's schema whichever target handles it first. `ddl_overrides` are the user's
+reading of one DDL and apply here. Policies are not: what a target does with a change is
+`policy`'s business. Pure Python; never imports pyspark.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from ticdc_sync.ddl.changes import CreateTarget, DeltaChange, DropTarget, NoOp, RenameTarget
+from ticdc_sync.ddl.debezium import schema_from_debezium_table
+from ticdc_sync.ddl.evolution import apply_statement, diff_schemas, statement_tables
+from ticdc_sync.ddl.protocol import parse_ddl
+from ticdc_sync.ddl.statements import (
+    AlterTable,
+    CreateTable,
+    CreateTableLike,
+    DdlStatement,
+    DropDatabase,
+    DropTable,
+    RenameTableClause,
+    RenameTables,
+    Unknown,
+)
+from ticdc_sync.errors import DdlError
+from ticdc_sync.model import DdlOverride, OverrideAction, Project
+from ticdc_sync.upstream import TableSchema
+from ticdc_sync.window import DdlEvent, dedupe_ddl
+
+Key = tuple[str, str]  # lower-cased (db, table)
+
+
+def key(db: str, table: str) -> Key:
+    return (db.lower(), table.lower())
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """One version of an upstream table: `schema` from `commit_ts` on (None: the table does
+    not exist from then on, dropped or renamed away)."""
+
+    commit_ts: int
+    schema: TableSchema | None
+    ddl: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TableEffect:
+    """What one DDL did to one upstream table. `old`/`new`: its name before and after (None:
+    it did not exist before / does not exist after)."""
+
+    old: tuple[str, str] | None
+    new: tuple[str, str] | None
+    before: TableSchema | None
+    after: TableSchema | None
+    changes: tuple[DeltaChange, ...]
+    sql: str  # the DDL text read (an override's SQL where one applies)
+
+    def touches(self, k: Key) -> bool:
+        return (self.old is not None and key(*self.old) == k) or (
+            self.new is not None and key(*self.new) == k
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DdlGroup:
+    """The DDL events of one commit_ts (a multi-table RENAME is split into several, codec
+    facts 0.5) and their effect on every table they touch, in event order."""
+
+    commit_ts: int
+    events: tuple[DdlEvent, ...]
+    effects: tuple[TableEffect, ...]
+    overrides: tuple[DdlOverride, ...] = ()
+    problem: str | None = None  # could not be replayed (the history is out of step)
+
+    def renames(self) -> dict[Key, tuple[str, str] | None]:
+        """Net renames of the group: each table that existed before, to where it ended up
+        (None: gone), for the tables a rename moved. Chains and swaps compose (a -> tmp,
+        b -> a, tmp -> b gives a -> b and b -> a)."""
+        where: dict[Key, tuple[str, str] | None] = {}  # original -> current name
+        for e in self.effects:
+            if e.old is None or e.new is None or key(*e.old) == key(*e.new):
+                continue
+            moved = next((o for o, cur in where.items() if cur and key(*cur) == key(*e.old)), None)
+            where[moved if moved is not None else key(*e.old)] = e.new
+        return {o: n for o, n in where.items() if n is None or key(*n) != o}
+
+    @property
+    def sql(self) -> str:
+        return "; ".join(dict.fromkeys(e.sql.strip() for e in self.events))
+
+
+@dataclass
+class Timeline:
+    """Every version of a source's upstream tables, and the DDL groups in commit order."""
+
+    versions: dict[Key, list[Version]] = field(default_factory=dict)
+    fallback: dict[Key, TableSchema] = field(default_factory=dict)  # seeds, then inferred
+    groups: list[DdlGroup] = field(default_factory=list)
+
+    def at(self, db: str, table: str, ts: int) -> TableSchema | None:
+        """The schema of `db.table` in force at commit_ts `ts` (None: unknown or gone)."""
+        best: Version | None = None
+        for v in self.versions.get(key(db, table), []):
+            if v.commit_ts <= ts:
+                best = v
+        if best is not None:
+            return best.schema
+        return self.fallback.get(key(db, table))
+
+    def known(self, db: str, table: str) -> bool:
+        k = key(db, table)
+        return k in self.versions or k in self.fallback
+
+    def spans(
+        self, db: str, table: str, lo: int, hi: int
+    ) -> list[tuple[int, int, TableSchema | None]]:
+        """(lo, hi] cut where a version takes effect: (lo_i, hi_i, schema) for the rows with
+        lo_i < commit_ts <= hi_i. A DDL at `ts` governs rows from `ts` on; no row shares a
+        DDL's commit_ts (codec facts 0.5)."""
+        cuts = sorted(
+            {v.commit_ts for v in self.versions.get(key(db, table), []) if lo < v.commit_ts <= hi}
+        )
+        out: list[tuple[int, int, TableSchema | None]] = []
+        for cut in cuts:
+            if cut - 1 > lo:
+                out.append((lo, cut - 1, self.at(db, table, cut - 1)))
+            lo = max(lo, cut - 1)
+        out.append((lo, hi, self.at(db, table, hi)))
+        return out
+
+    def _add(self, k: Key, v: Version) -> None:
+        versions = [x for x in self.versions.get(k, []) if x.commit_ts != v.commit_ts]
+        versions.append(v)
+        self.versions[k] = sorted(versions, key=lambda x: x.commit_ts)
+
+
+def build(
+    project: Project,
+    source: str,
+    events: Iterable[DdlEvent],
+    recorded: Mapping[Key, list[Version]] | None = None,
+    inferred: Mapping[Key, TableSchema] | None = None,
+) -> Timeline:
+    """Replay `events` (a source's staged DDL, any order, broadcast copies included) over
+    the seeds, `inferred` schemas and the `recorded` history (recorded versions win over a
+    replay: they are what was applied)."""
+    t = Timeline()
+    for (db, tbl), schema in sorted(project.seed_schemas.items()):
+        t.fallback[key(db, tbl)] = schema
+    for k, schema in sorted((inferred or {}).items()):
+        t.fallback.setdefault(k, schema)
+    for k, versions in sorted((recorded or {}).items()):
+        for v in versions:
+            t._add(k, v)
+    by_ts: dict[int, list[DdlEvent]] = {}
+    for e in dedupe_ddl(list(events)):
+        by_ts.setdefault(e.commit_ts, []).append(e)
+    for ts in sorted(by_ts):
+        group = _replay(project, source, t, ts, by_ts[ts])
+        t.groups.append(group)
+        # A recorded version is what was applied: it wins over the replay.
+        recorded_here = {
+            k for k, vs in (recorded or {}).items() if any(v.commit_ts == ts for v in vs)
+        }
+        for e in group.effects:
+            gone = e.old is not None and (e.new is None or key(*e.new) != key(*e.old))
+            if gone and key(*e.old) not in recorded_here:  # type: ignore[misc]
+                t._add(key(*e.old), Version(ts, None, e.sql))  # type: ignore[misc]
+            if e.new is not None and key(*e.new) not in recorded_here:
+                t._add(key(*e.new), Version(ts, e.after, e.sql))
+    return t
+
+
+def _replay(
+    project: Project, source: str, t: Timeline, ts: int, events: list[DdlEvent]
+) -> DdlGroup:
+    # Schemas changed earlier in this group: DDLs sharing a commit_ts (a split RENAME, or an
+    # `es`-ordered source's CREATE and ALTER in the same second) see each other in order.
+    current: dict[Key, TableSchema | None] = {}
+
+    def lookup(db: str, table: str) -> TableSchema | None:
+        k = key(db, table)
+        return current[k] if k in current else t.at(db, table, ts - 1)
+
+    effects: list[TableEffect] = []
+    overrides: list[DdlOverride] = []
+    ordered = sorted(events, key=lambda e: (e.partition, e.offset, e.db, e.tbl))
+    try:
+        for ev in ordered:
+            ov = project.ddl_override(source, ev.db, ev.tbl, ts)
+            if ov is not None:
+                overrides.append(ov)
+                if ov.action is OverrideAction.SKIP:
+                    continue
+            sql = ov.sql if ov is not None and ov.sql else ev.sql
+            hint = None if ov is not None else ev.hint
+            for stmt in parse_ddl(sql, ev.db or None, hint):
+                for e in _apply(stmt, ev, sql, lookup):
+                    effects.append(e)
+                    if e.old is not None:
+                        current[key(*e.old)] = None
+                    if e.new is not None:
+                        current[key(*e.new)] = e.after
+    except DdlError as err:
+        return DdlGroup(ts, tuple(ordered), tuple(effects), tuple(overrides), str(err))
+    return DdlGroup(ts, tuple(ordered), tuple(effects), tuple(overrides))
+
+
+def _apply(stmt: DdlStatement, ev: DdlEvent, sql: str, lookup) -> list[TableEffect]:
+    """The effects of one statement, reading schemas through `lookup(db, table)`."""
+    if isinstance(stmt, RenameTables):
+        out = []
+        # MySQL renames pairs left to right (a TO tmp, b TO a, tmp TO b works).
+        seen: dict[Key, TableSchema | None] = {}
+
+        def get(db: str, table: str) -> TableSchema | None:
+            k = key(db, table)
+            return seen[k] if k in seen else lookup(db, table)
+
+        for (od, ot), (nd, nt) in stmt.pairs:
+            before = get(od, ot)
+            if before is None:
+                raise DdlError(
+                    f"RENAME TABLE {od}.{ot}: the table's schema is unknown (hint: seed it "
+                    "from schema/*.sql)"
+                )
+            after = before.with_(db=nd, table=nt)
+            seen[key(od, ot)] = None
+            seen[key(nd, nt)] = after
+            out.append(TableEffect((od, ot), (nd, nt), before, after, (RenameTarget(nd, nt),), sql))
+        return out
+    if isinstance(stmt, CreateTableLike):
+        src = lookup(stmt.like_db, stmt.like_table)
+        if src is None:
+            raise DdlError(
+                f"CREATE TABLE {stmt.db}.{stmt.table} LIKE {stmt.like_db}.{stmt.like_table}: "
+                "the source table is unknown (hint: seed it from schema/*.sql)"
+            )
+        base = lookup(stmt.db, stmt.table)
+        new = src.with_(db=stmt.db, table=stmt.table)
+        if base is not None:
+            if stmt.if_not_exists:
+                return [_same(stmt.db, stmt.table, base, "CREATE TABLE IF NOT EXISTS", sql)]
+            return [
+                TableEffect(
+                    (stmt.db, stmt.table),
+                    (stmt.db, stmt.table),
+                    base,
+                    new,
+                    tuple(diff_schemas(base, new)),
+                    sql,
+                )
+            ]
+        return [TableEffect(None, (stmt.db, stmt.table), None, new, (CreateTarget(new),), sql)]
+    if isinstance(stmt, CreateTable):
+        s = stmt.schema
+        base = lookup(s.db, s.table)
+        if base is None:
+            return [TableEffect(None, (s.db, s.table), None, s, (CreateTarget(s),), sql)]
+        if stmt.if_not_exists:
+            return [
+                _same(s.db, s.table, base, "CREATE TABLE IF NOT EXISTS on an existing table", sql)
+            ]
+        # A seed (schema/*.sql) or a table whose DROP was not seen: follow the CREATE.
+        return [
+            TableEffect(
+                (s.db, s.table), (s.db, s.table), base, s, tuple(diff_schemas(base, s)), sql
+            )
+        ]
+    if isinstance(stmt, DropDatabase):
+        return []  # the tables of a dropped database arrive as DROP TABLE events of their own
+    if isinstance(stmt, DropTable) and lookup(stmt.db, stmt.table) is None and stmt.if_exists:
+        return []
+    if isinstance(stmt, Unknown) and ev.table_changes:
+        return [_from_debezium(ev, lookup(ev.db, ev.tbl), sql)]
+    tables = statement_tables(stmt)
+    if tables:
+        db, table = _named(stmt, ev)
+    elif ev.tbl:
+        db, table = ev.db, ev.tbl
+    else:
+        return []  # schema-level DDL (CREATE DATABASE ...): no table changes
+    base = lookup(db, table)
+    new, changes = apply_statement(base, stmt)
+    old_name = (db, table) if base is not None else None
+    if isinstance(stmt, AlterTable) and any(isinstance(c, RenameTableClause) for c in stmt.clauses):
+        new_name = (new.db, new.table) if new is not None else None
+    else:
+        new_name = (db, table) if new is not None else None
+    return [TableEffect(old_name, new_name, base, new, tuple(changes), sql)]
+
+
+def _named(stmt: DdlStatement, ev: DdlEvent) -> tuple[str, str]:
+    """The table a single-table statement names, with its original spelling."""
+    db, table = getattr(stmt, "db", None), getattr(stmt, "table", None)
+    if isinstance(db, str) and isinstance(table, str) and table:
+        return db, table
+    return ev.db, ev.tbl
+
+
+def _same(db: str, table: str, schema: TableSchema, reason: str, sql: str) -> TableEffect:
+    return TableEffect((db, table), (db, table), schema, schema, (NoOp(reason),), sql)
+
+
+def _from_debezium(ev: DdlEvent, base: TableSchema | None, sql: str) -> TableEffect:
+    """Debezium DDL text the grammar cannot read: its post-DDL `tableChanges` schema instead
+    (codec facts 3.3)."""
+    for tc in json.loads(ev.table_changes or "[]"):
+        table = tc.get("table")
+        if table is None:
+            if str(tc.get("type", "")).upper() == "DROP" and base is not None:
+                return TableEffect((ev.db, ev.tbl), None, base, None, (DropTarget(),), sql)
+            continue
+        new = schema_from_debezium_table(ev.db, ev.tbl, table)
+        if base is None:
+            return TableEffect(None, (ev.db, ev.tbl), None, new, (CreateTarget(new),), sql)
+        return TableEffect(
+            (ev.db, ev.tbl), (ev.db, ev.tbl), base, new, tuple(diff_schemas(base, new)), sql
+        )
+    old = (ev.db, ev.tbl) if base is not None else None
+    return TableEffect(old, old, base, base, (NoOp("no table in tableChanges"),), sql)

@@ -1,0 +1,156 @@
+"""The plan as data: what a run will do, target by target, DDL by DDL, Delta commit by commit.
+
+`build` makes it from the project and the warehouse state; `render` shows it as text and
+JSON; the Spark executor carries out exactly these objects. Frozen dataclasses, no I/O, no
+pyspark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ticdc_sync.ddl.changes import DeltaChange
+from ticdc_sync.ddl.policy import Decision
+from ticdc_sync.ddl.timeline import DdlGroup, Timeline
+from ticdc_sync.model import Source, TableEntry
+from ticdc_sync.upstream import TableSchema
+from ticdc_sync.window import Marker
+
+FORMAT_VERSION = 1
+
+# Operations of a Delta part (`DeltaPart.op`); `sql` parts run their statement.
+OP_SQL = "sql"
+OP_CREATE = "create"  # create the target with `schema` (replacing a dropped one)
+OP_BACKFILL = "backfill"  # the UPDATE of an added column; nothing when the table has no rows
+OP_REBUILD = "rebuild"  # rewrite the table casting `column` to `new_type`
+OP_COPY_FROM = "copy_from"  # rows of target `source_target` as of just before the DDL
+OP_RECORD = "record"  # a commit that only records the marker
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaPart:
+    """One Delta commit of a DDL on one target; each carries the target's marker with its
+    index, so a run killed half-way resumes at the next part."""
+
+    describe: str
+    op: str
+    sql: str | None = None
+    tolerate: tuple[str, ...] = ()  # error fragments meaning "already done" (a resumed run)
+    schema: TableSchema | None = None  # OP_CREATE
+    column: str | None = None  # OP_REBUILD
+    new_type: str | None = None  # OP_REBUILD
+    source_target: str | None = None  # OP_COPY_FROM
+    feature: str | None = None  # the table feature this part enables, if any
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeStep:
+    """One Delta change of a DDL, the target's decision about it, and its Delta parts."""
+
+    change: DeltaChange
+    decision: Decision
+    parts: tuple[DeltaPart, ...] = ()
+
+
+# TargetDdl.status
+READY = "ready"  # resolved, decided, will be applied
+BLOCKED = "blocked"  # a change is blocked by policy, or the DDL could not be replayed
+WAITING = "waiting"  # beyond the resolved TSO: a later run applies it
+HELD = "held"  # behind a blocked DDL of the same target
+DONE = "done"  # already applied (shown only while a multi-part DDL is half done)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetDdl:
+    """One DDL commit_ts as it concerns one target."""
+
+    commit_ts: int
+    group: DdlGroup
+    upstreams: tuple[str, ...]  # the upstream tables of this target it touches
+    steps: tuple[ChangeStep, ...]
+    parts: tuple[DeltaPart, ...]  # every Delta commit, in order (never empty)
+    status: str
+    reason: str | None = None  # why blocked / held / waiting
+    setting: str | None = None  # what lets a blocked DDL through
+    rename_from: str | None = None  # target whose rows move into this one
+    renamed_to: str | None = None  # where this target's upstream table went
+    additive: bool = False  # may move ahead of the rows before it (window.fuse_additive)
+    parts_done: int = 0  # parts committed already (a resumed DDL)
+
+    @property
+    def sql(self) -> str:
+        return self.group.sql
+
+    @property
+    def where(self) -> str:
+        e = self.group.events[0]
+        return e.where()
+
+
+@dataclass(frozen=True, slots=True)
+class TargetPlan:
+    """One target: where it stands and what the next run does to it."""
+
+    name: str
+    source: str
+    entry: TableEntry
+    upstreams: tuple[tuple[str, str], ...]
+    location: str
+    exists: bool
+    marker: Marker
+    keys: tuple[str, ...]
+    keys_from: str
+    schema: TableSchema | None  # upstream schema as of the target's applied TSO
+    create: TableSchema | None  # created from this schema before anything else
+    create_from: str | None  # "seed", "history", "inferred" (with `create`)
+    columns: tuple[tuple[str, str], ...]  # the target's Delta columns now (without _commit_ts)
+    features: tuple[str, ...]  # its Delta table features now
+    ddl: tuple[TargetDdl, ...]
+    stop_ts: int | None  # rows apply up to this commit_ts (None: nothing resolved)
+    blocked: str | None = None  # why the target stops before `resolved`
+    notes: tuple[str, ...] = ()
+
+    @property
+    def to_create(self) -> bool:
+        return not self.exists
+
+    @property
+    def pending(self) -> tuple[TargetDdl, ...]:
+        return tuple(d for d in self.ddl if d.status != DONE)
+
+
+@dataclass(frozen=True, slots=True)
+class SourcePlan:
+    source: Source
+    resolved_ts: int | None  # None: nothing staged; -1: not every partition has a watermark
+    partitions: int
+    skipped: tuple[tuple[str, str, int], ...]  # unrouted tables with their row counts
+    timeline: Timeline = field(repr=False, compare=False, default_factory=Timeline)
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    project: str
+    target: str  # the profile target (dev, prod)
+    warehouse: str  # the real location; never rendered (`<warehouse>` stands for it)
+    output: dict[str, Any]
+    defaults: dict[str, Any]
+    routes: tuple[dict[str, Any], ...]
+    overrides: tuple[dict[str, Any], ...]
+    sources: tuple[SourcePlan, ...]
+    targets: tuple[TargetPlan, ...]
+    warnings: tuple[str, ...]
+    project_digest: str  # SHA-256 of the project files the plan was made from
+
+    def target_plan(self, name: str) -> TargetPlan | None:
+        return next((t for t in self.targets if t.name == name), None)
+
+    def source_plan(self, name: str) -> SourcePlan | None:
+        return next((s for s in self.sources if s.source.name == name), None)
+
+    @property
+    def has_pending(self) -> bool:
+        """Changes a run would make: targets to create or DDL to apply (or blocked)."""
+        return any(t.to_create or t.pending for t in self.targets)

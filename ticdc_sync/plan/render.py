@@ -1,0 +1,471 @@
+"""The Plan as people review it: text like `terraform plan`, and JSON for tools.
+
+Shows the change, not the listing: a target that exists appears with its columns as they are
+and what the next run changes (+ added, ~ changed, - dropped), its pending DDL with the
+decision on every change (BLOCKED ones with the setting that lets them through); a target
+to create shows its CREATE TABLE. Deterministic bytes: sorted, no timestamps, no absolute
+paths (the warehouse is shown as `<warehouse>`). Pure Python; never imports pyspark.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from ticdc_sync import datatypes
+from ticdc_sync.ddl import changes as ch
+from ticdc_sync.ddl import policy
+from ticdc_sync.plan.model import (
+    BLOCKED,
+    FORMAT_VERSION,
+    HELD,
+    OP_CREATE,
+    OP_REBUILD,
+    READY,
+    WAITING,
+    Plan,
+    SourcePlan,
+    TargetDdl,
+    TargetPlan,
+)
+from ticdc_sync.sqlgen import COMMIT_TS, create_table_sql, merge_sql, table_ref
+
+WAREHOUSE_PLACEHOLDER = "<warehouse>"
+SOURCE_VIEW = "__ticdc_sync_source"
+
+
+def _shown(plan: Plan, text: str) -> str:
+    return text.replace(plan.warehouse, WAREHOUSE_PLACEHOLDER)
+
+
+# --------------------------------------------------------------------------- columns
+
+
+def next_columns(t: TargetPlan) -> list[tuple[str, str, str, str]]:
+    """(mark, name, mysql type, delta type) of the target after the next run's ready DDL:
+    mark "+" added, "-" dropped, "~" renamed or retyped, " " as it is."""
+    if t.to_create and t.create is not None:
+        cols = [("+", c.name, c.type_sql(), datatypes.delta_type(c)) for c in t.create.columns]
+    else:
+        mysql = {c.name.lower(): c.type_sql() for c in (t.schema.columns if t.schema else ())}
+        cols = [(" ", n, mysql.get(n.lower(), "-"), typ.upper()) for n, typ in t.columns]
+    for d in t.ddl:
+        if d.status != READY:
+            continue
+        for s in d.steps:
+            if s.decision.action not in (policy.APPLY, policy.REBUILD):
+                continue
+            cols = _apply_change(cols, s.change)
+    return cols
+
+
+def _apply_change(cols: list[tuple[str, str, str, str]], c: ch.DeltaChange):
+    idx = {n.lower(): i for i, (_, n, _, _) in enumerate(cols)}
+    if isinstance(c, ch.CreateTarget):
+        return [("+", x.name, x.type_sql(), datatypes.delta_type(x)) for x in c.schema.columns]
+    if isinstance(c, ch.AddColumn):
+        return [*cols, ("+", c.name, "", c.delta_type.upper())]
+    if isinstance(c, ch.DropColumn) and c.name.lower() in idx:
+        i = idx[c.name.lower()]
+        _, n, m, t = cols[i]
+        return cols[:i] + [("-", n, m, t)] + cols[i + 1 :]
+    if isinstance(c, ch.RenameColumn) and c.old.lower() in idx:
+        i = idx[c.old.lower()]
+        mark, _, m, t = cols[i]
+        return (
+            cols[:i]
+            + [("+" if mark == "+" else "~", f"{c.new} (was {c.old})", m, t)]
+            + cols[i + 1 :]
+        )
+    if isinstance(c, ch.ChangeColumnType) and c.name.lower() in idx:
+        i = idx[c.name.lower()]
+        mark, n, m, t = cols[i]
+        new = f"{c.new_type.upper()} (was {t})"
+        return cols[:i] + [("+" if mark == "+" else "~", n, m, new)] + cols[i + 1 :]
+    return cols
+
+
+def _merge_sql(plan: Plan, t: TargetPlan) -> str | None:
+    if not t.keys:
+        return None
+    names = [n for mark, n, _, _ in next_columns(t) if mark != "-"]
+    names = [n.split(" (was ")[0] for n in names]
+    if not names:
+        return None
+    return _shown(plan, merge_sql(table_ref(t.location), SOURCE_VIEW, t.keys, names))
+
+
+def _create_sql(plan: Plan, t: TargetPlan) -> str | None:
+    if not t.to_create or t.create is None:
+        return None
+    cols = [(c.name, datatypes.delta_type(c)) for c in t.create.columns]
+    return _shown(plan, create_table_sql(table_ref(t.location), cols, t.create.comment))
+
+
+# --------------------------------------------------------------------------- dict / JSON
+
+
+def _ddl_dict(plan: Plan, d: TargetDdl) -> dict[str, Any]:
+    return {
+        "commit_ts": d.commit_ts,
+        "upstream": list(d.upstreams),
+        "sql": d.sql,
+        "where": d.where,
+        "status": d.status,
+        "reason": d.reason,
+        "setting": d.setting,
+        "rename_from": d.rename_from,
+        "renamed_to": d.renamed_to,
+        "parts_done": d.parts_done,
+        "overrides": [
+            {"action": o.action.value, "sql": o.sql, "origin": o.origin.render(), "note": o.note}
+            for o in d.group.overrides
+        ],
+        "changes": [
+            {
+                "kind": s.decision.kind.value,
+                "classification": s.decision.classification,
+                "describe": s.decision.describe,
+                "decision": s.decision.action,
+                "reason": s.decision.reason,
+            }
+            for s in d.steps
+        ],
+        "delta": [
+            {
+                "describe": p.describe,
+                "op": p.op,
+                "sql": _shown(plan, p.sql) if p.sql else None,
+                "feature": p.feature,
+            }
+            for p in d.parts
+        ],
+        "features_added": sorted({p.feature for p in d.parts if p.feature}),
+    }
+
+
+def target_status(t: TargetPlan) -> str:
+    """create / change / blocked / unchanged, for the summary."""
+    if any(d.status == BLOCKED for d in t.ddl):
+        return "blocked"
+    if t.to_create:
+        return "create"
+    if any(d.status in (READY, WAITING) for d in t.pending):
+        return "change"
+    return "unchanged"
+
+
+def _target_dict(plan: Plan, t: TargetPlan) -> dict[str, Any]:
+    return {
+        "name": t.name,
+        "source": t.source,
+        "upstream": [f"{db}.{tbl}" for db, tbl in t.upstreams],
+        "route": t.entry.origin.render(),
+        "location": _shown(plan, t.location),
+        "status": target_status(t),
+        "exists": t.exists,
+        "applied_ts": t.marker.applied_ts if t.exists else None,
+        "keys": list(t.keys),
+        "keys_from": t.keys_from,
+        "on_bad_message": t.entry.on_bad_message.value if t.entry.on_bad_message else None,
+        "ignore_columns": list(t.entry.ignore_columns),
+        "create_from": t.create_from,
+        "columns": [
+            {
+                "mark": m.strip(),
+                "name": n,
+                "mysql_type": my,
+                "delta_type": dt,
+                "lossy": _lossy(t, n),
+            }
+            for m, n, my, dt in next_columns(t)
+        ],
+        "features": list(t.features),
+        "features_added": sorted({p.feature for d in t.pending for p in d.parts if p.feature}),
+        "create_sql": _create_sql(plan, t),
+        "merge_sql": _merge_sql(plan, t),
+        "ddl": [_ddl_dict(plan, d) for d in t.pending],
+        "rows_up_to": t.stop_ts,
+        "blocked": t.blocked,
+        "notes": list(t.notes),
+    }
+
+
+def _lossy(t: TargetPlan, name: str) -> str | None:
+    schema = t.create or t.schema
+    col = schema.column(name) if schema else None
+    return datatypes.lossy_reason(col) if col is not None else None
+
+
+def _source_dict(s: SourcePlan) -> dict[str, Any]:
+    src = s.source
+    return {
+        "name": src.name,
+        "protocol": src.protocol.value,
+        "topics": sorted(src.topics),
+        "topic_pattern": src.topic_pattern,
+        "options": _options(src),
+        "order": _order_note(src),
+        "resolved_ts": s.resolved_ts,
+        "partitions": s.partitions,
+        "skipped_tables": [{"upstream": f"{db}.{t}", "rows": n} for db, t, n in s.skipped],
+        "notes": list(s.notes),
+    }
+
+
+def _options(source) -> dict[str, Any]:
+    from ticdc_sync.project import OPTION_PROTOCOLS  # the same table validate uses
+
+    o = source.options
+    values: dict[str, Any] = {
+        "enable-tidb-extension": o.enable_tidb_extension,
+        "content-compatible": o.content_compatible,
+        "only-output-updated-columns": o.only_output_updated_columns,
+        "debezium-disable-schema": o.debezium_disable_schema,
+        "time-zone": o.time_zone,
+    }
+    return {k: v for k, v in sorted(values.items()) if source.protocol in OPTION_PROTOCOLS[k]}
+
+
+def _order_note(source) -> str:
+    if source.has_commit_ts:
+        return "commit order from TiDB commit_ts; applied up to the resolved ts (watermarks)"
+    return (
+        "no commit_ts (canal-json without enable-tidb-extension): ordered by partition offset "
+        "and `es`; applied as soon as read"
+    )
+
+
+def summary(plan: Plan) -> dict[str, int]:
+    counts = {"create": 0, "change": 0, "blocked": 0, "unchanged": 0}
+    for t in plan.targets:
+        counts[target_status(t)] += 1
+    counts["pending_ddl"] = sum(len(t.pending) for t in plan.targets)
+    return counts
+
+
+def plan_dict(plan: Plan) -> dict[str, Any]:
+    """The plan as JSON-ready data, with its fingerprint (SHA-256 of everything else)."""
+    body: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "project": plan.project,
+        "target": plan.target,
+        "project_digest": plan.project_digest,
+        "output": plan.output,
+        "defaults": plan.defaults,
+        "routes": list(plan.routes),
+        "ddl_overrides": list(plan.overrides),
+        "sources": [_source_dict(s) for s in plan.sources],
+        "targets": [_target_dict(plan, t) for t in plan.targets],
+        "warnings": list(plan.warnings),
+        "summary": summary(plan),
+        "has_pending": plan.has_pending,
+    }
+    body["fingerprint"] = fingerprint(body)
+    return body
+
+
+def fingerprint(body: dict[str, Any]) -> str:
+    rest = {k: v for k, v in body.items() if k != "fingerprint"}
+    text = json.dumps(rest, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def render_json(plan: Plan, extra: dict[str, Any] | None = None) -> str:
+    body = plan_dict(plan)
+    if extra:
+        body.update(extra)
+    return json.dumps(body, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+# --------------------------------------------------------------------------- text
+
+
+def _indent(text: str, n: int) -> str:
+    pad = " " * n
+    return "\n".join(pad + line for line in text.splitlines())
+
+
+def _kv(d: dict[str, Any]) -> str:
+    return (
+        ", ".join(
+            f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in sorted(d.items())
+        )
+        or "-"
+    )
+
+
+_MARK = {"create": "+", "change": "~", "blocked": "!", "unchanged": " "}
+
+
+def render_text(plan: Plan) -> str:
+    d = plan_dict(plan)
+    lines: list[str] = [f"Plan for project {plan.project} (target {plan.target})", ""]
+    o = plan.output
+    lines += ["Output", f"  spark master: {o['spark_master']}"]
+    if o["spark_conf"]:
+        lines.append(f"  spark conf: {_kv(o['spark_conf'])}")
+    if o["jars_dir"]:
+        lines.append(f"  jars dir: {o['jars_dir']}")
+    lines.append(f"  warehouse: {o['warehouse']}  (shown below as {WAREHOUSE_PLACEHOLDER})")
+    tr = o["transport"]
+    if tr["type"] == "files":
+        lines.append(f"  transport: files from {tr['captures']}")
+    else:
+        lines.append(
+            f"  transport: kafka {tr['bootstrap_servers']} (starting offsets {tr['starting_offsets']})"
+        )
+        if tr["options"]:
+            lines.append(f"    options: {_kv(tr['options'])}")
+    lines += ["", "Defaults", f"  on_bad_message: {plan.defaults['on_bad_message']}"]
+    lines.append(f"  ddl: {_kv(plan.defaults['ddl'])}")
+
+    lines += ["", f"Sources ({len(d['sources'])})"]
+    for s in d["sources"]:
+        topics = ", ".join(s["topics"]) if s["topics"] else f"pattern {s['topic_pattern']}"
+        lines.append(f"  {s['name']}: {s['protocol']}, topics {topics}")
+        lines.append(f"    options: {_kv(s['options'])}")
+        lines.append(f"    order: {s['order']}")
+        if s["resolved_ts"] is None:
+            lines.append("    staged: nothing yet")
+        else:
+            lines.append(
+                f"    staged: {s['partitions']} partition(s), resolved ts {s['resolved_ts']}"
+            )
+        for sk in s["skipped_tables"]:
+            lines.append(f"    skipped (no route): {sk['upstream']} ({sk['rows']} row changes)")
+        lines += [f"    note: {n}" for n in s["notes"]]
+
+    lines += ["", f"Routes ({len(plan.routes)}, first match wins)"]
+    for r in plan.routes:
+        keys = ", ".join(r["keys"]) if r["keys"] else "upstream primary key"
+        extra = "  [shard merge]" if r["shard_merge"] else ""
+        lines.append(
+            f"  {r['upstream']} -> {r['target']}  source {r['source']}, keys {keys}{extra}  "
+            f"({r['origin']})"
+        )
+        if r["ddl"]:
+            lines.append(f"    ddl: {_kv(r['ddl'])}")
+        if r["on_bad_message"]:
+            lines.append(f"    on_bad_message: {r['on_bad_message']}")
+        if r["ignore_columns"]:
+            lines.append(f"    ignore_columns: {', '.join(r['ignore_columns'])}")
+
+    if plan.overrides:
+        lines += ["", f"DDL overrides ({len(plan.overrides)})"]
+        for ov in plan.overrides:
+            src = f" source {ov['source']}" if ov["source"] else ""
+            lines.append(
+                f"  {ov['upstream']} at {ov['commit_ts']}{src}: {ov['action']}  ({ov['origin']})"
+            )
+            if ov["sql"]:
+                lines.append(f"    as: {ov['sql']}")
+            if ov["note"]:
+                lines.append(f"    note: {ov['note']}")
+
+    lines += ["", f"Targets ({len(plan.targets)})"]
+    if not plan.targets:
+        lines.append(
+            "  (none known yet: add CREATE TABLE statements under schema/ to see them here)"
+        )
+    for t, td in zip(plan.targets, d["targets"], strict=True):
+        lines.append("")
+        lines += _target_text(t, td)
+
+    lines += ["", f"Warnings ({len(plan.warnings)})"]
+    lines += [f"  - {w}" for w in plan.warnings] or ["  (none)"]
+    sm = d["summary"]
+    lines += [
+        "",
+        f"Summary: {sm['create']} to create, {sm['change']} to change, {sm['blocked']} blocked, "
+        f"{sm['unchanged']} unchanged; {sm['pending_ddl']} pending DDL; {len(plan.warnings)} "
+        "warnings",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _target_text(t: TargetPlan, td: dict[str, Any]) -> list[str]:
+    status = td["status"]
+    ups = ", ".join(td["upstream"]) or "-"
+    if t.to_create:
+        what = (
+            f"to create from {t.create_from}" if t.create_from else "to create by its CREATE TABLE"
+        )
+        if t.create is None and not any(
+            s.decision.action != policy.BLOCK for d in t.ddl for s in d.steps
+        ):
+            what = "to create: no schema known yet"
+    else:
+        what = f"applied up to {t.marker.applied_ts}"
+    if td["ddl"]:
+        what += f", {len(td['ddl'])} DDL pending"
+    out = [f"{_MARK[status]} {t.name} <- {ups} via {t.source}  [{what}]"]
+    out.append(f"    keys: {', '.join(t.keys) or '(none)'}  ({t.keys_from})")
+    if t.features or td["features_added"]:
+        feats = ", ".join(t.features) or "-"
+        added = f"  (+ {', '.join(td['features_added'])})" if td["features_added"] else ""
+        out.append(f"    table features: {feats}{added}")
+    cols = td["columns"]
+    if cols:
+        out.append("    columns:")
+        w = max(len(c["name"]) for c in cols)
+        mw = max(len(c["mysql_type"]) for c in cols)
+        for c in cols:
+            mark = c["mark"] or " "
+            out.append(f"    {mark} {c['name']:<{w}}  {c['mysql_type']:<{mw}} -> {c['delta_type']}")
+        lossy = [c for c in cols if c["lossy"]]
+        if lossy:
+            out.append("    lossy:")
+            out += [f"      {c['name']}: {c['lossy']}" for c in lossy]
+    for n in td["notes"]:
+        out.append(f"    note: {n}")
+    if td["create_sql"]:
+        out += ["    create:", _indent(td["create_sql"], 6)]
+    for dd in td["ddl"]:
+        out += _ddl_text(dd)
+    if td["merge_sql"] and status != "unchanged":
+        out += ["    merge (per window segment):", _indent(td["merge_sql"], 6)]
+    return out
+
+
+def _ddl_text(dd: dict[str, Any]) -> list[str]:
+    status = {
+        READY: "ready",
+        BLOCKED: "BLOCKED",
+        WAITING: "waiting",
+        HELD: "held",
+    }.get(dd["status"], dd["status"])
+    head = f"    DDL at {dd['commit_ts']} on {', '.join(dd['upstream'])} ({dd['where']}): {status}"
+    if dd["parts_done"]:
+        head += f" (resumes at part {dd['parts_done'] + 1} of {len(dd['delta'])})"
+    out = [head, f"      {dd['sql']}"]
+    for ov in dd["overrides"]:
+        out.append(
+            f"      override ({ov['origin']}): {ov['action']}"
+            + (f" as {ov['sql']}" if ov["sql"] else "")
+        )
+    for c in dd["changes"]:
+        mark = {"apply": "~", "rebuild": "~", "skip": "=", "none": "=", "block": "!"}[c["decision"]]
+        if c["classification"] == "additive" and c["decision"] == "apply":
+            mark = "+"
+        if (
+            c["kind"] in ("drop_column", "drop_table", "truncate_table")
+            and c["decision"] == "apply"
+        ):
+            mark = "-"
+        out.append(f"      {mark} {c['describe']}  [{c['classification']}; {c['decision']}]")
+    if dd["status"] in (READY, WAITING):
+        for p in dd["delta"]:
+            if p["op"] in (OP_CREATE, OP_REBUILD) or not p["sql"]:
+                out.append(f"        delta: {p['describe']}")
+            else:
+                out.append(f"        delta: {p['sql']}")
+    if dd["reason"]:
+        out.append(f"      {'BLOCKED' if dd['status'] == BLOCKED else 'why'}: {dd['reason']}")
+    if dd["setting"]:
+        out.append(f"      hint: set {dd['setting']}, then run again")
+    return out
+
+
+__all__ = ["COMMIT_TS", "plan_dict", "render_json", "render_text", "summary"]

@@ -1,0 +1,274 @@
+"""Read the engine's state from the warehouse itself, without a JVM (`WarehouseState`).
+
+The warehouse is the only truth (DESIGN.md §1): the staging table's tallies and DDL events,
+the schema history, the quarantine, and each target's own commits. `plan` and `status`
+read them here through `lake` (delta-rs), for a local path or an object store, so a plan
+made on a CI machine that has only the warehouse sees what a run would see. A run reads
+the same way, with the tallies it has just computed in Spark. Must not import pyspark and
+never writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+
+from ticdc_sync import routing
+from ticdc_sync.ddl.timeline import Key, Version, key
+from ticdc_sync.events import KIND_BAD, KIND_DDL, KIND_ROW, KIND_WATERMARK
+from ticdc_sync.lake import LakeTable, table_uri
+from ticdc_sync.locations import is_local, local_path, state_location, target_location
+from ticdc_sync.locations import warehouse_path as _warehouse_path
+from ticdc_sync.model import Project
+from ticdc_sync.staged import SourceTally, from_user_metadata
+from ticdc_sync.upstream import TableSchema
+from ticdc_sync.warehouse_state import SourceState, TargetState, WarehouseState
+from ticdc_sync.window import DdlEvent, Marker
+
+# The schema history marks a dropped (or renamed-away) table with its last schema and this
+# comment (written by older versions too).
+DROPPED = "\x00ticdc_sync:dropped"
+TALLIES_FILE = "events_tallies.json"
+
+
+def read_state(
+    project: Project,
+    *,
+    tallies: dict[str, SourceTally] | None = None,
+    progress: dict[str, dict[tuple[str, int], int | None]] | None = None,
+) -> WarehouseState:
+    """The state of the project's warehouse. `tallies`/`progress`: a run's own, computed in
+    Spark just after staging (a plan reads the saved ones)."""
+    wh = _warehouse_path(project)
+    events = LakeTable(state_location(wh, "events"))
+    if not events.exists():
+        return WarehouseState(targets=_targets(project, wh, {}))
+    staging_version = events.version()
+    complete = True
+    if tallies is None:
+        tallies, complete = _saved_tallies(wh, events)
+    ddl = _ddl_events(events)
+    history = LakeTable(state_location(wh, "schema_history"))
+    recorded = _recorded(history) if history.exists() else {}
+    quarantine = LakeTable(state_location(wh, "quarantine"))
+    sources: dict[str, SourceState] = {}
+    for s in project.sources:
+        tally = tallies.get(s.name, SourceTally())
+        open_bad = _open_bad(events, quarantine, s.name) if tally.bad else {}
+        prog = (progress or {}).get(s.name)
+        if prog is None:
+            prog = _capped(events, s.name, open_bad, s.has_commit_ts)
+        sources[s.name] = SourceState(
+            name=s.name,
+            tally=tally,
+            tally_complete=complete,
+            ddl_events=tuple(ddl.get(s.name, ())),
+            recorded=recorded.get(s.name, {}),
+            metadata=_metadata(project, events, s.name, tally, recorded.get(s.name, {}), ddl),
+            open_bad=open_bad,
+            progress=prog,
+        )
+    return WarehouseState(
+        sources=sources,
+        targets=_targets(project, wh, {n: st.tally for n, st in sources.items()}),
+        staging_version=staging_version,
+        history_version=history.version() if history.exists() else None,
+    )
+
+
+def _saved_tallies(wh: str, events: LakeTable) -> tuple[dict[str, SourceTally], bool]:
+    """The tallies as of the staging table's newest commit: the cache a run saves beside it
+    when it is current, else what the newest commit carries (everything before its own
+    batch: `complete` is then False)."""
+    cache = state_location(wh, TALLIES_FILE)
+    if is_local(cache):
+        try:
+            body = json.loads(local_path(cache).read_text())
+            newest = _newest_commit(events)
+            if newest is not None and (body.get("version"), body.get("sha256")) == newest:
+                found = from_user_metadata(body.get("tallies"))
+                if found is not None:
+                    return found, True
+        except (OSError, ValueError, AttributeError):
+            pass
+    carried = events.newest_user_metadata(from_user_metadata)
+    return carried or {}, False
+
+
+def _newest_commit(events: LakeTable) -> tuple[int, str] | None:
+    """(version, SHA-256 of its commit file) of a local table's newest commit."""
+    uri = table_uri(events.location)
+    if "://" in uri:
+        return None
+    v = events.version()
+    try:
+        data = (local_path(uri) / "_delta_log" / f"{v:020d}.json").read_bytes()
+    except OSError:
+        return None
+    return v, hashlib.sha256(data).hexdigest()
+
+
+def _ddl_events(events: LakeTable) -> dict[str, list[DdlEvent]]:
+    cols = [
+        "source",
+        "db",
+        "tbl",
+        "commit_ts",
+        "ddl_sql",
+        "ddl_hint",
+        "table_changes",
+        "topic",
+        "partition",
+        "offset",
+    ]
+    rows = events.read(cols, [("kind", "=", KIND_DDL)]).to_pylist()
+    out: dict[str, list[DdlEvent]] = {}
+    for r in sorted(rows, key=lambda r: (r["commit_ts"], r["topic"], r["partition"], r["offset"])):
+        out.setdefault(r["source"], []).append(
+            DdlEvent(
+                db=r["db"] or "",
+                tbl=r["tbl"] or "",
+                commit_ts=r["commit_ts"],
+                sql=r["ddl_sql"] or "",
+                hint=r["ddl_hint"],
+                table_changes=r["table_changes"],
+                topic=r["topic"],
+                partition=r["partition"],
+                offset=r["offset"],
+            )
+        )
+    return out
+
+
+def _recorded(history: LakeTable) -> dict[str, dict[Key, list[Version]]]:
+    """Recorded versions per source (rows of older versions without a source count for
+    every source)."""
+    rows = history.read(["source", "db", "tbl", "commit_ts", "ddl", "schema_json"]).to_pylist()
+    per: dict[str | None, dict[Key, dict[int, Version]]] = {}
+    for r in rows:
+        schema = TableSchema.from_json(r["schema_json"])
+        gone = schema.comment == DROPPED
+        v = Version(r["commit_ts"], None if gone else schema, r["ddl"] or "")
+        per.setdefault(r["source"], {}).setdefault(key(r["db"], r["tbl"]), {})[r["commit_ts"]] = v
+    shared = per.pop(None, {})
+    out: dict[str, dict[Key, list[Version]]] = {}
+    for src, tables in per.items():
+        merged = {k: dict(v) for k, v in shared.items()}
+        for k, vs in tables.items():
+            merged.setdefault(k, {}).update(vs)
+        out[str(src)] = {
+            k: sorted(v.values(), key=lambda x: x.commit_ts) for k, v in merged.items()
+        }
+    return out
+
+
+def _open_bad(events: LakeTable, quarantine: LakeTable, source: str) -> dict[tuple[str, int], int]:
+    """The first bad record per partition that is not in the quarantine."""
+    bad = events.read(
+        ["topic", "partition", "offset", "idx"], [("source", "=", source), ("kind", "=", KIND_BAD)]
+    ).to_pylist()
+    done: set[tuple[str, int, int, int]] = set()
+    if bad and quarantine.exists():
+        done = {
+            (r["topic"], r["partition"], r["offset"], r["idx"])
+            for r in quarantine.read(
+                ["topic", "partition", "offset", "idx"], [("source", "=", source)]
+            ).to_pylist()
+        }
+    out: dict[tuple[str, int], int] = {}
+    for r in bad:
+        if (r["topic"], r["partition"], r["offset"], r["idx"]) in done:
+            continue
+        k = (r["topic"], r["partition"])
+        out[k] = min(out.get(k, r["offset"]), r["offset"])
+    return out
+
+
+def _capped(
+    events: LakeTable, source: str, open_bad: dict[tuple[str, int], int], exact: bool
+) -> dict[tuple[str, int], int | None]:
+    """Each partition with an open bad record: its progress strictly before that record."""
+    out: dict[tuple[str, int], int | None] = {}
+    for (topic, part), first_bad in sorted(open_bad.items()):
+        where = [
+            ("source", "=", source),
+            ("topic", "=", topic),
+            ("partition", "=", part),
+            ("offset", "<", first_bad),
+        ]
+        if exact:
+            where.append(("kind", "=", KIND_WATERMARK))
+        else:
+            where += [("kind", "in", [KIND_ROW, KIND_DDL]), ("exact_ts", "=", False)]
+        ts = events.read(["commit_ts"], where).column("commit_ts").to_pylist()
+        out[(topic, part)] = max((t for t in ts if t is not None), default=None)
+    return out
+
+
+def _metadata(
+    project: Project,
+    events: LakeTable,
+    source: str,
+    tally: SourceTally,
+    recorded: dict[Key, list[Version]],
+    ddl: dict[str, list[DdlEvent]],
+) -> dict[Key, tuple[dict[str, str], tuple[str, ...]]]:
+    """Protocol column metadata of one row of each routed table that nothing else
+    describes (no seed, no recorded version, no DDL), for inferring its schema."""
+    with_ddl = {key(e.db, e.tbl) for e in ddl.get(source, [])}
+    seeded = {key(db, t) for db, t in project.seed_schemas}
+    out: dict[Key, tuple[dict[str, str], tuple[str, ...]]] = {}
+    for db, tbl in sorted(tally.tables):
+        k = key(db, tbl)
+        if (
+            k in seeded
+            or k in recorded
+            or k in with_ddl
+            or routing.route(project, source, db, tbl) is None
+        ):
+            continue
+        rows = events.read(
+            ["col_meta", "pk_names", "commit_ts", "partition", "offset", "idx"],
+            [("source", "=", source), ("kind", "=", KIND_ROW), ("db", "=", db), ("tbl", "=", tbl)],
+        ).to_pylist()
+        rows = [r for r in rows if r["col_meta"]]
+        if not rows:
+            continue
+        first = min(rows, key=lambda r: (r["commit_ts"], r["partition"], r["offset"], r["idx"]))
+        meta = first["col_meta"]
+        pairs = meta if isinstance(meta, list) else list(meta.items())
+        out[k] = (dict(pairs), tuple(first["pk_names"] or ()))
+    return out
+
+
+def _targets(project: Project, wh: str, tallies: dict[str, SourceTally]) -> dict[str, TargetState]:
+    names: set[str] = set()
+    for s in project.sources:
+        tables = set(tallies.get(s.name, SourceTally()).tables) | set(project.seed_schemas)
+        grouped, _ = routing.targets(project, s.name, sorted(tables))
+        names |= set(grouped)
+    return {n: target_state(n, target_location(wh, n)) for n in sorted(names)}
+
+
+def target_state(name: str, location: str) -> TargetState:
+    """One target's Delta table: whether it exists, its marker, columns and features."""
+    t = LakeTable(location)
+    if not t.exists():
+        return TargetState(name, exists=False)
+    proto = t.protocol()
+    return TargetState(
+        name=name,
+        exists=True,
+        marker=t.newest_user_metadata(Marker.from_user_metadata) or Marker(),
+        columns=tuple((n, typ) for n, typ in t.schema() if n != "_commit_ts"),
+        reader_features=tuple(sorted(proto.reader_features)),
+        writer_features=tuple(sorted(proto.table_features())),
+        properties=tuple(sorted(proto.properties.items())),
+        version=t.version(),
+    )
+
+
+def targets_state(project: Project, names: Iterable[str]) -> dict[str, TargetState]:
+    wh = _warehouse_path(project)
+    return {n: target_state(n, target_location(wh, n)) for n in sorted(names)}

@@ -1,0 +1,74 @@
+"""What the engine knows, as plain data: the input of `plan` besides the project files.
+
+Filled from the warehouse itself (`warehouse.read_state`, no JVM): the staging table's tallies
+and DDL events, the schema history, each target's marker, columns and table features. A run
+fills the same structure after staging (with the tallies it just computed), so `plan` and
+`run` decide from the same facts. Data only: no I/O here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ticdc_sync.ddl.timeline import Key, Version
+from ticdc_sync.staged import SourceTally
+from ticdc_sync.window import DdlEvent, Marker
+
+
+@dataclass(frozen=True, slots=True)
+class TargetState:
+    """One target's Delta table as the warehouse holds it."""
+
+    name: str
+    exists: bool
+    marker: Marker = field(default_factory=Marker)
+    columns: tuple[tuple[str, str], ...] = ()  # (name, Spark type) without _commit_ts
+    reader_features: tuple[str, ...] = ()
+    writer_features: tuple[str, ...] = ()
+    properties: tuple[tuple[str, str], ...] = ()  # delta.* and ticdc_sync.* table properties
+    version: int | None = None  # newest Delta version
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        return tuple(sorted(set(self.reader_features) | set(self.writer_features)))
+
+    def property(self, name: str) -> str | None:
+        return dict(self.properties).get(name)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceState:
+    """One source's staged state."""
+
+    name: str
+    tally: SourceTally = field(default_factory=SourceTally)
+    # False when the newest staging commit's own events are not in `tally` (a plan made
+    # without the tallies cache): its watermarks and tables are then not counted yet.
+    tally_complete: bool = True
+    ddl_events: tuple[DdlEvent, ...] = ()
+    recorded: dict[Key, list[Version]] = field(default_factory=dict)
+    # Protocol column metadata and pk names of one row, for upstream tables with no schema.
+    metadata: dict[Key, tuple[dict[str, str], tuple[str, ...]]] = field(default_factory=dict)
+    # First open (not quarantined) bad record per (topic, partition).
+    open_bad: dict[tuple[str, int], int] = field(default_factory=dict)
+    # Each partition's progress (highest watermark, or approximate ts without commit_ts)
+    # capped just before its first open bad record; a partition missing here counts with
+    # its tally's progress.
+    progress: dict[tuple[str, int], int | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class WarehouseState:
+    """Everything `plan` reads from the warehouse. An empty state is a warehouse no run has
+    written yet."""
+
+    sources: dict[str, SourceState] = field(default_factory=dict)
+    targets: dict[str, TargetState] = field(default_factory=dict)
+    staging_version: int | None = None  # newest version of the staging table
+    history_version: int | None = None  # newest version of the schema history table
+
+    def source(self, name: str) -> SourceState:
+        return self.sources.get(name) or SourceState(name)
+
+    def target(self, name: str) -> TargetState:
+        return self.targets.get(name) or TargetState(name, exists=False)
