@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from tests.shared_paths import SHARED
+from tests.shared_paths import SHARED, needs_shared
 from tests.spark._encoders import canal, debezium, go_quote, open_frames
 from ticdc_sync import codecs, datatypes, events
 from ticdc_sync.codecs._sql import lit
@@ -199,6 +199,7 @@ def test_debezium_values(spark):
     _check(spark, Protocol.DEBEZIUM, None, msg, CASES, SourceOptions())
 
 
+@needs_shared
 def test_debezium_tiflow_golden_values(spark):
     """tiflow datatype.dbz.json with datatype.ddl.sql as the schema: every column's value."""
     base = SHARED / "corpus/tiflow/debezium-testdata"

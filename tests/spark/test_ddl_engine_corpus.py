@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.shared_paths import SHARED
+from tests.shared_paths import SHARED, needs_shared
 from tests.spark.engine_harness import (
     load,
     make_project,
@@ -23,7 +23,7 @@ from tests.spark.engine_harness import (
 )
 from ticdc_sync.spark import runner
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, needs_shared]
 
 CORPUS = SHARED / "corpus"
 NO_EXT = "      enable-tidb-extension: false\n"

@@ -1,4 +1,4 @@
-"""Envelope decoding against third-party corpora (/work/shared/corpus) and the protocol docs.
+"""Envelope decoding against third-party corpora (../shared/corpus) and the protocol docs.
 
 Where an origin's expected result is a final table (flink-json, risingwave, seatunnel,
 cdcfresh, paimon), the apply engine is needed for it; these tests assert the decoded event
@@ -13,16 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.shared_paths import SHARED
+from tests.shared_paths import SHARED, needs_shared
 from ticdc_sync import events
 from ticdc_sync.model import Protocol, Source
 from ticdc_sync.spark.decode import decode_records, with_row_maps
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, needs_shared]
 
 CORPUS = SHARED / "corpus"
-if not CORPUS.exists():  # pragma: no cover
-    pytest.skip("shared corpus not available", allow_module_level=True)
 
 
 def _lines(path: Path) -> list[bytes]:

@@ -6,11 +6,13 @@ import re
 
 import pytest
 
-from tests.shared_paths import SHARED
+from tests.shared_paths import SHARED, needs_shared
 from ticdc_sync.ddl import Catalog, parse_ddl, parse_schema_sql
 from ticdc_sync.ddl.statements import Unknown
 from ticdc_sync.ddl.tokens import split_statements
 from ticdc_sync.upstream import TableSchema
+
+pytestmark = needs_shared
 
 CORPUS = SHARED / "corpus/canal-ddl-meta"
 INT_TYPES = ("tinyint", "smallint", "mediumint", "int", "bigint")

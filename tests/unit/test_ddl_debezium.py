@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from tests.shared_paths import SHARED
+from tests.shared_paths import SHARED, needs_shared
 from ticdc_sync.ddl import (
     AddColumn,
     ChangeColumnType,
@@ -39,6 +39,7 @@ OLD = parse_schema_sql("CREATE TABLE test.t (id int PRIMARY KEY, a int, b varcha
 ]
 
 
+@needs_shared
 def test_docs_rename_example_parses() -> None:
     text = DOCS.read_text()
     m = re.search(r'\{ "payload": \{ "source".*?"ddl": "RENAME TABLE.*?\} \}\s*\n', text)
@@ -117,6 +118,7 @@ def test_quirks() -> None:
     assert (s.db, s.table) == ("test", "t2") and ch == [RenameTarget("test", "t2")]
 
 
+@needs_shared
 def test_datatype_ddl_of_tiflow_parses_exactly() -> None:
     (s,) = parse_schema_sql(DDL_SQL.read_text(), "test", str(DDL_SQL))
     c = {x.name: x for x in s.columns}

@@ -6,7 +6,7 @@ import glob
 
 import pytest
 
-from tests.shared_paths import SHARED
+from tests.shared_paths import SHARED, needs_shared
 from ticdc_sync.ddl import parse_schema_sql
 from ticdc_sync.errors import DdlError
 
@@ -110,6 +110,7 @@ def test_if_not_exists_keeps_first() -> None:
     assert [c.name for c in tables[0].columns] == ["a", "b"]
 
 
+@needs_shared
 def test_every_mysql_result_file_of_the_corpus_parses() -> None:
     files = sorted(glob.glob(f"{CORPUS}/*/mysql_*.sql")) + [
         f"{CORPUS}/create.sql",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.shared_paths import SHARED
+from tests.shared_paths import SHARED, needs_shared
 from ticdc_sync import ddl
 from ticdc_sync.ddl import (
     AddColumn,
@@ -336,6 +336,7 @@ def test_describe_every_change() -> None:
     assert MoveColumn.__dataclass_fields__["kind"].default is DdlKind.OTHER
 
 
+@needs_shared
 def test_canal_single_file_cases() -> None:
     cat = Catalog()
     for st in parse_ddl((CORPUS / "ddl_test1.sql").read_text(), "yushitai_test"):

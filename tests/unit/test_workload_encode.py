@@ -21,15 +21,13 @@ from testkit.encode import (
     transaction_events,
 )
 from testkit.gojson import go_quote_inner
-from tests.shared_paths import SHARED
+from tests.shared_paths import SHARED, needs_shared
 from ticdc_sync.ddl import parse_schema_sql
 from ticdc_sync.upstream import Column, TableSchema
 
 CORPUS = SHARED / "corpus"
 DBZ = CORPUS / "tiflow" / "debezium-testdata"
 OPEN = CORPUS / "tiflow" / "open-protocol-examples"
-
-needs_corpus = pytest.mark.skipif(not DBZ.exists(), reason="shared corpus not present")
 
 TS_FULL = dt.datetime(2023, 11, 30, 12, 34, 56, 123456)
 
@@ -88,7 +86,7 @@ def _golden_row(schema: TableSchema) -> dict:
     return row
 
 
-@needs_corpus
+@needs_shared
 @pytest.mark.parametrize("ext", [False, True])
 def test_debezium_matches_tiflow_golden_datatypes(ext: bool) -> None:
     schema = parse_schema_sql((DBZ / "datatype.ddl.sql").read_text(), "test", "datatype.ddl.sql")[0]
@@ -161,6 +159,7 @@ def test_canal_binary_iso_8859_1_docs_example() -> None:
     assert m.key is None
 
 
+@needs_shared
 def test_canal_shape_matches_live_ticdc_capture() -> None:
     """cdcfresh live TiCDC v8.5.7 capture (no TiDB extension): same field order and shape."""
     s = TableSchema(
@@ -278,7 +277,7 @@ def _unframe(key: bytes, value: bytes) -> list[tuple[dict, bytes]]:
     return list(zip(keys, vals, strict=True))
 
 
-@pytest.mark.skipif(not OPEN.exists(), reason="shared corpus not present")
+@needs_shared
 def test_open_framing_matches_tiflow_examples() -> None:
     """The framing of tiflow's Java example vectors, rebuilt byte for byte."""
     for name in ("row", "ddl", "rts"):

@@ -5,6 +5,8 @@ Central through Spark's own Ivy resolution (`spark.jars.packages`, cached in ~/.
 so a fresh machine needs nothing installed by hand. A profile `spark.jars_dir` or the
 environment variable TICDC_SYNC_JARS_DIR points at a folder of jars instead, for
 air-gapped clusters (`python -m ticdc_sync.spark.session --fetch DIR` fills one).
+A session whose jars cannot be downloaded is retried once, then reported as a UserError
+naming the artifacts. With a local master, Python workers run the driver's interpreter.
 This module must not contain sync logic.
 """
 
@@ -14,6 +16,8 @@ import hashlib
 import os
 import sys
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ticdc_sync.errors import UserError
@@ -31,6 +35,9 @@ KAFKA_PACKAGE = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA}:{SPARK_VERSION}"
 # directly, checked against Maven Central's SHA-1.
 TOKEN_PROVIDER = ("org.apache.spark", f"spark-token-provider-kafka-0-10_{SCALA}", "4.0.0")
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
+# Spark 4's default Ivy home when `spark.jars.ivy` is not set; resolved jars are copied
+# into its `jars/` folder as `<group>_<artifact>-<version>.jar`.
+DEFAULT_IVY_HOME = "~/.ivy2.5.2"
 
 DEFAULT_CONF: dict[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -88,6 +95,19 @@ def fetch_jar(group: str, artifact: str, version: str, dest: Path) -> Path:
     return target
 
 
+def maven_jar_conf(kafka: bool) -> dict[str, str]:
+    """The `spark.jars*` settings that resolve Delta (and Kafka) from Maven Central."""
+    packages = [DELTA_PACKAGE]
+    conf: dict[str, str] = {}
+    if kafka:
+        packages.append(KAFKA_PACKAGE)
+        token = fetch_jar(*TOKEN_PROVIDER, cache_dir() / "jars")
+        conf["spark.jars.excludes"] = f"{TOKEN_PROVIDER[0]}:{TOKEN_PROVIDER[1]}"
+        conf["spark.jars"] = str(token)
+    conf["spark.jars.packages"] = ",".join(packages)
+    return conf
+
+
 def jar_conf(output: Output | None, kafka: bool) -> dict[str, str]:
     """The `spark.jars*` settings: a local jar folder, or Maven coordinates plus the fix-up jar."""
     jars_dir = os.environ.get("TICDC_SYNC_JARS_DIR") or (output.jars_dir if output else None)
@@ -100,15 +120,101 @@ def jar_conf(output: Output | None, kafka: bool) -> dict[str, str]:
                 f"`python -m ticdc_sync.spark.session --fetch {folder}` on a connected machine)"
             )
         return {"spark.jars": ",".join(jars)}
-    packages = [DELTA_PACKAGE]
-    conf: dict[str, str] = {}
-    if kafka:
-        packages.append(KAFKA_PACKAGE)
-        token = fetch_jar(*TOKEN_PROVIDER, cache_dir() / "jars")
-        conf["spark.jars.excludes"] = f"{TOKEN_PROVIDER[0]}:{TOKEN_PROVIDER[1]}"
-        conf["spark.jars"] = str(token)
-    conf["spark.jars.packages"] = ",".join(packages)
-    return conf
+    return maven_jar_conf(kafka)
+
+
+def catalog_dir() -> Path:
+    """Where Spark's built-in catalog keeps its `default` database (`spark.sql.warehouse.dir`).
+
+    Spark creates that folder as soon as the catalog is first used, and its default is
+    `spark-warehouse` in the working directory, so every run left one wherever it was
+    started. ticdc-sync only reads and writes Delta tables by path and never creates a
+    named table, so the folder stays empty: it goes to the user's ticdc-sync cache,
+    out of the project and the working directory. A profile's `spark.conf` can set it.
+    """
+    return cache_dir() / "spark-warehouse"
+
+
+def is_local_master(master: str) -> bool:
+    """`local`, `local[N]`, `local[N,F]`, `local[*]`, `local-cluster[...]`: workers on this host."""
+    return master == "local" or master.startswith(("local[", "local-cluster["))
+
+
+@contextmanager
+def _worker_python(python: str | None) -> Iterator[None]:
+    """Set PYSPARK_PYTHON to `python` while the session starts (None: leave it alone).
+
+    PySpark reads it once, when the SparkContext starts, for the Python workers its jobs
+    launch; the JVM started then inherits it too. It is restored afterwards so that a
+    later session (another master) decides afresh.
+    """
+    if python is None:
+        yield
+        return
+    before = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = python
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYSPARK_PYTHON", None)
+        else:
+            os.environ["PYSPARK_PYTHON"] = before
+
+
+def worker_python(master: str, conf: dict[str, str]) -> str | None:
+    """The interpreter Python workers must run, or None to leave PySpark's choice alone.
+
+    PySpark starts workers with $PYSPARK_PYTHON, else `python3` from PATH. Run from a
+    virtualenv that is not activated (pipx, `venv/bin/ticdc-sync`), that `python3` lacks
+    ticdc_sync and every Python job dies in its workers. With a local master the workers
+    run on this host, so the driver's own interpreter is the right one; on a cluster it
+    may not exist, and the user sets PYSPARK_PYTHON. `spark.pyspark.python` (a profile's
+    `spark.conf`) wins over both, as in Spark; PySpark started from a plain `python`
+    reads only the environment, so it is passed on through PYSPARK_PYTHON.
+    """
+    if conf.get("spark.pyspark.python"):
+        return conf["spark.pyspark.python"]
+    if os.environ.get("PYSPARK_PYTHON") or not is_local_master(master) or not sys.executable:
+        return None
+    return sys.executable
+
+
+def ivy_home(conf: dict[str, str]) -> Path:
+    return Path(conf.get("spark.jars.ivy") or DEFAULT_IVY_HOME).expanduser()
+
+
+def unresolved_packages(conf: dict[str, str]) -> list[str]:
+    """The `spark.jars.packages` coordinates whose jar Ivy has not put in `<ivy home>/jars`.
+
+    Spark copies resolved jars there only after the whole resolution succeeded, so a
+    package missing from it after the JVM failed to start is one Ivy could not get.
+    """
+    jars = ivy_home(conf) / "jars"
+    missing = []
+    for coord in filter(None, conf.get("spark.jars.packages", "").split(",")):
+        group, artifact, version = coord.strip().split(":")[:3]
+        if not (jars / f"{group}_{artifact}-{version}.jar").exists():
+            missing.append(coord.strip())
+    return missing
+
+
+def _gateway_exited(e: Exception) -> bool:
+    """Spark's JVM exited before the session started (how a failed Ivy resolution ends)."""
+    condition = getattr(e, "getCondition", None)
+    return callable(condition) and condition() == "JAVA_GATEWAY_EXITED"
+
+
+def _jars_unavailable(missing: list[str], conf: dict[str, str]) -> UserError:
+    return UserError(
+        f"Spark did not start, and jars it needs are not downloaded: {', '.join(missing)} "
+        f"(tried twice; Spark's messages above say why; Ivy home {ivy_home(conf)}) "
+        "(hint: when they report a failed download, check network "
+        "access to Maven Central, or to the repositories of your Ivy settings; to run "
+        "without downloads, fill a folder once with `python -m ticdc_sync.spark.session "
+        "--fetch DIR` on a connected machine and point `spark.jars_dir` in profiles.yml, "
+        "or TICDC_SYNC_JARS_DIR, at it)"
+    )
 
 
 def build_session(
@@ -117,16 +223,19 @@ def build_session(
     app_name: str = "ticdc-sync",
     kafka: bool = True,
     extra_conf: dict[str, str] | None = None,
+    jars: dict[str, str] | None = None,
 ):  # -> pyspark.sql.SparkSession (pyspark imported lazily)
     """Create (or return the active) SparkSession configured for `output`.
 
     Precedence: DEFAULT_CONF < jar settings < the profile's `spark.conf` < `extra_conf`.
-    Under `spark-submit` the master from the command line wins over the profile's.
+    The jar settings are `jars` if given, else `jar_conf`'s. Under `spark-submit` the
+    master from the command line wins over the profile's.
     """
     from pyspark.sql import SparkSession
 
     conf = dict(DEFAULT_CONF)
-    conf.update(jar_conf(output, kafka))
+    conf["spark.sql.warehouse.dir"] = catalog_dir().absolute().as_uri()
+    conf.update(jar_conf(output, kafka) if jars is None else jars)
     if output is not None:
         conf.update(output.spark_conf)
     if extra_conf:
@@ -140,22 +249,63 @@ def build_session(
         builder = builder.master(master)
     for k, v in sorted(conf.items()):
         builder = builder.config(k, v)
-    return builder.getOrCreate()
+    with _worker_python(None if submitted else worker_python(master, conf)):
+        try:
+            return builder.getOrCreate()
+        except Exception as e:
+            # A Maven repository that answers badly (an empty or cut-off download) fails
+            # Ivy's resolution and the JVM exits; such faults are often transient.
+            if not _gateway_exited(e) or not (missing := unresolved_packages(conf)):
+                raise
+            print(
+                f"ticdc-sync: Spark could not download {', '.join(missing)}; retrying once",
+                file=sys.stderr,
+                flush=True,
+            )
+        try:
+            return builder.getOrCreate()
+        except Exception as e:
+            if not _gateway_exited(e) or not (missing := unresolved_packages(conf)):
+                raise
+            raise _jars_unavailable(missing, conf) from e
+
+
+def run_jars(spark) -> list[Path]:
+    """The local jar files the running session loaded: `spark.jars` plus resolved packages.
+
+    `spark-submit` lists Ivy's resolved packages, with `spark.jars`, in
+    `spark.repl.local.jars`; `spark.jars` alone holds only the jars given by path.
+    """
+    got = spark.sparkContext.getConf()
+    seen: dict[str, Path] = {}
+    for key in ("spark.repl.local.jars", "spark.jars"):
+        for j in (got.get(key) or "").split(","):
+            if j:
+                p = Path(j.removeprefix("file://").removeprefix("file:"))
+                seen.setdefault(p.name, p)
+    return [seen[n] for n in sorted(seen)]
 
 
 def fetch_all(dest: Path) -> list[Path]:
-    """Resolve every jar a run needs and copy them into `dest` (for air-gapped clusters)."""
-    spark = build_session(None, app_name="ticdc-sync-fetch", kafka=True)
+    """Resolve every jar a run needs and copy them into `dest` (for air-gapped clusters).
+
+    Always resolves from Maven, whatever TICDC_SYNC_JARS_DIR says: filling a jar folder
+    is what this is for.
+    """
+    spark = build_session(
+        None,
+        app_name="ticdc-sync-fetch",
+        kafka=True,
+        extra_conf={"spark.ui.enabled": "false"},
+        jars=maven_jar_conf(kafka=True),
+    )
     try:
-        jars = spark.sparkContext.getConf().get("spark.jars", "")
+        jars = run_jars(spark)
     finally:
         spark.stop()
     dest.mkdir(parents=True, exist_ok=True)
     out = []
-    for j in jars.split(","):
-        if not j:
-            continue
-        src = Path(j.removeprefix("file://").removeprefix("file:"))
+    for src in jars:
         target = dest / src.name
         target.write_bytes(src.read_bytes())
         out.append(target)
