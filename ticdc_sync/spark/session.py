@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ticdc_sync.errors import UserError
 from ticdc_sync.model import Output
+from ticdc_sync.spark import storage
 
 SCALA = "2.13"
 SPARK_VERSION = "4.2.0"
@@ -99,8 +100,9 @@ def jar_conf(output: Output | None, kafka: bool) -> dict[str, str]:
                 f"jar folder {folder} has no *.jar files (hint: fill it with "
                 f"`python -m ticdc_sync.spark.session --fetch {folder}` on a connected machine)"
             )
+        storage.check_jar_folder(output, jars)
         return {"spark.jars": ",".join(jars)}
-    packages = [DELTA_PACKAGE]
+    packages = [DELTA_PACKAGE, *storage.packages(output)]
     conf: dict[str, str] = {}
     if kafka:
         packages.append(KAFKA_PACKAGE)
@@ -120,13 +122,15 @@ def build_session(
 ):  # -> pyspark.sql.SparkSession (pyspark imported lazily)
     """Create (or return the active) SparkSession configured for `output`.
 
-    Precedence: DEFAULT_CONF < jar settings < the profile's `spark.conf` < `extra_conf`.
+    Precedence: DEFAULT_CONF < jar settings < storage settings (S3 warehouse, from the
+    environment) < the profile's `spark.conf` < `extra_conf`.
     Under `spark-submit` the master from the command line wins over the profile's.
     """
     from pyspark.sql import SparkSession
 
     conf = dict(DEFAULT_CONF)
     conf.update(jar_conf(output, kafka))
+    conf.update(storage.spark_conf(output))
     if output is not None:
         conf.update(output.spark_conf)
     if extra_conf:
@@ -143,9 +147,11 @@ def build_session(
     return builder.getOrCreate()
 
 
-def fetch_all(dest: Path) -> list[Path]:
-    """Resolve every jar a run needs and copy them into `dest` (for air-gapped clusters)."""
-    spark = build_session(None, app_name="ticdc-sync-fetch", kafka=True)
+def fetch_all(dest: Path, s3: bool = False) -> list[Path]:
+    """Resolve every jar a run needs and copy them into `dest` (for air-gapped clusters);
+    with `s3`, also the S3A connector an `s3a://` warehouse needs."""
+    output = Output("fetch", warehouse="s3a://fetch/") if s3 else None
+    spark = build_session(output, app_name="ticdc-sync-fetch", kafka=True)
     try:
         jars = spark.sparkContext.getConf().get("spark.jars", "")
     finally:
@@ -163,9 +169,9 @@ def fetch_all(dest: Path) -> list[Path]:
 
 
 if __name__ == "__main__":  # pragma: no cover - maintenance helper
-    if len(sys.argv) == 3 and sys.argv[1] == "--fetch":
-        for p in fetch_all(Path(sys.argv[2])):
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "--fetch" and sys.argv[3:] in ([], ["--s3"]):
+        for p in fetch_all(Path(sys.argv[2]), s3=sys.argv[3:] == ["--s3"]):
             print(p)
     else:
-        print("usage: python -m ticdc_sync.spark.session --fetch DIR")
+        print("usage: python -m ticdc_sync.spark.session --fetch DIR [--s3]")
         sys.exit(2)
