@@ -35,6 +35,7 @@ def session(warehouse: str):
             "spark.sql.shuffle.partitions": "1",
             "spark.default.parallelism": "1",
             "spark.driver.memory": "1g",
+            # A JVM that lives for a few statements: quick compilation beats peak speed.
             "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
         },
     )
