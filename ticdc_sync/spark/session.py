@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ticdc_sync.errors import UserError
 from ticdc_sync.model import Output
+from ticdc_sync.spark import storage
 
 SCALA = "2.13"
 SPARK_VERSION = "4.2.0"
@@ -95,9 +96,10 @@ def fetch_jar(group: str, artifact: str, version: str, dest: Path) -> Path:
     return target
 
 
-def maven_jar_conf(kafka: bool) -> dict[str, str]:
-    """The `spark.jars*` settings that resolve Delta (and Kafka) from Maven Central."""
-    packages = [DELTA_PACKAGE]
+def maven_jar_conf(kafka: bool, output: Output | None = None) -> dict[str, str]:
+    """The `spark.jars*` settings that resolve Delta (and Kafka, and the object-store
+    connector `output`'s warehouse needs) from Maven Central."""
+    packages = [DELTA_PACKAGE, *storage.packages(output)]
     conf: dict[str, str] = {}
     if kafka:
         packages.append(KAFKA_PACKAGE)
@@ -119,8 +121,9 @@ def jar_conf(output: Output | None, kafka: bool) -> dict[str, str]:
                 f"jar folder {folder} has no *.jar files (hint: fill it with "
                 f"`python -m ticdc_sync.spark.session --fetch {folder}` on a connected machine)"
             )
+        storage.check_jar_folder(output, jars)
         return {"spark.jars": ",".join(jars)}
-    return maven_jar_conf(kafka)
+    return maven_jar_conf(kafka, output)
 
 
 def catalog_dir() -> Path:
@@ -227,15 +230,17 @@ def build_session(
 ):  # -> pyspark.sql.SparkSession (pyspark imported lazily)
     """Create (or return the active) SparkSession configured for `output`.
 
-    Precedence: DEFAULT_CONF < jar settings < the profile's `spark.conf` < `extra_conf`.
-    The jar settings are `jars` if given, else `jar_conf`'s. Under `spark-submit` the
-    master from the command line wins over the profile's.
+    Precedence: DEFAULT_CONF < jar settings < storage settings (S3 warehouse, from the
+    environment) < the profile's `spark.conf` < `extra_conf`. The jar settings are `jars`
+    if given, else `jar_conf`'s. Under `spark-submit` the master from the command line
+    wins over the profile's.
     """
     from pyspark.sql import SparkSession
 
     conf = dict(DEFAULT_CONF)
     conf["spark.sql.warehouse.dir"] = catalog_dir().absolute().as_uri()
     conf.update(jar_conf(output, kafka) if jars is None else jars)
+    conf.update(storage.spark_conf(output))
     if output is not None:
         conf.update(output.spark_conf)
     if extra_conf:
@@ -286,18 +291,20 @@ def run_jars(spark) -> list[Path]:
     return [seen[n] for n in sorted(seen)]
 
 
-def fetch_all(dest: Path) -> list[Path]:
-    """Resolve every jar a run needs and copy them into `dest` (for air-gapped clusters).
+def fetch_all(dest: Path, s3: bool = False) -> list[Path]:
+    """Resolve every jar a run needs and copy them into `dest` (for air-gapped clusters);
+    with `s3`, also the S3A connector an `s3a://` warehouse needs.
 
     Always resolves from Maven, whatever TICDC_SYNC_JARS_DIR says: filling a jar folder
     is what this is for.
     """
+    output = Output("fetch", warehouse="s3a://fetch/") if s3 else None
     spark = build_session(
-        None,
+        output,
         app_name="ticdc-sync-fetch",
         kafka=True,
         extra_conf={"spark.ui.enabled": "false"},
-        jars=maven_jar_conf(kafka=True),
+        jars=maven_jar_conf(kafka=True, output=output),
     )
     try:
         jars = run_jars(spark)
@@ -313,9 +320,9 @@ def fetch_all(dest: Path) -> list[Path]:
 
 
 if __name__ == "__main__":  # pragma: no cover - maintenance helper
-    if len(sys.argv) == 3 and sys.argv[1] == "--fetch":
-        for p in fetch_all(Path(sys.argv[2])):
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "--fetch" and sys.argv[3:] in ([], ["--s3"]):
+        for p in fetch_all(Path(sys.argv[2]), s3=sys.argv[3:] == ["--s3"]):
             print(p)
     else:
-        print("usage: python -m ticdc_sync.spark.session --fetch DIR")
+        print("usage: python -m ticdc_sync.spark.session --fetch DIR [--s3]")
         sys.exit(2)
