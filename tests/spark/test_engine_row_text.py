@@ -22,7 +22,7 @@ from ticdc_sync.locations import state_location, warehouse_path
 from ticdc_sync.model import Protocol, Source
 from ticdc_sync.spark import runner
 from ticdc_sync.spark.decode import decode_records, with_row_maps
-from ticdc_sync.spark.state import STAGED_SCHEMA
+from ticdc_sync.spark.staging import STAGED_SCHEMA
 from ticdc_sync.sqlgen import table_ref
 
 pytestmark = pytest.mark.spark

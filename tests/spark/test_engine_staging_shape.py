@@ -139,7 +139,7 @@ def test_has_data_files_follows_the_snapshot(spark, tmp_path):
 def test_staging_statistics_cover_only_the_columns_events_are_selected_by(spark, tmp_path):
     """A new staging table keeps file statistics for its selection columns only; one an
     older ticdc-sync created without the property gains it on the next run."""
-    from ticdc_sync.spark.state import STAGED_PROPERTIES, STAGED_SCHEMA
+    from ticdc_sync.spark.staging import STAGED_PROPERTIES, STAGED_SCHEMA
 
     def stats_columns(wh: str) -> str | None:
         loc = state_location(wh, "events")
