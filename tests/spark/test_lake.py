@@ -25,8 +25,11 @@ from deltalake import DeltaTable
 from tests.spark.engine_harness import as_staged_columns
 from ticdc_sync import lake
 from ticdc_sync.errors import UserError
-from ticdc_sync.spark.state import State, commit_marker, latest_user_metadata, session_conf
-from ticdc_sync.sqlgen import create_table_sql, state_location, table_ref, target_location
+from ticdc_sync.locations import state_location, target_location
+from ticdc_sync.spark.conf import commit_marker, session_conf
+from ticdc_sync.spark.delta_log import latest_user_metadata
+from ticdc_sync.spark.staging import Staging
+from ticdc_sync.sqlgen import create_table_sql, table_ref
 from ticdc_sync.staged import from_user_metadata
 from ticdc_sync.window import Marker
 
@@ -124,7 +127,7 @@ def make_target(spark, location: str) -> None:
     spark.sql(f"OPTIMIZE {ref}")
 
 
-def stage_events(spark, state: State) -> None:
+def stage_events(spark, state: Staging) -> None:
     """Two staging commits of rows, a watermark and DDL (the second carries the tallies of
     the first in its userMetadata)."""
     first = [
@@ -152,7 +155,7 @@ def stage_events(spark, state: State) -> None:
 def warehouse(spark, tmp_path_factory) -> Path:
     wh = tmp_path_factory.mktemp("lake") / "wh"
     make_target(spark, target_location(str(wh), "orders"))
-    stage_events(spark, State(spark, str(wh)))
+    stage_events(spark, Staging(spark, str(wh)))
     return wh
 
 
