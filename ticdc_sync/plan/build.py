@@ -120,7 +120,10 @@ def _source_plan(
     grouped, skipped = routing.targets(project, source.name, sorted(tables))
     timeline = build_timeline(project, source.name, ss.ddl_events, ss.recorded)
     inferred = _inferred(source, ss, grouped, timeline)
-    timeline.fallback.update(inferred)
+    if inferred:
+        # Replayed again over the inferred schemas: an ALTER of a table whose CREATE was
+        # never seen applies to the schema its rows' metadata describes.
+        timeline = build_timeline(project, source.name, ss.ddl_events, ss.recorded, inferred)
     resolved = resolved_ts(source, ss)
     notes: list[str] = []
     if not ss.tally_complete:
@@ -153,14 +156,25 @@ def _inferred(
     source: Source, ss: SourceState, grouped: dict[str, routing.TargetRoute], timeline: Timeline
 ) -> dict[Key, TableSchema]:
     """Schemas from protocol metadata (lossy), for the routed tables that nothing else
-    describes: no seed, no recorded version, no DDL in the stream."""
+    describes: no seed, no recorded version, and no CREATE TABLE before their first DDL
+    (their first DDL cannot be replayed, or there is none)."""
     out: dict[Key, TableSchema] = {}
     for tr in grouped.values():
         for db, tbl in tr.upstreams:
-            meta = ss.metadata.get(key(db, tbl))
-            if meta is not None and not timeline.known(db, tbl):
-                out[key(db, tbl)] = schema_from_meta(db, tbl, meta[0], meta[1], source.protocol)
+            k = key(db, tbl)
+            meta = ss.metadata.get(k)
+            if meta is None or (timeline.known(db, tbl) and not _unreplayable(timeline, k)):
+                continue
+            out[k] = schema_from_meta(db, tbl, meta[0], meta[1], source.protocol)
     return out
+
+
+def _unreplayable(timeline: Timeline, k: Key) -> bool:
+    """The first DDL of table `k` could not be replayed (no schema known before it)."""
+    for g in timeline.groups:
+        if any(key(e.db, e.tbl) == k for e in g.events) or any(e.touches(k) for e in g.effects):
+            return g.problem is not None
+    return False
 
 
 # --------------------------------------------------------------------------- targets
@@ -356,6 +370,7 @@ def _decide_group(
     names |= {f"{e.db}.{e.tbl}" for e in g.events if key(e.db, e.tbl) in mine}
     upstreams = tuple(sorted(names))
     if g.problem:
+        problem = g.problem.split(" (hint: ")[0]
         return TargetDdl(
             g.commit_ts,
             g,
@@ -363,7 +378,7 @@ def _decide_group(
             (),
             (_record_part(ref, g.commit_ts),),
             BLOCKED,
-            reason=f"cannot replay the DDL: {g.problem}",
+            reason=f"cannot replay the DDL: {problem}",
             setting="a schema/*.sql seed for the table, or a `ddl_overrides` entry for this DDL",
         )
     steps: list[ChangeStep] = []
