@@ -18,7 +18,7 @@ from ticdc_sync import routing
 from ticdc_sync.ddl.timeline import Key, Version, key
 from ticdc_sync.events import KIND_BAD, KIND_DDL, KIND_ROW, KIND_WATERMARK
 from ticdc_sync.lake import LakeTable, table_uri
-from ticdc_sync.locations import is_local, local_path, state_location, target_location
+from ticdc_sync.locations import find_target, is_local, local_path, state_location
 from ticdc_sync.locations import warehouse_path as _warehouse_path
 from ticdc_sync.model import Project
 from ticdc_sync.staged import SourceTally, from_user_metadata
@@ -243,18 +243,23 @@ def _targets(project: Project, wh: str, tallies: dict[str, SourceTally]) -> dict
         tables = set(tallies.get(s.name, SourceTally()).tables) | set(project.seed_schemas)
         grouped, _ = routing.targets(project, s.name, sorted(tables))
         names |= set(grouped)
-    return {n: target_state(n, target_location(wh, n)) for n in sorted(names)}
+    return {n: target_state(n, _find(wh, n)) for n in sorted(names)}
+
+
+def _find(wh: str, name: str) -> str:
+    return find_target(wh, name, lambda loc: LakeTable(loc).exists())
 
 
 def target_state(name: str, location: str) -> TargetState:
     """One target's Delta table: whether it exists, its marker, columns and features."""
     t = LakeTable(location)
     if not t.exists():
-        return TargetState(name, exists=False)
+        return TargetState(name, exists=False, location=location)
     proto = t.protocol()
     return TargetState(
         name=name,
         exists=True,
+        location=location,
         marker=t.newest_user_metadata(Marker.from_user_metadata) or Marker(),
         columns=tuple((n, typ) for n, typ in t.schema() if n != "_commit_ts"),
         reader_features=tuple(sorted(proto.reader_features)),
@@ -266,4 +271,4 @@ def target_state(name: str, location: str) -> TargetState:
 
 def targets_state(project: Project, names: Iterable[str]) -> dict[str, TargetState]:
     wh = _warehouse_path(project)
-    return {n: target_state(n, target_location(wh, n)) for n in sorted(names)}
+    return {n: target_state(n, _find(wh, n)) for n in sorted(names)}

@@ -27,6 +27,9 @@ class TargetState:
     writer_features: tuple[str, ...] = ()
     properties: tuple[tuple[str, str], ...] = ()  # delta.* and ticdc_sync.* table properties
     version: int | None = None  # newest Delta version
+    # Where it lives (`locations.find_target`: an earlier version's folder name is kept);
+    # None: not looked up (`target_location` then).
+    location: str | None = None
 
     @property
     def features(self) -> tuple[str, ...]:

@@ -192,7 +192,7 @@ def _target_plan(
 ) -> TargetPlan:
     ts_ = state.target(tr.target)
     marker = ts_.marker
-    location = target_location(warehouse, tr.target)
+    location = ts_.location or target_location(warehouse, tr.target)
     ref = table_ref(location)
     lo = max(marker.applied_ts, 0)
     schema = next(

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from ticdc_sync.ddl.timeline import key
 from ticdc_sync.errors import BlockedError
-from ticdc_sync.locations import target_location
+from ticdc_sync.locations import find_target
 from ticdc_sync.plan.model import (
     OP_BACKFILL,
     OP_COPY_FROM,
@@ -86,7 +86,7 @@ def _check_caught_up(w, source_target: str, ts: int) -> None:
     """Rows move in from `source_target` as of just before `ts`: it must have got there."""
     from ticdc_sync.spark.delta_log import target_marker
 
-    loc = target_location(w.state.warehouse, source_target)
+    loc = find_target(w.state.warehouse, source_target, lambda p: table_exists(w.spark, p))
     if not table_exists(w.spark, loc):
         return
     m = target_marker(w.spark, loc)
@@ -140,7 +140,7 @@ def _copy_from(w, source_target: str, ts: int) -> None:
     """Rows of `source_target` as of just before `ts` (time travel to its newest version
     whose marker has not started the DDL at `ts`), into this target, column by column."""
     spark = w.spark
-    loc = target_location(w.state.warehouse, source_target)
+    loc = find_target(w.state.warehouse, source_target, lambda p: table_exists(spark, p))
     version = _version_before(spark, loc, ts) if table_exists(spark, loc) else None
     if version is None:
         spark.sql(
