@@ -70,6 +70,29 @@ DEFAULT_DDL_POLICY: dict[DdlKind, Action] = {
 }
 
 
+class FeatureUse(StrEnum):
+    """What a target does when a DDL first needs a Delta table feature (`table_features`)."""
+
+    ENABLE = "enable"  # enable it, in its own commit just before the change
+    REBUILD = "rebuild"  # keep it off: rewrite the table with the new schema in one commit
+    FAIL = "fail"  # keep it off: block the target at that DDL
+
+
+@dataclass(frozen=True, slots=True)
+class TableFeatures:
+    """The Delta table features a target may carry (`table_features` in defaults or on a
+    table entry): a compatibility setting for readers that lack some of them."""
+
+    deletion_vectors: bool = True  # MERGE marks replaced rows instead of rewriting files
+    column_mapping: FeatureUse = FeatureUse.ENABLE  # at the first RENAME/DROP COLUMN
+    type_widening: FeatureUse = FeatureUse.ENABLE  # at the first widening MODIFY
+
+    def with_overrides(self, overrides: dict[str, object]) -> TableFeatures:
+        from dataclasses import replace
+
+        return replace(self, **overrides) if overrides else self
+
+
 class BadMessagePolicy(StrEnum):
     FAIL = "fail"
     QUARANTINE = "quarantine"
@@ -133,6 +156,8 @@ class TableEntry:
     on_bad_message: BadMessagePolicy | None = None  # None: project default
     # Row columns the user chose to drop when the target lacks them (lower-cased names).
     ignore_columns: tuple[str, ...] = ()
+    # `table_features` set on the entry (field name -> value), over the project defaults.
+    table_features: dict[str, object] = field(default_factory=dict)
     origin: Origin = field(default_factory=lambda: Origin("?"))
 
     @property
@@ -193,6 +218,7 @@ class DdlOverride:
 class Defaults:
     ddl: dict[DdlKind, Action] = field(default_factory=lambda: dict(DEFAULT_DDL_POLICY))
     on_bad_message: BadMessagePolicy = BadMessagePolicy.FAIL
+    table_features: TableFeatures = field(default_factory=TableFeatures)
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +269,10 @@ class Project:
 
     def ddl_policy(self, entry: TableEntry, kind: DdlKind) -> Action:
         return entry.ddl.get(kind, self.defaults.ddl.get(kind, DEFAULT_DDL_POLICY[kind]))
+
+    def table_features(self, entry: TableEntry) -> TableFeatures:
+        """The table features the target of `entry` may carry (entry over defaults)."""
+        return self.defaults.table_features.with_overrides(entry.table_features)
 
     def ddl_override(self, source: str, db: str, table: str, commit_ts: int) -> DdlOverride | None:
         """The override of one DDL (by the table it is keyed under and its commit_ts)."""

@@ -28,6 +28,7 @@ from ticdc_sync.model import (
     DdlKind,
     DdlOverride,
     Defaults,
+    FeatureUse,
     Origin,
     Output,
     OverrideAction,
@@ -36,6 +37,7 @@ from ticdc_sync.model import (
     Source,
     SourceOptions,
     TableEntry,
+    TableFeatures,
     Transport,
     TransportKind,
 )
@@ -530,7 +532,16 @@ def _defaults(d: Any) -> Defaults:
     return Defaults(
         ddl=policy,
         on_bad_message=BadMessagePolicy(d.get("on_bad_message", BadMessagePolicy.FAIL.value)),
+        table_features=TableFeatures().with_overrides(_table_features(d)),
     )
+
+
+def _table_features(d: Any) -> dict[str, object]:
+    """`table_features` of a defaults block or a table entry, as TableFeatures fields."""
+    out: dict[str, object] = {}
+    for k, v in (d.get("table_features") or {}).items():
+        out[k] = v if k == "deletion_vectors" else FeatureUse(v)
+    return out
 
 
 def profiles_path(root: Path) -> Path:
@@ -701,6 +712,7 @@ def _table(ctx: _Ctx, item: Any, file: str, line: int | None, kp: str) -> TableE
         if "on_bad_message" in item
         else None,
         ignore_columns=tuple(str(c).lower() for c in item.get("ignore_columns") or ()),
+        table_features=_table_features(item),
         origin=Origin(file, line),
     )
 

@@ -6,7 +6,7 @@ very same text), so what reviewers read is what runs. Pure Python; no pyspark.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 COMMIT_TS = "_commit_ts"
 # Internal columns of a MERGE source (never written to targets).
@@ -28,30 +28,23 @@ def table_ref(location: str) -> str:
     return "delta." + quote(location)
 
 
-TARGET_PROPERTIES = {
-    # Rename and drop become metadata operations (DESIGN.md §1 "What lands").
-    "delta.columnMapping.mode": "name",
-    "delta.enableTypeWidening": "true",
-    "delta.feature.allowColumnDefaults": "supported",
-    # DATETIME maps to TIMESTAMP_NTZ; ADD COLUMN of that type needs the feature enabled.
-    "delta.feature.timestampNtz": "supported",
-    # A MERGE marks the rows it replaces instead of rewriting whole files: its cost follows
-    # the batch, not the table, and files keep their key order (benchmarks/README.md).
-    "delta.enableDeletionVectors": "true",
-}
-
-
 def create_table_sql(
-    ref: str, columns: Sequence[tuple[str, str]], comment: str | None = None
+    ref: str,
+    columns: Sequence[tuple[str, str]],
+    comment: str | None = None,
+    properties: Mapping[str, str] | None = None,
 ) -> str:
-    """CREATE TABLE for a target: upstream columns in order plus `_commit_ts`."""
+    """CREATE TABLE for a target: upstream columns in order plus `_commit_ts`, with the
+    table properties the plan chose (`table_features.create_properties`)."""
     cols = [f"  {quote(n)} {t}" for n, t in columns]
     cols.append(f"  {quote(COMMIT_TS)} BIGINT")
-    props = ",\n".join(f"  {sql_string(k)} = {sql_string(v)}" for k, v in TARGET_PROPERTIES.items())
     text = f"CREATE TABLE IF NOT EXISTS {ref} (\n" + ",\n".join(cols) + "\n) USING delta"
     if comment:
         text += f"\nCOMMENT {sql_string(comment)}"
-    return text + f"\nTBLPROPERTIES (\n{props}\n)"
+    if properties:
+        props = ",\n".join(f"  {sql_string(k)} = {sql_string(v)}" for k, v in properties.items())
+        text += f"\nTBLPROPERTIES (\n{props}\n)"
+    return text
 
 
 def insert_sql(ref: str, source_view: str, columns: Sequence[str]) -> str:

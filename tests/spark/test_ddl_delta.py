@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ticdc_sync import table_features
 from ticdc_sync.ddl import apply_statement, delta_sql, parse_ddl, parse_schema_sql
 from ticdc_sync.sqlgen import table_ref
 
@@ -14,6 +15,10 @@ def _evolve(spark, ref, schema, sql):
     for st in parse_ddl(sql, "shop"):
         schema, changes = apply_statement(schema, st)
         for ch in changes:
+            # The plan enables the feature a change needs in a part of its own before it.
+            feature = table_features.needed_by(ch)
+            if feature is not None:
+                spark.sql(table_features.enable_sql(feature, ref))
             for stmt in delta_sql(ch, ref):
                 spark.sql(stmt)
     return schema

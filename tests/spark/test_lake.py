@@ -107,11 +107,22 @@ def assert_same(table: lake.LakeTable, said: SparkSays, *, marker: Marker | None
     assert table.newest_user_metadata(Marker.from_user_metadata) == marker
 
 
+# Every table feature earlier versions enabled at CREATE (today a target gains column mapping
+# and type widening with the DDL that needs them): the most a reader meets.
+EVERY_FEATURE = {
+    "delta.columnMapping.mode": "name",
+    "delta.enableTypeWidening": "true",
+    "delta.feature.allowColumnDefaults": "supported",
+    "delta.feature.timestampNtz": "supported",
+    "delta.enableDeletionVectors": "true",
+}
+
+
 def make_target(spark, location: str) -> None:
-    """A target as ticdc-sync creates and changes it: rows, a MERGE carrying the marker, a
-    widening, a rename, and an OPTIMIZE (a commit without userMetadata)."""
+    """A target with every feature, as ticdc-sync changes it: rows, a MERGE carrying the
+    marker, a widening, a rename, and an OPTIMIZE (a commit without userMetadata)."""
     ref = table_ref(location)
-    spark.sql(create_table_sql(ref, TARGET_COLUMNS))
+    spark.sql(create_table_sql(ref, TARGET_COLUMNS, properties=EVERY_FEATURE))
     spark.sql(
         f"INSERT INTO {ref} VALUES (1, 'a', 1.50, TIMESTAMP'2024-01-01 00:00:00', "
         "TIMESTAMP_NTZ'2024-01-01 01:00:00', X'00FF', true, DATE'2024-01-02', 1.5, 2.5, 3, 4, 10),"

@@ -38,7 +38,16 @@ def steps(marker: Marker, events: list[DdlEvent], resolved: int) -> list[tuple]:
     )
     state = WarehouseState(
         sources={"src": SourceState("src", tally=tally, ddl_events=tuple(events))},
-        targets={"t": TargetState("t", True, marker, columns=(("id", "int"), ("c0", "int")))},
+        targets={
+            "t": TargetState(
+                "t",
+                True,
+                marker,
+                columns=(("id", "int"), ("c0", "int")),
+                reader_features=("deletionVectors",),
+                writer_features=("appendOnly", "deletionVectors", "invariants"),
+            )
+        },
     )
     plan = build_plan(PROJECT, state)
     out = []

@@ -1,6 +1,6 @@
 """DDL policy: how each Delta change is classified for review, and what a target does with it.
 
-The one place that answers "apply, skip or block?" for a change (DESIGN.md §2 "DDL to
+The one place that answers "apply, rebuild, skip or block?" for a change (DESIGN.md §2 "DDL to
 Delta"): `plan` shows the answer and the Spark executor carries it out. A blocked change
 comes with the reason and the setting that lets it through; the hint never steers a user
 towards losing data silently (an unparsed DDL points at a `ddl_overrides` entry for that
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ticdc_sync import table_features
 from ticdc_sync.ddl.changes import ChangeColumnType, DeltaChange
-from ticdc_sync.model import Action, DdlKind, Project, TableEntry
+from ticdc_sync.model import Action, DdlKind, FeatureUse, Project, TableEntry
 
 ADDITIVE = "additive"
 DESTRUCTIVE = "destructive"
@@ -40,7 +41,9 @@ KIND_CLASS: dict[DdlKind, str] = {
 
 # Decisions.
 APPLY = "apply"  # carry the change out in Delta
-REBUILD = "rebuild"  # carry it out by rewriting the table (narrowing type change)
+# Carry it out by rewriting the table: a narrowing type change, or a change whose table
+# feature the target's `table_features` setting keeps off it.
+REBUILD = "rebuild"
 SKIP = "skip"  # the policy says skip: the target diverges from upstream, on purpose
 NONE = "none"  # nothing to do in Delta: the Delta type stays (MODIFY to the same Spark type)
 BLOCK = "block"  # the target stops just before this DDL
@@ -56,6 +59,7 @@ class Decision:
     describe: str
     reason: str | None = None  # why blocked (or why skipped)
     setting: str | None = None  # the setting that lets a blocked change through
+    feature: str | None = None  # the table feature an APPLY needs (enabled just before)
 
     @property
     def blocks(self) -> bool:
@@ -118,7 +122,24 @@ def decide(project: Project, entry: TableEntry, change: DeltaChange) -> Decision
         )
     if narrow:
         return Decision(REBUILD, kind, cls, what)
-    return Decision(APPLY, kind, cls, what)
+    feature = table_features.needed_by(change)
+    if feature is None:
+        return Decision(APPLY, kind, cls, what)
+    key = table_features.SETTING[feature]
+    use = table_features.use(project.table_features(entry), feature)
+    if use is FeatureUse.REBUILD:
+        return Decision(
+            REBUILD, kind, cls, f"{what} (rewrites the table: `table_features.{key}: rebuild`)"
+        )
+    if use is FeatureUse.FAIL:
+        return block(
+            f"{what} needs the Delta table feature {feature}, which `table_features.{key}: "
+            f"fail` keeps off this target ({table_features.LOCKS_OUT[feature]} cannot read "
+            "a table with it)",
+            f"`table_features.{key}: rebuild` (rewrite the table in one commit) or `enable` "
+            f"in defaults or on the table entry, or `{kind.value}: skip`",
+        )
+    return Decision(APPLY, kind, cls, what, feature=feature)
 
 
 def block_hint(setting: str) -> str:

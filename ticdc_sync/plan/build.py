@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ticdc_sync import datatypes, routing
+from ticdc_sync import table_features as tf
 from ticdc_sync.codecs.infer import schema_from_meta
 from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl import policy
@@ -45,15 +46,6 @@ from ticdc_sync.secrets import IN_PLANS, redacted
 from ticdc_sync.sqlgen import quote, sql_string, table_ref
 from ticdc_sync.upstream import TableSchema
 from ticdc_sync.warehouse_state import SourceState, WarehouseState
-
-# Table features a DDL may need (DESIGN.md §1 "What lands"): enabled by their own commit
-# just before the change, so a target carries only what its history needs.
-COLUMN_MAPPING = "columnMapping"
-TYPE_WIDENING = "typeWidening"
-_ENABLE = {
-    COLUMN_MAPPING: "'delta.columnMapping.mode' = 'name'",
-    TYPE_WIDENING: "'delta.enableTypeWidening' = 'true'",
-}
 
 
 def build_plan(project: Project, state: WarehouseState | None = None) -> Plan:
@@ -199,6 +191,7 @@ def _target_plan(
         (s for s in (timeline.at(db, tbl, lo) for db, tbl in tr.upstreams) if s is not None), None
     )
     notes: list[str] = []
+    settings = project.table_features(tr.entry)
     # A target created from a known schema exists before its first DDL.
     will_exist = ts_.exists or schema is not None
     ddl = _target_ddl(project, source, tr, timeline, will_exist, marker, resolved, ref, notes)
@@ -228,6 +221,16 @@ def _target_plan(
         columns = tuple((c.name, datatypes.delta_type(c)) for c in create.columns)
     else:
         columns = ()
+    feature_parts: tuple[DeltaPart, ...] = ()
+    if ts_.exists:
+        features = ts_.features
+        feature_parts = _feature_parts(features, settings, ref)
+        have = set(features) - {p.feature_dropped for p in feature_parts}
+        have |= {f for p in feature_parts if p.feature for f in tf.enabled_by(p.feature)}
+    else:
+        features = tf.created_with((t for _, t in columns), settings) if create else ()
+        have = set(features)
+    ddl = _features_added(ddl, have, settings)
     return TargetPlan(
         name=tr.target,
         source=source.name,
@@ -242,7 +245,7 @@ def _target_plan(
         create=create,
         create_from=create_from,
         columns=columns,
-        features=ts_.features,
+        features=features,
         ddl=tuple(ddl),
         stop_ts=stop,
         blocked=(
@@ -251,7 +254,51 @@ def _target_plan(
             else None
         ),
         notes=tuple(notes),
+        settings=settings,
+        feature_parts=feature_parts,
     )
+
+
+def _feature_parts(features: tuple[str, ...], settings, ref: str) -> tuple[DeltaPart, ...]:
+    """Commits that bring an existing target's table features to its `table_features`
+    setting, in both directions: a feature the setting keeps off is dropped, deletion
+    vectors switched on again are enabled (column mapping and type widening come with the
+    DDL that needs them)."""
+    parts = [
+        DeltaPart(
+            f"drop table feature {f} ({tf.DROP_COST[f]}; `table_features`)",
+            OP_SQL,
+            tf.drop_sql(f, ref),
+            tolerate=tf.DROP_DONE,
+            feature_dropped=f,
+        )
+        for f in tf.unwanted(features, settings)
+    ]
+    parts += [
+        DeltaPart(
+            f"enable table feature {f} (`table_features`)", OP_SQL, tf.enable_sql(f, ref), feature=f
+        )
+        for f in tf.missing(features, settings)
+    ]
+    return tuple(parts)
+
+
+def _features_added(ddl: list[TargetDdl], have: set[str], settings) -> list[TargetDdl]:
+    """Each DDL with the table features it adds to the target (those it has not got by then:
+    the enabling part is in every such DDL, so that part numbers stay stable on resume)."""
+    out = []
+    for d in ddl:
+        added: list[str] = []
+        for p in d.parts:
+            if p.feature:
+                new = [f for f in tf.enabled_by(p.feature) if f not in have]
+                added += new
+                have |= set(new)
+            if p.op == OP_CREATE and p.schema is not None:
+                cols = (datatypes.delta_type(c) for c in p.schema.columns)
+                have |= set(tf.created_with(cols, settings))
+        out.append(_with(d, features_added=tuple(sorted(set(added)))) if added else d)
+    return out
 
 
 def _first_created(ddl: list[TargetDdl]) -> TableSchema | None:
@@ -451,13 +498,25 @@ def _record_part(ref: str, ts: int) -> DeltaPart:
     )
 
 
-def _enable(feature: str, ref: str) -> DeltaPart:
-    return DeltaPart(
-        f"enable table feature {feature}",
-        OP_SQL,
-        f"ALTER TABLE {ref} SET TBLPROPERTIES ({_ENABLE[feature]})",
-        feature=feature,
-    )
+def _rebuild(change: ch.DeltaChange, what: str, ref: str) -> list[DeltaPart]:
+    """The table rewritten with the change, in one commit (no table feature needed)."""
+    if isinstance(change, ch.ChangeColumnType):
+        out = []
+        if "TIMESTAMP_NTZ" in change.new_type.upper():
+            # Delta wants this feature enabled by hand before such a column is written.
+            out.append(
+                DeltaPart(
+                    "enable table feature timestampNtz",
+                    OP_SQL,
+                    f"ALTER TABLE {ref} SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')",
+                )
+            )
+        return [*out, DeltaPart(what, OP_REBUILD, column=change.name, new_type=change.new_type)]
+    if isinstance(change, ch.RenameColumn):
+        return [DeltaPart(what, OP_REBUILD, column=change.old, new_name=change.new)]
+    if isinstance(change, ch.DropColumn):
+        return [DeltaPart(what, OP_REBUILD, column=change.name, drop_column=True)]
+    raise AssertionError(f"no rebuild for {change!r}")  # policy.decide never asks for one
 
 
 def _parts(change: ch.DeltaChange, decision: policy.Decision, ref: str) -> list[DeltaPart]:
@@ -466,8 +525,7 @@ def _parts(change: ch.DeltaChange, decision: policy.Decision, ref: str) -> list[
     if decision.action in (policy.SKIP, policy.NONE, policy.BLOCK):
         return []
     if decision.action == policy.REBUILD:
-        assert isinstance(change, ch.ChangeColumnType)
-        return [DeltaPart(what, OP_REBUILD, column=change.name, new_type=change.new_type)]
+        return _rebuild(change, what, ref)
     if isinstance(change, ch.CreateTarget):
         return [DeltaPart(what, OP_CREATE, schema=change.schema)]
     if isinstance(change, ch.DropTarget):
@@ -482,10 +540,18 @@ def _parts(change: ch.DeltaChange, decision: policy.Decision, ref: str) -> list[
         ]
     statements = delta_sql(change, ref)
     out: list[DeltaPart] = []
-    if isinstance(change, (ch.DropColumn, ch.RenameColumn)):
-        out.append(_enable(COLUMN_MAPPING, ref))
-    if isinstance(change, ch.ChangeColumnType) and change.change == "widen":
-        out.append(_enable(TYPE_WIDENING, ref))
+    if decision.feature is not None:
+        # Always planned, enabled or not, so that part numbers stay stable on resume; it is
+        # idempotent. Its own commit, like every part, so a crash after it resumes with
+        # the change.
+        out.append(
+            DeltaPart(
+                f"enable table feature {decision.feature}",
+                OP_SQL,
+                tf.enable_sql(decision.feature, ref),
+                feature=decision.feature,
+            )
+        )
     tolerate: tuple[str, ...] = ()
     if isinstance(change, ch.AddColumn):
         tolerate = ("already exists", "FIELDS_ALREADY_EXISTS")

@@ -13,7 +13,7 @@ from typing import Any
 from ticdc_sync.ddl.changes import DeltaChange
 from ticdc_sync.ddl.policy import Decision
 from ticdc_sync.ddl.timeline import DdlGroup, Timeline
-from ticdc_sync.model import Source, TableEntry
+from ticdc_sync.model import Source, TableEntry, TableFeatures
 from ticdc_sync.upstream import TableSchema
 from ticdc_sync.window import Marker
 
@@ -23,7 +23,9 @@ FORMAT_VERSION = 1
 OP_SQL = "sql"
 OP_CREATE = "create"  # create the target with `schema` (replacing a dropped one)
 OP_BACKFILL = "backfill"  # the UPDATE of an added column; nothing when the table has no rows
-OP_REBUILD = "rebuild"  # rewrite the table casting `column` to `new_type`
+# Rewrite the table in one commit, `column` cast to `new_type`, renamed to `new_name`, or
+# left out (`drop_column`): a change without the table feature it would need, or a narrowing.
+OP_REBUILD = "rebuild"
 OP_COPY_FROM = "copy_from"  # rows of target `source_target` as of just before the DDL
 OP_RECORD = "record"  # a commit that only records the marker
 
@@ -40,8 +42,11 @@ class DeltaPart:
     schema: TableSchema | None = None  # OP_CREATE
     column: str | None = None  # OP_REBUILD
     new_type: str | None = None  # OP_REBUILD
+    new_name: str | None = None  # OP_REBUILD
+    drop_column: bool = False  # OP_REBUILD
     source_target: str | None = None  # OP_COPY_FROM
     feature: str | None = None  # the table feature this part enables, if any
+    feature_dropped: str | None = None  # the table feature this part removes, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +82,7 @@ class TargetDdl:
     renamed_to: str | None = None  # where this target's upstream table went
     additive: bool = False  # may move ahead of the rows before it (window.fuse_additive)
     parts_done: int = 0  # parts committed already (a resumed DDL)
+    features_added: tuple[str, ...] = ()  # table features the target gains with this DDL
 
     @property
     def sql(self) -> str:
@@ -105,11 +111,15 @@ class TargetPlan:
     create: TableSchema | None  # created from this schema before anything else
     create_from: str | None  # "seed", "history", "inferred" (with `create`)
     columns: tuple[tuple[str, str], ...]  # the target's Delta columns now (without _commit_ts)
-    features: tuple[str, ...]  # its Delta table features now
+    features: tuple[str, ...]  # its Delta table features now (as created, for a new target)
     ddl: tuple[TargetDdl, ...]
     stop_ts: int | None  # rows apply up to this commit_ts (None: nothing resolved)
     blocked: str | None = None  # why the target stops before `resolved`
     notes: tuple[str, ...] = ()
+    settings: TableFeatures = field(default_factory=TableFeatures)  # `table_features`
+    # Commits that bring an existing target's features to `settings` (DROP FEATURE, or
+    # enabling deletion vectors again), before anything else; each keeps the marker.
+    feature_parts: tuple[DeltaPart, ...] = ()
 
     @property
     def to_create(self) -> bool:
@@ -153,4 +163,4 @@ class Plan:
     @property
     def has_pending(self) -> bool:
         """Changes a run would make: targets to create or DDL to apply (or blocked)."""
-        return any(t.to_create or t.pending for t in self.targets)
+        return any(t.to_create or t.pending or t.feature_parts for t in self.targets)

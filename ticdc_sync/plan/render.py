@@ -13,7 +13,7 @@ import hashlib
 import json
 from typing import Any
 
-from ticdc_sync import datatypes
+from ticdc_sync import datatypes, table_features
 from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl import policy
 from ticdc_sync.plan.model import (
@@ -100,7 +100,8 @@ def _create_sql(plan: Plan, t: TargetPlan) -> str | None:
     if not t.to_create or t.create is None:
         return None
     cols = [(c.name, datatypes.delta_type(c)) for c in t.create.columns]
-    return _shown(plan, create_table_sql(table_ref(t.location), cols, t.create.comment))
+    props = table_features.create_properties(t.settings)
+    return _shown(plan, create_table_sql(table_ref(t.location), cols, t.create.comment, props))
 
 
 # --------------------------------------------------------------------------- dict / JSON
@@ -141,7 +142,7 @@ def _ddl_dict(plan: Plan, d: TargetDdl) -> dict[str, Any]:
             }
             for p in d.parts
         ],
-        "features_added": sorted({p.feature for p in d.parts if p.feature}),
+        "features_added": list(d.features_added),
     }
 
 
@@ -151,7 +152,7 @@ def target_status(t: TargetPlan) -> str:
         return "blocked"
     if t.to_create:
         return "create"
-    if any(d.status in (READY, WAITING) for d in t.pending):
+    if t.feature_parts or any(d.status in (READY, WAITING) for d in t.pending):
         return "change"
     return "unchanged"
 
@@ -182,7 +183,17 @@ def _target_dict(plan: Plan, t: TargetPlan) -> dict[str, Any]:
             for m, n, my, dt in next_columns(t)
         ],
         "features": list(t.features),
-        "features_added": sorted({p.feature for d in t.pending for p in d.parts if p.feature}),
+        "features_added": sorted({f for d in t.pending for f in d.features_added}),
+        "features_dropped": [p.feature_dropped for p in t.feature_parts if p.feature_dropped],
+        "feature_changes": [
+            {"describe": p.describe, "sql": _shown(plan, p.sql or ""), "feature": p.feature}
+            for p in t.feature_parts
+        ],
+        "table_features": {
+            "deletion_vectors": t.settings.deletion_vectors,
+            "column_mapping": t.settings.column_mapping.value,
+            "type_widening": t.settings.type_widening.value,
+        },
         "create_sql": _create_sql(plan, t),
         "merge_sql": _merge_sql(plan, t),
         "ddl": [_ddl_dict(plan, d) for d in t.pending],
@@ -404,8 +415,13 @@ def _target_text(t: TargetPlan, td: dict[str, Any]) -> list[str]:
     out.append(f"    keys: {', '.join(t.keys) or '(none)'}  ({t.keys_from})")
     if t.features or td["features_added"]:
         feats = ", ".join(t.features) or "-"
-        added = f"  (+ {', '.join(td['features_added'])})" if td["features_added"] else ""
-        out.append(f"    table features: {feats}{added}")
+        changes = [f"+ {f}" for f in td["features_added"]]
+        changes += [f"- {f}" for f in td["features_dropped"]]
+        changes += [f"+ {c['feature']}" for c in td["feature_changes"] if c["feature"]]
+        more = f"  ({', '.join(changes)})" if changes else ""
+        out.append(f"    table features: {feats}{more}")
+    for c in td["feature_changes"]:
+        out += [f"    {c['describe']}:", f"      {c['sql']}"]
     cols = td["columns"]
     if cols:
         out.append("    columns:")
@@ -455,6 +471,8 @@ def _ddl_text(dd: dict[str, Any]) -> list[str]:
         ):
             mark = "-"
         out.append(f"      {mark} {c['describe']}  [{c['classification']}; {c['decision']}]")
+    if dd["features_added"]:
+        out.append(f"      adds table feature: {', '.join(dd['features_added'])}")
     if dd["status"] in (READY, WAITING):
         for p in dd["delta"]:
             if p["op"] in (OP_CREATE, OP_REBUILD) or not p["sql"]:

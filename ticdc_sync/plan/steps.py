@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ticdc_sync.plan.model import BLOCKED, READY, TargetDdl, TargetPlan
+from ticdc_sync.plan.model import BLOCKED, READY, DeltaPart, TargetDdl, TargetPlan
 from ticdc_sync.upstream import TableSchema
 
 
@@ -19,6 +19,14 @@ class Create:
     """Create the target from a known schema (seed, history, inferred)."""
 
     schema: TableSchema
+
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    """Bring an existing target's table features to its `table_features` setting (DROP
+    FEATURE, or enable deletion vectors again): commits that keep the marker as it is."""
+
+    parts: tuple[DeltaPart, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +57,7 @@ class Stop:
     ddl: TargetDdl
 
 
-Step = Create | Rows | Ddl | Stop
+Step = Create | Features | Rows | Ddl | Stop
 
 
 def end_ts(step: Step) -> int:
@@ -66,6 +74,9 @@ def target_steps(t: TargetPlan) -> list[Step]:
     steps: list[Step] = []
     if t.create is not None:
         steps.append(Create(t.create))
+    if t.feature_parts:
+        # First, between MERGEs like any DDL: a dropped feature rewrites files (DESIGN §3).
+        steps.append(Features(t.feature_parts))
     if t.stop_ts is None:
         return steps
     lo = t.marker.applied_ts

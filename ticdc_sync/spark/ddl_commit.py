@@ -62,6 +62,15 @@ def apply_ddl(w, marker: Marker, d: TargetDdl, ahead: bool) -> Marker:
     return marker
 
 
+def apply_features(w, marker: Marker, parts: tuple[DeltaPart, ...]) -> None:
+    """The commits that bring the target's table features to its `table_features` setting.
+    Each carries the marker unchanged (no row or DDL is applied by them); a run killed half
+    way repeats what the next plan still finds (DROP FEATURE resumes where it stopped)."""
+    for part in parts:
+        _execute(w, part, marker, marker.ddl_ts)
+        w.out(f"  {w.name}: {part.describe}")
+
+
 def _record_history(w, d: TargetDdl) -> None:
     """The upstream versions this DDL made, for the tables of this target (upstream truth:
     a resumed run or another target may record the same version again; readers keep one)."""
@@ -174,16 +183,32 @@ def _version_before(spark, location: str, ts: int) -> int | None:
 
 
 def _rebuild(w, part: DeltaPart, m: Marker) -> None:
-    """Narrowing type change, opted in with `narrow_column: rebuild`: rewrite with a cast."""
+    """Rewrite the table with one column changed, in one commit: cast (a narrowing, opted in
+    with `narrow_column: rebuild`, or a widening without type widening), renamed or left
+    out (without column mapping: `table_features`). A column that is not there any more
+    (a shard's twin DDL) leaves the table as it is; the commit still records the marker."""
     spark = w.spark
     df = spark.read.format("delta").load(w.location)
-    assert part.column is not None and part.new_type is not None
-    cols = [
-        F.col(quote(c)).cast(part.new_type).alias(c)
-        if c.lower() == part.column.lower()
-        else F.col(quote(c))
-        for c in df.columns
-    ]
+    assert part.column is not None
+    col = part.column.lower()
+    if not any(c.lower() == col for c in df.columns):
+        with commit_marker(spark, m):
+            spark.sql(
+                f"ALTER TABLE {w.ref} SET TBLPROPERTIES ('ticdc_sync.last_ddl_ts' = "
+                f"{sql_string(str(m.ddl_ts))})"
+            )
+        return
+    cols = []
+    for c in df.columns:
+        if c.lower() != col:
+            cols.append(F.col(quote(c)))
+        elif part.drop_column:
+            continue
+        elif part.new_name is not None:
+            cols.append(F.col(quote(c)).alias(part.new_name))
+        else:
+            assert part.new_type is not None
+            cols.append(F.col(quote(c)).cast(part.new_type).alias(c))
     with commit_marker(spark, m):
         (
             df.select(*cols)

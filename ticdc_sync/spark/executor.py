@@ -20,9 +20,9 @@ from functools import partial
 from ticdc_sync.errors import BlockedError, UserError
 from ticdc_sync.model import Project
 from ticdc_sync.plan.model import Plan, TargetPlan
-from ticdc_sync.plan.steps import Create, Ddl, Rows, Step, Stop, end_ts, target_steps
+from ticdc_sync.plan.steps import Create, Ddl, Features, Rows, Step, Stop, end_ts, target_steps
 from ticdc_sync.spark import fanout, labels
-from ticdc_sync.spark.ddl_commit import apply_ddl, blocked_error
+from ticdc_sync.spark.ddl_commit import apply_ddl, apply_features, blocked_error
 from ticdc_sync.spark.rows import TargetWriter
 from ticdc_sync.spark.state import State
 from ticdc_sync.window import Marker
@@ -90,6 +90,8 @@ class _Progress:
         w = self.writer
         if isinstance(step, Create):
             w.create(step.schema)
+        elif isinstance(step, Features):
+            apply_features(w, self.marker, step.parts)
         elif isinstance(step, Rows):
             self.marker = w.merge(self.marker, step)
         elif isinstance(step, Ddl):

@@ -21,7 +21,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from ticdc_sync import codecs, datatypes, routing
+from ticdc_sync import codecs, datatypes, routing, table_features
 from ticdc_sync.ddl.timeline import Timeline
 from ticdc_sync.errors import UserError
 from ticdc_sync.events import KIND_ROW, OP_DELETE
@@ -107,7 +107,8 @@ class TargetWriter:
         differ from the statement's)."""
         cols = [(c.name, datatypes.delta_type(c)) for c in schema.columns]
         if not table_exists(self.spark, self.location):
-            self.spark.sql(create_table_sql(self.ref, cols, schema.comment))
+            props = table_features.create_properties(self.plan.settings)
+            self.spark.sql(create_table_sql(self.ref, cols, schema.comment, props))
             return
         ddl = ", ".join(f"{quote(n)} {t}" for n, t in [*cols, (COMMIT_TS, "BIGINT")])
         (

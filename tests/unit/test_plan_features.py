@@ -1,0 +1,206 @@
+"""Table features in the plan: a target is created with the fewest, a DDL adds the one it
+needs (shown in `plan`), and `table_features` keeps one off (rebuild or block) or removes it
+from an existing target, in both directions."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ticdc_sync.model import FeatureUse
+from ticdc_sync.plan import build_plan, render_json, render_text
+from ticdc_sync.plan.model import OP_REBUILD, OP_SQL
+from ticdc_sync.project import load_project
+from ticdc_sync.staged import PartitionTally, SourceTally
+from ticdc_sync.warehouse_state import SourceState, TargetState, WarehouseState
+from ticdc_sync.window import DdlEvent, Marker
+
+SHOP = Path(__file__).resolve().parents[2] / "projects_example" / "shop"
+CREATED = ("appendOnly", "deletionVectors", "invariants", "timestampNtz")  # as Spark lists them
+
+
+def _project(tmp_path: Path, features: str = "", entry: str = ""):
+    dest = tmp_path / "shop"
+    if not dest.exists():
+        shutil.copytree(SHOP, dest, ignore=shutil.ignore_patterns("target", "warehouse"))
+    yml = (SHOP / "ticdc_sync.yml").read_text()
+    if features:
+        yml = yml.replace("defaults:\n", f"defaults:\n  table_features:\n{features}", 1)
+    (dest / "ticdc_sync.yml").write_text(yml)
+    tables = (SHOP / "tables" / "shop.yml").read_text()
+    if entry:
+        tables = tables.replace(
+            '    name: "canal_{table}"\n', f'    name: "canal_{{table}}"\n{entry}', 1
+        )
+    (dest / "tables" / "shop.yml").write_text(tables)
+    return load_project(dest)
+
+
+def _state(project, events, features=CREATED, resolved=25, applied=5) -> WarehouseState:
+    tally = SourceTally(
+        partitions={("shop_canal", 0): PartitionTally("shop_canal", 0, 10, watermark=resolved)},
+        tables={("shop", "orders"): (5, len(events))},
+    )
+    cols = tuple((c.name, "string") for c in project.seed_schemas[("shop", "orders")].columns)
+    readers = tuple(
+        f
+        for f in features
+        if f in ("columnMapping", "deletionVectors", "typeWidening", "timestampNtz")
+    )
+    target = TargetState(
+        "canal_orders",
+        True,
+        Marker(applied),
+        columns=cols,
+        reader_features=readers,
+        writer_features=tuple(features),
+    )
+    return WarehouseState(
+        sources={"canal": SourceState("canal", tally=tally, ddl_events=tuple(events))},
+        targets={"canal_orders": target},
+    )
+
+
+RENAME = DdlEvent("shop", "orders", 10, "ALTER TABLE orders RENAME COLUMN note TO remark")
+WIDEN = DdlEvent("shop", "orders", 12, "ALTER TABLE orders MODIFY COLUMN quantity INT UNSIGNED")
+ADD = DdlEvent("shop", "orders", 11, "ALTER TABLE orders ADD COLUMN coupon VARCHAR(20)")
+
+
+def test_a_new_target_is_created_with_deletion_vectors_only(tmp_path: Path) -> None:
+    plan = build_plan(_project(tmp_path))
+    t = plan.target_plan("canal_orders")
+    d = next(x for x in json.loads(render_json(plan))["targets"] if x["name"] == "canal_orders")
+    assert "'delta.enableDeletionVectors' = 'true'" in d["create_sql"]
+    for gone in ("columnMapping", "enableTypeWidening", "allowColumnDefaults", "timestampNtz"):
+        assert gone not in d["create_sql"]
+    # DATETIME columns bring timestampNtz with them (Spark enables it at CREATE).
+    assert t.features == CREATED
+    assert d["table_features"] == {
+        "column_mapping": "enable",
+        "deletion_vectors": True,
+        "type_widening": "enable",
+    }
+    assert "table features: appendOnly, deletionVectors, invariants, timestampNtz" in render_text(
+        plan
+    )
+    items = plan.target_plan("canal_customers")
+    assert "timestampNtz" in items.features  # created_at DATETIME(3)
+
+
+def test_the_ddl_that_first_needs_a_feature_enables_it_and_plan_says_so(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    plan = build_plan(project, _state(project, [RENAME, ADD, WIDEN]))
+    t = plan.target_plan("canal_orders")
+    rename, add, widen = t.ddl
+    assert [p.describe for p in rename.parts] == [
+        "enable table feature columnMapping",
+        "rename column note to remark",
+    ]
+    assert "'delta.columnMapping.mode' = 'name'" in (rename.parts[0].sql or "")
+    assert rename.features_added == ("columnMapping",)
+    assert add.features_added == ()
+    assert widen.parts[0].feature == "typeWidening"
+    assert widen.features_added == ("typeWidening",)
+    text = render_text(plan)
+    assert "(+ columnMapping, + typeWidening)" in text
+    assert text.count("adds table feature: columnMapping") == 1
+    assert text.count("adds table feature: typeWidening") == 1
+    assert t.feature_parts == ()
+    # A target that has the feature already: the (idempotent) part stays, nothing is added.
+    have = (*CREATED, "columnMapping")
+    plan = build_plan(project, _state(project, [RENAME], features=have))
+    (rename,) = plan.target_plan("canal_orders").ddl
+    assert rename.parts[0].feature == "columnMapping" and rename.features_added == ()
+    assert "adds table feature" not in render_text(plan)
+
+
+@pytest.mark.parametrize("where", ["defaults", "entry"])
+def test_rebuild_rewrites_instead_of_enabling_a_feature(tmp_path: Path, where: str) -> None:
+    setting = "    column_mapping: rebuild\n    type_widening: rebuild\n"
+    if where == "defaults":
+        project = _project(tmp_path, features=setting)
+    else:
+        project = _project(
+            tmp_path, entry="    table_features:\n" + setting.replace("    ", "      ")
+        )
+    entry = project.tables[0]
+    assert project.table_features(entry).column_mapping is FeatureUse.REBUILD
+    plan = build_plan(project, _state(project, [RENAME, WIDEN]))
+    rename, widen = plan.target_plan("canal_orders").ddl
+    assert [(p.op, p.column, p.new_name) for p in rename.parts] == [(OP_REBUILD, "note", "remark")]
+    assert [(p.op, p.column, p.new_type) for p in widen.parts] == [
+        (OP_REBUILD, "quantity", "BIGINT")
+    ]
+    assert rename.steps[0].decision.action == "rebuild"
+    assert rename.features_added == widen.features_added == ()
+    text = render_text(plan)
+    assert "rewrites the table: `table_features.column_mapping: rebuild`" in text
+    if where == "entry":  # other entries keep the default
+        other = project.tables[1]
+        assert project.table_features(other).column_mapping is FeatureUse.ENABLE
+
+
+def test_fail_blocks_with_the_settings_that_let_it_through(tmp_path: Path) -> None:
+    project = _project(tmp_path, features="    column_mapping: fail\n")
+    drop = DdlEvent("shop", "orders", 10, "ALTER TABLE orders DROP COLUMN note")
+    plan = build_plan(project, _state(project, [drop, ADD]))
+    t = plan.target_plan("canal_orders")
+    assert [d.status for d in t.ddl] == ["blocked", "held"]
+    assert "needs the Delta table feature columnMapping" in (t.ddl[0].reason or "")
+    assert "table_features.column_mapping: rebuild" in (t.ddl[0].setting or "")
+    assert t.stop_ts == 9
+
+
+def test_switching_a_feature_off_drops_it_and_on_enables_it_again(tmp_path: Path) -> None:
+    off = "    deletion_vectors: false\n    column_mapping: rebuild\n    type_widening: fail\n"
+    project = _project(tmp_path, features=off)
+    # A new target: no deletion vectors, no TBLPROPERTIES at all.
+    fresh = build_plan(project)
+    d = next(x for x in json.loads(render_json(fresh))["targets"] if x["name"] == "canal_items")
+    assert "TBLPROPERTIES" not in d["create_sql"]
+    assert "deletionVectors" not in fresh.target_plan("canal_items").features
+    # An existing target with every feature an earlier version enabled at CREATE.
+    old = (*CREATED, "allowColumnDefaults", "columnMapping", "typeWidening")
+    plan = build_plan(project, _state(project, [], features=old, applied=25))
+    t = plan.target_plan("canal_orders")
+    assert [(p.op, p.sql, p.feature_dropped) for p in t.feature_parts] == [
+        (OP_SQL, f"ALTER TABLE {_ref(t)} DROP FEATURE {f}", f)
+        for f in ("deletionVectors", "columnMapping", "typeWidening")
+    ]
+    assert plan.has_pending
+    text = render_text(plan)
+    assert "- deletionVectors, - columnMapping, - typeWidening" in text
+    assert "drop table feature columnMapping (rewrites every data file" in text
+    # Back on: deletion vectors are enabled again; the others wait for a DDL that needs them.
+    project = _project(tmp_path)
+    plan = build_plan(
+        project, _state(project, [], features=("appendOnly", "invariants"), applied=25)
+    )
+    t = plan.target_plan("canal_orders")
+    assert [(p.feature, p.sql) for p in t.feature_parts] == [
+        (
+            "deletionVectors",
+            f"ALTER TABLE {_ref(t)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')",
+        )
+    ]
+    # Nothing to change: no step, nothing pending.
+    plan = build_plan(project, _state(project, [], applied=25))
+    assert plan.target_plan("canal_orders").feature_parts == ()
+    assert not plan.has_pending or plan.target_plan("canal_orders").pending == ()
+
+
+def test_table_features_are_checked_by_the_schema(tmp_path: Path) -> None:
+    from ticdc_sync.errors import UserError
+
+    with pytest.raises(UserError) as e:
+        _project(tmp_path, features="    column_mapping: sometimes\n    deletion_vector: false\n")
+    msg = str(e.value)
+    assert "defaults.table_features.column_mapping" in msg
+    assert "deletion_vector" in msg
+
+
+def _ref(t) -> str:
+    return f"delta.`{t.location}`"
