@@ -1,0 +1,78 @@
+"""Read a Delta table the way other engines' users do (polars, delta-rs) and compare with Spark.
+
+A reader "reads a target" when it returns Spark's column names in Spark's order and Spark's
+rows, value for value: an error and a silently wrong answer (delta-rs's pyarrow path gives
+NULLs on some column-mapped tables) both fail. Values are brought to one Python form first:
+an instant as naive UTC, binary as bytes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+from deltalake import DeltaTable, QueryBuilder
+
+from ticdc_sync.spark.delta_log import table_exists
+
+Table = tuple[list[str], list[tuple]]
+
+# How each reader is asked, as its users ask it.
+READERS = {
+    "polars": lambda loc: _arrow(pl.read_delta(loc).to_arrow()),
+    "delta-rs sql": lambda loc: _arrow(
+        pa.table(QueryBuilder().register("t", DeltaTable(loc)).execute("SELECT * FROM t"))
+    ),
+    "delta-rs pyarrow": lambda loc: _arrow(DeltaTable(loc).to_pyarrow_table()),
+}
+
+
+def _value(v: Any) -> Any:
+    if isinstance(v, dt.datetime) and v.tzinfo is not None:
+        return v.astimezone(dt.UTC).replace(tzinfo=None)
+    if isinstance(v, bytearray | memoryview):
+        return bytes(v)
+    return v
+
+
+def _sorted(columns: list[str], rows: list[tuple]) -> Table:
+    rows = [tuple(_value(v) for v in r) for r in rows]
+    return columns, sorted(rows, key=lambda r: tuple((v is None, repr(v)) for v in r))
+
+
+def _arrow(t: pa.Table) -> Table:
+    cols = t.column_names
+    return _sorted(cols, [tuple(r[c] for c in cols) for r in t.to_pylist()])
+
+
+def spark_table(spark, location: str) -> Table:
+    df = spark.read.format("delta").load(location)
+    return _sorted(df.columns, [tuple(r) for r in df.collect()])
+
+
+def read(reader: str, location: str) -> Table:
+    return READERS[reader](location)
+
+
+def assert_reads_as_spark(spark, location: str, readers: tuple[str, ...]) -> None:
+    """Every reader in `readers` returns exactly what Spark returns for the table."""
+    assert table_exists(spark, location), location
+    want = spark_table(spark, location)
+    for reader in readers:
+        got = read(reader, location)
+        assert got[0] == want[0], f"{reader} on {location}: columns {got[0]} != {want[0]}"
+        assert got[1] == want[1], f"{reader} on {location}: rows differ from Spark's"
+
+
+def reader_features(location: str) -> set[str]:
+    """The protocol's reader features (delta-rs reads the metadata of every table here)."""
+    return set(DeltaTable(location).protocol().reader_features or ())
+
+
+def features(spark, location: str) -> set[str]:
+    """The table features as Spark lists them."""
+    from ticdc_sync.sqlgen import table_ref
+
+    return set(spark.sql(f"DESCRIBE DETAIL {table_ref(location)}").first()["tableFeatures"])
