@@ -470,6 +470,8 @@ def load_project(root: Path, target: str | None = None) -> Project:
                 )
             )
     _semantic_checks(ctx, sources, tables, seeds)
+    if output is not None:
+        _capture_folder_warnings(ctx, output, sources)
 
     if ctx.issues:
         raise ProjectError(sorted(ctx.issues, key=_issue_order))
@@ -854,6 +856,31 @@ def _check_source_refs(ctx: _Ctx, root: Path) -> None:
                         f"tables[{i}].source",
                         f"unknown source {src!r}",
                         f"sources: {known}",
+                    )
+                )
+
+
+def _capture_folder_warnings(ctx: _Ctx, output: Output, sources: list[Source]) -> None:
+    """A files-transport topic without a capture folder reads nothing, ever: most likely a
+    typo in `topics:` (with Kafka, a missing topic is an error when `run` reads it)."""
+    t = output.transport
+    if t.kind is not TransportKind.FILES:
+        return
+    folder = Path(t.captures or "captures")
+    root = folder if folder.is_absolute() else ctx.root / folder
+    for s in sources:
+        for topic in s.topics:
+            if not (root / topic).is_dir():
+                shown = f"{t.captures or 'captures'}/{topic}"
+                ctx.warnings.append(
+                    Issue(
+                        s.origin.file,
+                        s.origin.line,
+                        ctx.path(s),
+                        f"topic {topic} has no capture folder {shown}: nothing will be read "
+                        "from it",
+                        "check the topic name, or record it with `ticdc-sync capture`",
+                        severity="warning",
                     )
                 )
 
