@@ -37,16 +37,15 @@ STAGED_SCHEMA = "`source` STRING, " + EVENT_SCHEMA
 
 # File statistics only for the columns staged events are selected by (source, position,
 # kind, commit_ts, table): Delta's default covers the first 32 columns, and min/max of the
-# row-image text made every staging write about 0.9 s slower per 1M events
-# (benchmarks/README.md) for statistics no query uses.
+# row-image text made every staging write measurably slower (benchmarks/README.md) for
+# statistics no query uses.
 #
 # No Parquet dictionary for the staged columns that are (nearly) unique per event: writing
 # tried a dictionary for each and dropped it once it grew too big, and where commit_ts kept
 # one, every target's read expanded it into a hash set to test its commit_ts range, which
-# the file statistics already do. Measured over 1M events: the Parquet write 7.7-8.0 s ->
-# 7.3-7.6 s; one target's read of its rows 0.56-0.81 s -> 0.50-0.65 s. The row-image text
-# (`before_json`, `after_json`), hashed into a dictionary until it overflowed: decode and
-# write of 1M events 9.2-9.9 s -> 8.5-9.0 s (benchmarks/README.md).
+# the file statistics already do; the row-image text (`before_json`, `after_json`) was
+# hashed into a dictionary until it overflowed. Both the write and the targets' reads got
+# faster without them (benchmarks/README.md).
 # Delta hands a table's properties to the Parquet writer, which reads `#column` settings;
 # an older staging table gains them on the next run (`_set_missing_properties`).
 STAGED_PROPERTIES = {
@@ -85,7 +84,7 @@ class Staging:
     def _set_missing_properties(self, path: str, properties: dict[str, str]) -> None:
         """Table properties a newer ticdc-sync sets, set on a table an older one created."""
         # SHOW TBLPROPERTIES reads the table's metadata only; DESCRIBE DETAIL also rebuilds
-        # the snapshot's file list (a Spark job, 0.3-1 s, benchmarks/README.md).
+        # the snapshot's file list (a Spark job per call).
         rows = self.spark.sql(f"SHOW TBLPROPERTIES {table_ref(path)}").collect()
         have = {r["key"]: r["value"] for r in rows}
         missing = {k: v for k, v in properties.items() if have.get(k) != v}
@@ -142,10 +141,10 @@ class Staging:
 
     def _repeats_since(self, source: str, known: SourceTally) -> bool:
         """Whether an event staged after `known` is staged twice (same position). One narrow
-        job over the new events' positions: about 1 s per 1M events, where the check of
-        every capture line it replaces took 2.6-4.2 s (benchmarks/README.md)."""
+        job over the new events' positions, much cheaper than the check of every capture
+        line it replaces (benchmarks/README.md)."""
         # A count, not `limit(1)`: where nothing repeats (the usual case) a limit reads
-        # the groups in growing rounds, one job each (1.2-1.4 s against 1.0-1.2 s).
+        # the groups in growing rounds, one job each.
         copies = (
             self.events()
             .where(_since_sql(source, known))
@@ -236,8 +235,7 @@ class Staging:
         """Save the tallies known here beside the staging table, keyed by its newest commit.
 
         A staging commit carries only the tallies from before it, so without this the next
-        run re-aggregates the batch staged last (0.7-0.9 s per 1M events,
-        benchmarks/README.md). A cache: any later commit (a batch, a rewrite, a user's
+        run re-aggregates the batch staged last (benchmarks/README.md). A cache: any later commit (a batch, a rewrite, a user's
         OPTIMIZE) or a table made anew makes it stale, and it is then ignored. Local
         warehouses only; a failed write loses nothing."""
         if self._tallies_file is None:
