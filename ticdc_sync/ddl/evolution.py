@@ -379,7 +379,7 @@ def apply_statement(
 
     Returns the new schema (None once dropped) and the Delta changes, in order. For
     statements that name several tables (RENAME TABLES), the pair whose old name is `schema`
-    is applied; use `apply_to_catalog` for a set of tables. Raises `DdlError` when the
+    is applied; `timeline` handles a set of tables (renames, CREATE TABLE ... LIKE). Raises `DdlError` when the
     statement contradicts the schema (the history is out of step with upstream).
     """
     if isinstance(stmt, CreateTable):
@@ -391,7 +391,7 @@ def apply_statement(
     if isinstance(stmt, CreateTableLike):
         raise DdlError(
             f"CREATE TABLE {stmt.db}.{stmt.table} LIKE {stmt.like_db}.{stmt.like_table} needs "
-            "the source table's schema (hint: use apply_to_catalog)"
+            "the source table's schema (hint: seed it from schema/*.sql)"
         )
     if isinstance(stmt, Unknown):
         return schema, [Unsupported(f"DDL not understood: {stmt.reason}", DdlKind.UNPARSED)]
