@@ -485,6 +485,9 @@ def load_project(root: Path, target: str | None = None) -> Project:
         seed_schemas=seeds,
         warnings=tuple(w.render() for w in sorted(ctx.warnings, key=_issue_order)),
         ddl_overrides=tuple(overrides),
+        staging_retention_ms=_duration_ms(
+            ((proj_data.get("staging") or {}) if proj_ok else {}).get("retention", "7d")
+        ),
     )
 
 
@@ -705,6 +708,14 @@ def _table(ctx: _Ctx, item: Any, file: str, line: int | None, kp: str) -> TableE
         ignore_columns=tuple(str(c).lower() for c in item.get("ignore_columns") or ()),
         origin=Origin(file, line),
     )
+
+
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _duration_ms(text: str) -> int:
+    """`7d`, `12h`, `30m`, `45s` (the JSON Schema checks the form) in milliseconds."""
+    return int(text[:-1]) * _UNIT_MS[text[-1]]
 
 
 def _ddl_overrides(ctx: _Ctx, data: Any, file: str) -> list[DdlOverride]:

@@ -141,6 +141,7 @@ def _source_plan(
         skipped=tuple((db, tbl, counts.get((db, tbl), (0, 0))[0]) for db, tbl in skipped),
         timeline=timeline,
         notes=tuple(notes),
+        open_bad=bool(ss.open_bad),
     )
     for tp in plans:
         if not tp.keys and (tp.schema is not None or tp.create is not None):

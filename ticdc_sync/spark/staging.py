@@ -28,12 +28,14 @@ from ticdc_sync.events import (
 )
 from ticdc_sync.locations import is_local, local_path, state_location
 from ticdc_sync.spark.conf import user_metadata
-from ticdc_sync.spark.delta_log import latest_commit, latest_user_metadata
+from ticdc_sync.spark.delta_log import checksum_num_files, latest_commit, latest_user_metadata
 from ticdc_sync.sqlgen import quote, sql_string, table_ref
 from ticdc_sync.staged import SourceTally, from_user_metadata, to_user_metadata
 from ticdc_sync.window import DdlEvent
 
 STAGED_SCHEMA = "`source` STRING, " + EVENT_SCHEMA
+# Each staging commit adds a file or a few per task: past this many, OPTIMIZE bin-packs them.
+COMPACT_ABOVE_FILES = 200
 
 # File statistics only for the columns staged events are selected by (source, position,
 # kind, commit_ts, table): Delta's default covers the first 32 columns, and min/max of the
@@ -138,6 +140,40 @@ class Staging:
         self._tallies[source] = after
         self._save_tallies()
         return staged
+
+    def trim(self, sources: list[str], source: str, upto_ts: int) -> int:
+        """Delete `source`'s row, watermark and empty events with commit_ts <= `upto_ts`
+        (`retention.trim_bound` decides it), in one commit; the number deleted.
+
+        The commit carries every source's tallies (what it deleted is in them already), so
+        consumed positions and watermarks do not move. DDL and bad events stay."""
+        carried = to_user_metadata({s: self.tally(s) for s in sources})
+        where = (
+            f"`source` = {sql_string(source)} AND kind IN ('row', 'watermark', 'empty') "
+            f"AND commit_ts <= {int(upto_ts)}"
+        )
+        with user_metadata(self.spark, carried):
+            rows = self.spark.sql(f"DELETE FROM {table_ref(self.events_path)} WHERE {where}")
+            deleted = int(rows.collect()[0][0] or 0)
+        self._save_tallies()
+        return deleted
+
+    def compact(self, sources: list[str], above_files: int = COMPACT_ABOVE_FILES) -> bool:
+        """OPTIMIZE the staging table once it holds more than `above_files` data files (a
+        run or micro-batch adds a few each), then VACUUM what no version within Delta's
+        retention needs. Both commits carry every source's tallies. True if it compacted."""
+        files = checksum_num_files(self.events_path)
+        if files is None:
+            detail = self.spark.sql(f"DESCRIBE DETAIL {table_ref(self.events_path)}").collect()
+            files = int(detail[0]["numFiles"] or 0)
+        if files <= above_files:
+            return False
+        carried = to_user_metadata({s: self.tally(s) for s in sources})
+        with user_metadata(self.spark, carried):
+            self.spark.sql(f"OPTIMIZE {table_ref(self.events_path)}").collect()
+            self.spark.sql(f"VACUUM {table_ref(self.events_path)}").collect()
+        self._save_tallies()
+        return True
 
     def _repeats_since(self, source: str, known: SourceTally) -> bool:
         """Whether an event staged after `known` is staged twice (same position). One narrow
