@@ -68,7 +68,6 @@ def build_plan(project: Project, state: WarehouseState | None = None) -> Plan:
                 f"{o.origin.render()}: ddl_overrides: no staged DDL of {o.upstream} at "
                 f"commit_ts {o.commit_ts} (yet); the override is unused"
             )
-    warnings.extend(_transport_warnings(project))
     return Plan(
         project=project.name,
         target=project.output.name,
@@ -134,6 +133,7 @@ def _source_plan(
         skipped=tuple((db, tbl, counts.get((db, tbl), (0, 0))[0]) for db, tbl in skipped),
         timeline=timeline,
         notes=tuple(notes),
+        open_bad=bool(ss.open_bad),
     )
     for tp in plans:
         if not tp.keys and (tp.schema is not None or tp.create is not None):
@@ -735,26 +735,6 @@ def _override_dict(o) -> dict[str, Any]:
         "note": o.note,
         "origin": o.origin.render(),
     }
-
-
-def _transport_warnings(project: Project) -> list[str]:
-    """A files-transport topic without a capture folder reads nothing, ever: most likely a
-    typo in `topics:` (with Kafka, a missing topic is an error when the run reads it)."""
-    t = project.output.transport
-    if t.kind is not TransportKind.FILES:
-        return []
-    root = Path(t.captures or "captures")
-    root = root if root.is_absolute() else Path(project.root) / root
-    out = []
-    for s in sorted(project.sources, key=lambda s: s.name):
-        for topic in s.topics:
-            if not (root / topic).is_dir():
-                out.append(
-                    f"{s.origin.render()}: source {s.name}: topic {topic} has no capture folder "
-                    f"{display_location(project, str(root / topic))}: nothing will be read from it "
-                    "(hint: check the topic name, or record it with `ticdc-sync capture`)"
-                )
-    return out
 
 
 def quote_ident(name: str) -> str:
