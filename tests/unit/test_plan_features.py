@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,27 @@ def test_table_features_are_checked_by_the_schema(tmp_path: Path) -> None:
 
 def _ref(t) -> str:
     return f"delta.`{t.location}`"
+
+
+def test_a_ddl_half_applied_under_other_settings_blocks_until_they_are_back(
+    tmp_path: Path,
+) -> None:
+    # The run enabled column mapping (part 1 of 2) and stopped before the rename.
+    half = Marker(applied_ts=9, ddl_ts=10, ddl_part=0, ddl_parts=2)
+    project = _project(tmp_path, features="    column_mapping: rebuild\n")
+    state = _state(project, [RENAME], features=(*CREATED, "columnMapping"))
+    targets = dict(state.targets)
+    targets["canal_orders"] = replace(targets["canal_orders"], marker=half)
+    state = replace(state, targets=targets)
+    t = build_plan(project, state).target_plan("canal_orders")
+    (d,) = t.ddl
+    assert d.status == "blocked" and d.parts_done == 1
+    assert "half applied (1 of its 2 Delta commits) under other settings" in (d.reason or "")
+    # Column mapping stays until that DDL is done: its rename needs it.
+    assert t.feature_parts == ()
+    assert any("once the DDL at commit_ts 10 is applied" in n for n in t.notes)
+    # With the settings it started with, it resumes at the rename.
+    project = _project(tmp_path)
+    (d,) = build_plan(project, state).target_plan("canal_orders").ddl
+    assert d.status == "ready" and d.parts_done == 1
+    assert d.parts[1].describe == "rename column note to remark"

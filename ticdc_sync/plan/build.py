@@ -224,7 +224,16 @@ def _target_plan(
     feature_parts: tuple[DeltaPart, ...] = ()
     if ts_.exists:
         features = ts_.features
-        feature_parts = _feature_parts(features, settings, ref)
+        if marker.ddl_part < marker.ddl_parts - 1:
+            # A DDL is half applied: its remaining parts were planned with the features the
+            # table has now (a column-mapped rename needs column mapping).
+            if _feature_parts(features, settings, ref):
+                notes.append(
+                    f"table features follow `table_features` once the DDL at commit_ts "
+                    f"{marker.ddl_ts} is applied"
+                )
+        else:
+            feature_parts = _feature_parts(features, settings, ref)
         have = set(features) - {p.feature_dropped for p in feature_parts}
         have |= {f for p in feature_parts if p.feature for f in tf.enabled_by(p.feature)}
     else:
@@ -333,6 +342,18 @@ def _target_ddl(
             continue
         d = _decide_group(project, tr, g, part, ref, exists)
         done = marker.parts_done(g.commit_ts)
+        if done and d.status != BLOCKED and len(d.parts) != marker.ddl_parts:
+            # Half applied under other settings (a policy or `table_features` changed in
+            # between): resuming at part `done` of a different list of commits would skip
+            # or repeat a change.
+            d = _with(
+                d,
+                status=BLOCKED,
+                reason=f"half applied ({done} of its {marker.ddl_parts} Delta commits) under "
+                f"other settings, which now give it {len(d.parts)} commits",
+                setting="the `ddl` and `table_features` settings this DDL started with (as "
+                "they were at that run), until it is applied",
+            )
         if held_by is not None:
             d = _with(
                 d, status=HELD, reason=f"after the blocked DDL at commit_ts {held_by.commit_ts}"
