@@ -187,7 +187,7 @@ SEMANTIC_CASES = {
     ),
     "db glob without {db}": (
         "tables:\n  - upstream: '*.orders'\n    name: orders\n",
-        "tables/t.yml:2: tables[0].name: '*.orders' spans databases but name 'orders' has no {db}",
+        "tables/t.yml:3: tables[0].name: '*.orders' spans databases but name 'orders' has no {db}",
     ),
     "db glob with {table} only": (
         "tables:\n  - upstream: 'shop_*.*'\n",
@@ -207,7 +207,8 @@ SEMANTIC_CASES = {
     ),
     "key not a column": (
         "tables:\n  - upstream: shop.orders\n    keys: [order_no]\n",
-        "tables/t.yml:2: tables[0].keys: shop.orders has no column 'order_no'",
+        # At the `keys:` line, not the entry's first line.
+        "tables/t.yml:3: tables[0].keys: shop.orders has no column 'order_no'",
     ),
     "exact after pattern": (
         "tables:\n  - upstream: shop.*\n    name: all_{table}\n  - upstream: shop.orders\n    name: o\n",
