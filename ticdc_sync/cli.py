@@ -399,6 +399,7 @@ def _main(argv: list[str], debug: bool) -> int:
             traceback.print_exc()
         return EXIT_USER_ERROR
     except UserError as exc:
+        _console.progress_off()
         if debug:
             traceback.print_exc()
         _log_line()
