@@ -1,8 +1,12 @@
 """The `ticdc-sync` command line: argv -> exit code, and no logic of its own.
 
 Exit codes: 0 ok, 1 user error (one line per problem on stderr, no traceback unless
---debug), 2 changes pending (`plan --detailed-exitcode`), 3 crash (with traceback).
-`init`, `validate` and `plan` never import pyspark; `run`, `status`, `capture` and
+--debug), 2 changes pending (`plan --detailed-exitcode`), 3 crash (with traceback), 130
+interrupted. Results go to stdout; errors, warnings and progress to stderr, and a failing
+command's error is its last line there (`console`). Commands that start Spark (`run`,
+`capture`, `plan --explain`) keep the JVM's output in `target/logs/ticdc-sync.log`
+(on the terminal too with --verbose or --debug) and name that file when they fail.
+`init`, `validate`, `plan` and `status` never import pyspark; `run`, `capture` and
 `plan --explain` import the Spark package inside the command function only.
 """
 
@@ -11,6 +15,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
+import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -18,7 +24,10 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from ticdc_sync import __version__
+from ticdc_sync.console import PROGRESS_MODES, Console, log_file
 from ticdc_sync.errors import ProjectError, UserError
+from ticdc_sync.interrupts import EXIT_INTERRUPTED
 
 EXIT_OK = 0
 EXIT_USER_ERROR = 1
@@ -36,12 +45,20 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(f"{self.prog}: {message} (hint: {self.prog} --help)")
 
 
+_console = Console()
+
+
 def _out(text: str = "") -> None:
-    print(text, flush=True)
+    _console.result(text)
 
 
 def _err(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    _console.error(text)
+
+
+def _spark_log(project, title: str) -> None:
+    """Keep what the JVM this command starts prints in the project's log file."""
+    _console.open_log(log_file(project.root), title)
 
 
 # --------------------------------------------------------------------------- commands
@@ -51,7 +68,8 @@ def _load(args: argparse.Namespace):  # -> Project; typed loosely to keep import
     from ticdc_sync.project import load_project
 
     root = Path(args.project or os.environ.get(PROJECT_ENV) or ".")
-    project = load_project(root, args.target or os.environ.get(TARGET_ENV) or None)
+    profiles_dir = Path(args.profiles_dir) if args.profiles_dir else None
+    project = load_project(root, args.target or os.environ.get(TARGET_ENV) or None, profiles_dir)
     for w in project.warnings:
         _err(w)
     return project
@@ -68,7 +86,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         name = "p_" + name
     _copy_tree(resources.files("ticdc_sync").joinpath("scaffold"), dest, name)
     _out(f"created project {name!r} in {dest}")
-    _out(f"next: ticdc-sync validate --project {dest} && ticdc-sync plan --project {dest}")
+    where = shlex.quote(str(dest))
+    _out(f"next: ticdc-sync validate --project {where} && ticdc-sync plan --project {where}")
     return EXIT_OK
 
 
@@ -110,7 +129,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from ticdc_sync.spark import explain
 
         explained = {}
-        code = explain.explain(project, plan, out=explained.__setitem__)
+        _spark_log(project, "ticdc-sync plan --explain")
+        code = explain.explain(
+            project, plan, out=explained.__setitem__, jvm_output=_console.jvm_line
+        )
     if args.format == "json":
         text = render_json(plan, {"explain": explained} if explained is not None else None)
     else:
@@ -147,13 +169,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UserError(f"--plan {path}: cannot read it ({e.strerror})") from None
     from ticdc_sync.spark import runner
 
+    _spark_log(project, "ticdc-sync run" + (" --follow" if args.follow else ""))
+    # --follow prints one line per batch; its details go to the log (and with --verbose
+    # to the terminal too).
+    _console.details = not args.follow or _console.verbose
     return runner.run(
         project,
         select=tuple(args.select or ()),
         exclude=tuple(args.exclude or ()),
         follow=args.follow,
-        out=_out,
         saved_plan=saved,
+        console=_console,
     )
 
 
@@ -162,10 +188,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     from ticdc_sync import status
 
+    if args.quarantine is not None and args.quarantine < 1:
+        raise UserError(f"--quarantine {args.quarantine}: give a number of records, 1 or more")
     project = _load(args)
-    rep = status.report(project)
+    rep = status.report(project, quarantine_limit=args.quarantine or 0)
     if args.format == "json":
         sys.stdout.write(json.dumps(rep, indent=2, sort_keys=True) + "\n")
+        sys.stdout.flush()
     else:
         _out(status.render(rep))
     if args.show:
@@ -180,12 +209,14 @@ def cmd_capture(args: argparse.Namespace) -> int:
     project = _load(args)
     from ticdc_sync.spark import capture
 
+    _spark_log(project, "ticdc-sync capture")
     return capture.capture(
         project,
         topics=args.topic or None,
         out_dir=args.out,
         max_records=args.max_records,
-        out=_out,
+        out=_console,
+        jvm_output=_console.jvm_line,
     )
 
 
@@ -193,12 +224,30 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    debug = argparse.ArgumentParser(add_help=False)
-    debug.add_argument(
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: the flags are accepted before and after the command without the
+    # subcommand's default overwriting a value given before it.
+    common.add_argument(
         "--debug",
         action="store_true",
         default=argparse.SUPPRESS,
-        help="show tracebacks for every error",
+        help="show tracebacks for every error, and Spark's output on the terminal",
+    )
+    common.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show Spark's output (Ivy, log4j, JVM) on the terminal too, and with "
+        "`run --follow` every batch's details",
+    )
+    common.add_argument(
+        "--progress",
+        choices=PROGRESS_MODES,
+        default=argparse.SUPPRESS,
+        help="progress on stderr: a live line (live), a line per phase and every "
+        "$TICDC_SYNC_PROGRESS_INTERVAL seconds, 10 by default (lines), or none (off); "
+        "default auto: live on a terminal, else lines",
     )
     proj = argparse.ArgumentParser(add_help=False)
     proj.add_argument(
@@ -209,26 +258,40 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="T",
         help=f"profile target (default: ${TARGET_ENV} or the profile's `target`)",
     )
+    proj.add_argument(
+        "--profiles-dir",
+        metavar="DIR",
+        help="folder holding profiles.yml (default: $TICDC_SYNC_PROFILES_DIR, else the project)",
+    )
 
     parser = _Parser(
         prog="ticdc-sync",
         description="Mirror TiDB tables into Delta Lake from TiCDC Kafka topics.",
-        parents=[debug],
+        parents=[common],
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"ticdc-sync {__version__}", help="print the version"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    p = sub.add_parser("init", parents=[debug], help="scaffold a working project in DIR")
-    p.add_argument("dir", metavar="DIR")
+    p = sub.add_parser("init", parents=[common], help="scaffold a working project in DIR")
+    p.add_argument("dir", metavar="DIR", help="new or empty folder for the project")
     p.set_defaults(func=cmd_init)
 
-    p = sub.add_parser("validate", parents=[debug, proj], help="check the project files")
+    p = sub.add_parser("validate", parents=[common, proj], help="check the project files")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser(
-        "plan", parents=[debug, proj], help="show what a run will do (deterministic)"
+        "plan", parents=[common, proj], help="show what a run will do (deterministic)"
     )
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text for review, or JSON (ticdc_sync/schemas/plan.schema.json) for tools "
+        "and `run --plan` (default: text)",
+    )
     p.add_argument("--out", metavar="FILE", help="write the plan to FILE instead of stdout")
     p.add_argument(
         "--detailed-exitcode",
@@ -238,14 +301,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true", help="also print Spark's plans (starts Spark)")
     p.set_defaults(func=cmd_plan)
 
-    p = sub.add_parser("run", parents=[debug, proj], help="apply everything resolved, then exit")
+    p = sub.add_parser("run", parents=[common, proj], help="apply everything resolved, then exit")
     p.add_argument(
         "--select", nargs="+", metavar="NAME", help="only these targets (fnmatch globs allowed)"
     )
     p.add_argument(
         "--exclude", nargs="+", metavar="NAME", help="not these targets (fnmatch globs allowed)"
     )
-    p.add_argument("--follow", action="store_true", help="keep consuming until interrupted")
+    p.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep consuming until interrupted, one line per batch",
+    )
     p.add_argument(
         "--plan",
         metavar="FILE",
@@ -254,15 +321,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("status", parents=[debug, proj], help="per-table progress, lag, blocks")
+    p = sub.add_parser(
+        "status", parents=[common, proj], help="per-target progress, lag, blocks, quarantine"
+    )
     p.add_argument(
         "--show", type=int, default=0, metavar="N", help="also print N rows of each target"
     )
-    p.add_argument("--format", choices=["text", "json"], default="text", help="text table or JSON")
+    p.add_argument(
+        "--quarantine",
+        type=int,
+        nargs="?",
+        const=20,
+        metavar="N",
+        help="also list N quarantined records (default 20): position, table, commit_ts, "
+        "reason and the start of the raw value",
+    )
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text table, or JSON (ticdc_sync/schemas/status.schema.json) (default: text)",
+    )
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser(
-        "capture", parents=[debug, proj], help="record Kafka topics into capture files"
+        "capture", parents=[common, proj], help="record Kafka topics into capture files"
     )
     p.add_argument("--topic", nargs="+", metavar="T", help="topics (default: every source's)")
     p.add_argument("--out", metavar="DIR", help="captures folder (default: the profile's)")
@@ -271,13 +354,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _flag(argv: list[str], name: str) -> bool:
+    return name in argv[: argv.index("--")] if "--" in argv else name in argv
+
+
+def _progress_mode(argv: list[str]) -> str:
+    for i, a in enumerate(argv):
+        if a == "--progress" and i + 1 < len(argv):
+            return argv[i + 1] if argv[i + 1] in PROGRESS_MODES else "auto"
+        if a.startswith("--progress="):
+            value = a.split("=", 1)[1]
+            return value if value in PROGRESS_MODES else "auto"
+    return "auto"
+
+
 def main(argv: list[str] | None = None) -> int:
+    global _console
     argv = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in argv
+    debug = _flag(argv, "--debug")
+    _console = Console(
+        verbose=debug or _flag(argv, "--verbose") or _flag(argv, "-v"),
+        progress=_progress_mode(argv),
+    )
+    try:
+        return _main(argv, debug)
+    finally:
+        _console.close()
+
+
+def _main(argv: list[str], debug: bool) -> int:
     try:
         args = build_parser().parse_args(argv)
         func: Callable[[argparse.Namespace], int] = args.func
-        return int(func(args))
+        code = int(func(args))
+        if code not in (EXIT_OK, EXIT_PENDING, EXIT_INTERRUPTED):
+            _failed_tail()
+        return code
     except ProjectError as exc:
         for issue in exc.issues:
             _err(issue.render())
@@ -287,20 +399,45 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         return EXIT_USER_ERROR
     except UserError as exc:
-        for line in str(exc).splitlines() or [type(exc).__name__]:
-            _err(f"error: {line}")
+        _console.progress_off()
         if debug:
             traceback.print_exc()
+        _log_line()
+        for line in str(exc).splitlines() or [type(exc).__name__]:
+            _err(f"error: {line}")
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
+        # A second Ctrl-C while Python shuts down (Spark's exit handlers) ends it quietly.
+        signal.signal(signal.SIGINT, lambda *_: os._exit(EXIT_INTERRUPTED))
+        _console.progress_off()
         _err("interrupted")
-        return 130
+        return EXIT_INTERRUPTED
     except SystemExit as exc:  # --help and friends
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except BaseException:  # noqa: BLE001 - a crash: say so loudly, with the traceback
+        _console.progress_off()
         traceback.print_exc()
+        _log_line()
         _err("ticdc-sync crashed; this is a bug, please report it with the traceback above")
         return EXIT_CRASH
+
+
+def _log_line() -> None:
+    """Where Spark's output of this command went, if it started Spark."""
+    path = _console.log_path
+    if path is None or not _console.jvm_lines:
+        return
+    shown = os.path.relpath(path)
+    _err(f"log: {shown if not shown.startswith('..') else path} (Spark's output)")
+
+
+def _failed_tail() -> None:
+    """A command that failed ends with its error lines on stderr: the log file's name,
+    then every error it printed (once each), the last one last."""
+    _console.progress_off()
+    _log_line()
+    for line in _console.errors:
+        _err(line)
 
 
 if __name__ == "__main__":

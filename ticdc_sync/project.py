@@ -366,6 +366,8 @@ class _Ctx:
     issues: list[Issue] = field(default_factory=list)
     warnings: list[Issue] = field(default_factory=list)
     paths: dict[int, str] = field(default_factory=dict)  # id(Source|TableEntry) -> key path
+    # id(Source|TableEntry) -> (its file's parsed data, its key path there): for key lines
+    nodes: dict[int, tuple[Any, tuple[Any, ...]]] = field(default_factory=dict)
     raw: dict[Path, Any] = field(default_factory=dict)  # parsed files (dicts only)
     declared_sources: set[str] = field(default_factory=set)
 
@@ -377,6 +379,14 @@ class _Ctx:
     def path(self, obj: object, key: str = "") -> str:
         base = self.paths.get(id(obj), "")
         return f"{base}.{key}" if key else base
+
+    def line(self, obj: Source | TableEntry, key: str = "") -> int | None:
+        """The line of `key` inside the entry `obj` (the entry's own line without a key, or
+        when the key is not written there)."""
+        data, base = self.nodes.get(id(obj), (None, ()))
+        if data is None:
+            return obj.origin.line
+        return line_of(data, (*base, key) if key else base)
 
     def rel(self, path: Path) -> str:
         try:
@@ -405,8 +415,11 @@ class _Ctx:
         return data, file
 
 
-def load_project(root: Path, target: str | None = None) -> Project:
-    """Load and check the project at `root` for profile target `target` (default: the profile's)."""
+def load_project(
+    root: Path, target: str | None = None, profiles_dir: Path | None = None
+) -> Project:
+    """Load and check the project at `root` for profile target `target` (default: the
+    profile's); profiles.yml from `profiles_dir` if given (else `profiles_path`)."""
     root = Path(root)
     ctx = _Ctx(root)
     if not (root / PROJECT_FILE).is_file():
@@ -432,7 +445,7 @@ def load_project(root: Path, target: str | None = None) -> Project:
     defaults = _defaults(proj_data.get("defaults") if proj_ok else None)
     overrides = _ddl_overrides(ctx, proj_data, proj_file) if proj_ok else []
 
-    output = _load_output(ctx, profile_name, target)
+    output = _load_output(ctx, profile_name, target, proj_data, profiles_dir)
 
     sources: list[Source] = []
     for path in sorted((root / "sources").glob("*.y*ml")):
@@ -441,6 +454,7 @@ def load_project(root: Path, target: str | None = None) -> Project:
             item = data["sources"][i]
             sources.append(_source(ctx, item, file, line_of(data, ("sources", i)), f"sources[{i}]"))
             ctx.paths[id(sources[-1])] = f"sources[{i}]"
+            ctx.nodes[id(sources[-1])] = (data, ("sources", i))
 
     tables: list[TableEntry] = []
     for path in sorted((root / "tables").glob("*.y*ml")):
@@ -449,6 +463,7 @@ def load_project(root: Path, target: str | None = None) -> Project:
             item = data["tables"][i]
             tables.append(_table(ctx, item, file, line_of(data, ("tables", i)), f"tables[{i}]"))
             ctx.paths[id(tables[-1])] = f"tables[{i}]"
+            ctx.nodes[id(tables[-1])] = (data, ("tables", i))
 
     seeds = _seed_schemas(ctx, root)
     # Sources with problems of their own still exist for `source:` references.
@@ -557,8 +572,30 @@ def profiles_path(root: Path) -> Path:
     return root / PROFILES_FILE
 
 
-def _load_output(ctx: _Ctx, profile_name: str, target: str | None) -> Output | None:
-    path = profiles_path(ctx.root)
+def _load_output(
+    ctx: _Ctx,
+    profile_name: str,
+    target: str | None,
+    project: Any = None,
+    profiles_dir: Path | None = None,
+) -> Output | None:
+    """The selected output of the profile; `project` is ticdc_sync.yml's data (for the
+    line of a profile that does not exist)."""
+    if profiles_dir is not None:
+        path = Path(profiles_dir) / PROFILES_FILE
+        if not path.is_file():
+            ctx.issues.append(
+                Issue(
+                    str(path),
+                    None,
+                    "",
+                    f"--profiles-dir {profiles_dir}: no {PROFILES_FILE} there",
+                    "point --profiles-dir at the folder holding profiles.yml",
+                )
+            )
+            return None
+    else:
+        path = profiles_path(ctx.root)
     if not path.is_file():
         ctx.issues.append(
             Issue(
@@ -574,15 +611,21 @@ def _load_output(ctx: _Ctx, profile_name: str, target: str | None) -> Output | N
     if not _check(ctx, data, "profiles_file", file):
         return None
     if profile_name not in data:
+        # The mistake is in ticdc_sync.yml (a `profile:` naming no profile, or a project
+        # name used as the profile): point there, not at profiles.yml.
+        key = "profile" if isinstance(project, dict) and "profile" in project else "name"
+        implicit = (
+            "" if key == "profile" else " (`profile:` is not set, so the project name is used)"
+        )
         ctx.issues.append(
             Issue(
-                file,
-                getattr(data, "line", None),
-                profile_name,
-                f"profile {profile_name!r} not found",
-                "profiles here: "
-                + ", ".join(sorted(map(str, data)))
-                + f"; or set `profile:` in {PROJECT_FILE}",
+                PROJECT_FILE,
+                line_of(project, (key,)) if isinstance(project, dict) else None,
+                key,
+                f"profile {profile_name!r} not found in {file}{implicit}",
+                "profiles there: "
+                + (", ".join(sorted(map(str, data))) or "none")
+                + f"; set `profile:` in {PROJECT_FILE} to one of them, or add the profile",
             )
         )
         return None
@@ -946,7 +989,7 @@ def _semantic_checks(
                 ctx.issues.append(
                     Issue(
                         s.origin.file,
-                        s.origin.line,
+                        ctx.line(s, "topics"),
                         ctx.path(s, "topics"),
                         f"topic {t!r} is also read by source {topic_owner[t].name!r} with another protocol",
                         "a topic carries one protocol",
@@ -960,7 +1003,7 @@ def _semantic_checks(
             ctx.issues.append(
                 Issue(
                     where.file,
-                    where.line,
+                    ctx.line(e, "name"),
                     ctx.path(e, "name"),
                     f"{e.upstream!r} spans databases but name {e.name!r} has no {{db}}: "
                     "tables of different databases would land in one target",
@@ -976,7 +1019,7 @@ def _semantic_checks(
                     ctx.issues.append(
                         Issue(
                             where.file,
-                            where.line,
+                            ctx.line(e, "keys"),
                             ctx.path(e, "keys"),
                             f"{schema.qualified} has no column {missing[0]!r}",
                             "columns: " + ", ".join(schema.column_names()),
@@ -991,7 +1034,7 @@ def _pair_checks(ctx: _Ctx, prev: TableEntry, e: TableEntry) -> None:
             ctx.issues.append(
                 Issue(
                     where.file,
-                    where.line,
+                    ctx.line(e, "upstream"),
                     ctx.path(e, "upstream"),
                     f"{e.upstream} is already claimed by the entry at {prev.origin.render()}",
                     "one entry per upstream table and source; set `source:` to route sources apart",
@@ -1006,7 +1049,7 @@ def _pair_checks(ctx: _Ctx, prev: TableEntry, e: TableEntry) -> None:
             ctx.issues.append(
                 Issue(
                     where.file,
-                    where.line,
+                    ctx.line(e, "upstream"),
                     ctx.path(e, "upstream"),
                     f"{e.upstream} is already claimed by pattern {prev.upstream!r} at {prev.origin.render()}; "
                     "entries match in order, so this one is never used",
@@ -1024,7 +1067,7 @@ def _pair_checks(ctx: _Ctx, prev: TableEntry, e: TableEntry) -> None:
         ctx.issues.append(
             Issue(
                 where.file,
-                where.line,
+                ctx.line(e, "name"),
                 ctx.path(e, "name"),
                 f"target {e.name!r} of {e.upstream} can collide with target {prev.name!r} of {prev.upstream} at {prev.origin.render()}",
                 "give the routes distinct names, e.g. a prefix per source",

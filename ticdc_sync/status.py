@@ -1,8 +1,11 @@
 """`ticdc-sync status`: per target, where it stands, read from the warehouse without a JVM.
 
-Applied TSO and its wall time, lag behind the source's resolved TSO, events staged and not
-yet applied, quarantined records and why a target is blocked (from the plan: the same
-decision `run` makes). `--show N` prints N rows of each target. Reads only.
+Applied TSO and its wall time, lag behind the source's resolved TSO (seconds and TSO),
+staged changes a run would apply now (`pending`) and those after the resolved TSO that
+wait for TiCDC to resolve them (`waiting`), pending DDL, quarantined records and why a
+target is blocked, with the blocked DDL (from the plan: the same decision `run` makes).
+`--show N` prints N rows of each target; `--quarantine N` lists quarantined records with
+their reason. Reads only.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from ticdc_sync.lake import LakeTable
 from ticdc_sync.locations import state_location, warehouse_path
 from ticdc_sync.model import Project
 from ticdc_sync.plan import build_plan
-from ticdc_sync.plan.model import Plan, TargetPlan
+from ticdc_sync.plan.model import BLOCKED, Plan, TargetPlan
 from ticdc_sync.warehouse import read_state
 
 Out = Callable[[str], None]
 FORMAT_VERSION = 1
+# Characters of a quarantined record's raw value shown by `--quarantine`.
+PREVIEW_CHARS = 120
 
 
 def tso_wall_time(ts: int | None) -> str:
@@ -38,8 +43,9 @@ def lag_seconds(applied: int | None, resolved: int | None) -> float | None:
     return max(0, (resolved >> 18) - (applied >> 18)) / 1000
 
 
-def report(project: Project) -> dict[str, Any]:
-    """The status as data (what `--format json` prints)."""
+def report(project: Project, quarantine_limit: int = 0) -> dict[str, Any]:
+    """The status as data (what `--format json` prints); with `quarantine_limit`, also
+    that many quarantined records (`quarantine_records`)."""
     plan = build_plan(project, read_state(project))
     wh = warehouse_path(project)
     events = LakeTable(state_location(wh, "events"))
@@ -49,8 +55,12 @@ def report(project: Project) -> dict[str, Any]:
     targets = []
     for t in plan.targets:
         sp = plan.source_plan(t.source)
-        resolved = sp.resolved_ts if sp else None
+        resolved = (
+            sp.resolved_ts if sp and sp.resolved_ts is not None and sp.resolved_ts >= 0 else None
+        )
         applied = t.marker.applied_ts if t.exists else None
+        ready, waiting = _pending(events, t, resolved) if have_events else (0, 0)
+        blocked_ddl = next((d for d in t.ddl if d.status == BLOCKED), None)
         targets.append(
             {
                 "name": t.name,
@@ -61,20 +71,39 @@ def report(project: Project) -> dict[str, Any]:
                 "applied_at": tso_wall_time(applied),
                 "resolved_ts": resolved,
                 "lag_seconds": lag_seconds(applied, resolved),
-                "lag_tso": (resolved - applied) if applied is not None and resolved else None,
-                "pending_events": _pending(events, t) if have_events else 0,
+                "lag_tso": (resolved - applied)
+                if applied is not None and applied >= 0 and resolved is not None
+                else None,
+                "pending_events": ready,
+                "waiting_events": waiting,
                 "pending_ddl": len(t.pending),
                 "quarantined": _quarantined(quarantine, t) if have_quarantine else 0,
                 "blocked": t.blocked,
+                "blocked_ddl": _ddl(blocked_ddl) if blocked_ddl is not None else None,
             }
         )
     total_q = quarantine.read(["offset"]).num_rows if have_quarantine else 0
-    return {
+    rep: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "project": project.name,
         "target": project.output.name,
         "targets": targets,
         "quarantined_total": total_q,
+    }
+    if quarantine_limit:
+        rep["quarantine"] = (
+            quarantine_records(quarantine, quarantine_limit) if have_quarantine else []
+        )
+    return rep
+
+
+def _ddl(d) -> dict[str, Any]:
+    return {
+        "commit_ts": d.commit_ts,
+        "sql": d.sql,
+        "where": d.where,
+        "reason": d.reason,
+        "setting": d.setting,
     }
 
 
@@ -82,11 +111,14 @@ def _upstream_filter(t: TargetPlan) -> list[tuple[str, str, Any]]:
     return [("source", "=", t.source)]
 
 
-def _pending(events: LakeTable, t: TargetPlan) -> int:
+def _pending(events: LakeTable, t: TargetPlan, resolved: int | None) -> tuple[int, int]:
+    """Staged row and DDL events of `t`'s upstream tables after its applied TSO: those
+    at or before the source's resolved TSO (a run applies them now) and those after it
+    (they wait until TiCDC resolves their commit_ts)."""
     applied = t.marker.applied_ts if t.exists else -1
-    n = 0
+    ready = waiting = 0
     for db, tbl in t.upstreams:
-        n += events.read(
+        ts = events.read(
             ["commit_ts"],
             [
                 *_upstream_filter(t),
@@ -95,8 +127,13 @@ def _pending(events: LakeTable, t: TargetPlan) -> int:
                 ("tbl", "=", tbl),
                 ("commit_ts", ">", applied),
             ],
-        ).num_rows
-    return n
+        ).column("commit_ts")
+        for v in ts.to_pylist():
+            if resolved is not None and v is not None and v <= resolved:
+                ready += 1
+            else:
+                waiting += 1
+    return ready, waiting
 
 
 def _quarantined(quarantine: LakeTable, t: TargetPlan) -> int:
@@ -108,10 +145,30 @@ def _quarantined(quarantine: LakeTable, t: TargetPlan) -> int:
     return n
 
 
+def quarantine_records(quarantine: LakeTable, limit: int) -> list[dict[str, Any]]:
+    """The first `limit` quarantined records (by source, topic, partition, offset): where
+    they were, their table and commit_ts, why, and the start of their raw value."""
+    cols = ["source", "topic", "partition", "offset", "db", "tbl", "commit_ts", "reason"]
+    table = quarantine.read([*cols, "raw_value"])
+    if table.num_rows:
+        table = table.sort_by(
+            [(c, "ascending") for c in ("source", "topic", "partition", "offset")]
+        )
+    out = []
+    for r in table.slice(0, limit).to_pylist():
+        raw = r.pop("raw_value")
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        r["table"] = f"{r.pop('db') or ''}.{r.pop('tbl') or ''}".strip(".") or None
+        r["value_preview"] = text[:PREVIEW_CHARS] if text is not None else None
+        r["value_bytes"] = len(raw) if raw is not None else 0
+        out.append(r)
+    return out
+
+
 def render(rep: dict[str, Any]) -> str:
     lines = [
         f"{'target':<28} {'applied ts':>20} {'applied at (UTC)':<24} {'lag':>9} {'pending':>8} "
-        f"{'quarantined':>11}  blocked"
+        f"{'waiting':>8} {'quarantined':>11}  blocked"
     ]
     for t in rep["targets"]:
         applied = t["applied_ts"] if t["applied_ts"] is not None else "-"
@@ -119,30 +176,70 @@ def render(rep: dict[str, Any]) -> str:
         blocked = t["blocked"] or ""
         lines.append(
             f"{t['name']:<28} {applied!s:>20} {t['applied_at']:<24} {lag:>9} "
-            f"{t['pending_events']:>8} {t['quarantined']:>11}  {blocked}"
+            f"{t['pending_events']:>8} {t['waiting_events']:>8} {t['quarantined']:>11}  {blocked}"
         )
+    for t in rep["targets"]:
+        d = t.get("blocked_ddl")
+        if d:
+            hint = f" (hint: {d['setting']})" if d.get("setting") else ""
+            lines.append(
+                f"blocked: {t['name']} at commit_ts {d['commit_ts']} ({d['where']}): "
+                f"{_escape(d['sql'])}: {d['reason']}{hint}"
+            )
     lines.append(f"quarantined records in total: {rep['quarantined_total']}")
+    if any(t["pending_events"] or t["waiting_events"] for t in rep["targets"]):
+        lines.append(
+            "pending: staged changes the next run applies; waiting: staged changes after the "
+            "source's resolved ts, applied once TiCDC resolves them (a later watermark)"
+        )
+    if rep["quarantined_total"] and "quarantine" not in rep:
+        lines.append("list them with `ticdc-sync status --quarantine N`")
+    if "quarantine" in rep:
+        lines.append("")
+        lines.append(render_quarantine(rep["quarantine"], rep["quarantined_total"]))
     return "\n".join(lines)
 
 
-def format_rows(columns: list[str], rows: list[list]) -> str:
+def render_quarantine(records: list[dict[str, Any]], total: int) -> str:
+    """The quarantined records as a table, one record a line."""
+    head = f"quarantined records ({len(records)} of {total}):"
+    if not records:
+        return head
+    rows = [
+        [
+            f"{r['topic']}/{r['partition']}/{r['offset']}",
+            r["table"] or "",
+            r["commit_ts"],
+            r["reason"],
+            r["value_preview"],
+        ]
+        for r in records
+    ]
+    return (
+        head
+        + "\n"
+        + format_rows(
+            ["topic/partition/offset", "table", "commit_ts", "reason", "value"], rows, width=60
+        )
+    )
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def format_rows(columns: list[str], rows: list[list], width: int = 40) -> str:
     """A plain text table (`status --show`); tabs and line breaks inside values are shown
-    escaped so that every row stays one line."""
+    escaped so that every row stays one line; cells are cut at `width` characters."""
 
     def cell(v: Any) -> str:
-        text = "NULL" if v is None else str(v)
-        return (
-            text.replace("\\", "\\\\")
-            .replace("\t", "\\t")
-            .replace("\n", "\\n")
-            .replace("\r", "\\r")
-        )
+        return "NULL" if v is None else _escape(str(v))
 
     cells = [[cell(c) for c in columns]] + [[cell(v) for v in r] for r in rows]
-    widths = [min(40, max(len(r[i]) for r in cells)) for i in range(len(columns))]
+    widths = [min(width, max(len(r[i]) for r in cells)) for i in range(len(columns))]
     lines = []
     for j, r in enumerate(cells):
-        lines.append(" | ".join(v[:40].ljust(widths[i]) for i, v in enumerate(r)))
+        lines.append(" | ".join(v[:width].ljust(widths[i]) for i, v in enumerate(r)).rstrip())
         if j == 0:
             lines.append("-+-".join("-" * w for w in widths))
     return "\n".join(lines)

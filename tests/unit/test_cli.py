@@ -147,3 +147,126 @@ def test_pure_commands_never_import_pyspark(tmp_path: Path) -> None:
     )
     assert res.returncode == 0, res.stderr
     assert "PURE-OK" in res.stdout
+
+
+def _schema(name: str) -> dict:
+    import json
+
+    return json.loads((REPO / "ticdc_sync" / "schemas" / f"{name}.schema.json").read_text())
+
+
+def assert_valid(doc: object, name: str) -> None:
+    """`doc` is valid against ticdc_sync/schemas/<name>.schema.json."""
+    import jsonschema
+
+    schema = _schema(name)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    errors = [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)
+    ]
+    assert not errors, errors
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import tomllib
+
+    assert main(["--version"]) == 0
+    want = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert capsys.readouterr().out == f"ticdc-sync {want}\n"
+
+
+def test_every_flag_and_argument_has_help() -> None:
+    import argparse
+
+    from ticdc_sync.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [
+        f"{cmd} {'/'.join(a.option_strings) or a.dest}"
+        for cmd, p in [("ticdc-sync", parser), *sub.choices.items()]
+        for a in p._actions
+        if not isinstance(a, argparse._SubParsersAction)
+        and (not a.help or a.help == argparse.SUPPRESS)
+    ]
+    assert missing == []
+
+
+def test_init_hint_quotes_a_path_with_spaces(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shlex
+
+    dest = tmp_path / "my projects" / "it's new"
+    assert main(["init", str(dest)]) == 0
+    hint = capsys.readouterr().out.splitlines()[-1]
+    assert hint.startswith("next: ")
+    first = hint.removeprefix("next: ").split(" && ")[0]
+    assert shlex.split(first) == ["ticdc-sync", "validate", "--project", str(dest)]
+
+
+def test_plan_out_into_a_missing_folder_is_a_user_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "nonexistent" / "plan.txt"
+    assert main(["plan", "--project", str(SHOP), "--out", str(out)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == (
+        f"error: --out {out}: folder {out.parent} does not exist (hint: create it, or write "
+        "the plan elsewhere)"
+    )
+    assert not out.parent.exists()
+
+
+def test_plan_and_status_json_follow_their_schemas(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Without a warehouse (the run's own outputs are checked in tests/runtime).
+    import json
+
+    root = tmp_path / "shop"
+    shutil.copytree(SHOP, root, ignore=GENERATED)
+    assert main(["plan", "--project", str(root), "--format", "json"]) == 0
+    assert_valid(json.loads(capsys.readouterr().out), "plan")
+    assert main(["status", "--project", str(root), "--format", "json", "--quarantine"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert_valid(status, "status")
+    assert status["quarantine"] == [] and status["targets"][0]["applied_ts"] is None
+
+
+def test_profiles_dir_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "shop"
+    shutil.copytree(SHOP, root, ignore=GENERATED)
+    (tmp_path / "profiles").mkdir()
+    (root / "profiles.yml").rename(tmp_path / "profiles" / "profiles.yml")
+    assert main(["validate", "--project", str(root)]) == 1
+    capsys.readouterr()
+    args = ["validate", "--project", str(root), "--profiles-dir", str(tmp_path / "profiles")]
+    assert main(args) == 0
+    assert "ok: project shop (target dev)" in capsys.readouterr().out
+
+
+def test_second_run_is_refused_before_spark_starts(tmp_path: Path) -> None:
+    # A run holds the lock (this process's pid): the second one says so at once; Spark's
+    # JVM never starts (nothing of it in the log, and the error is the last line).
+    import os
+
+    root = tmp_path / "shop"
+    shutil.copytree(SHOP, root, ignore=GENERATED)
+    lock = root / "warehouse" / "_ticdc_sync" / "run.lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text(f"pid {os.getpid()}\n")
+    res = subprocess.run(
+        [sys.executable, "-m", "ticdc_sync.cli", "run", "--project", str(root)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert res.returncode == 1, res.stderr
+    assert res.stdout == ""
+    assert res.stderr.splitlines()[-1].startswith(f"error: another `ticdc-sync run` holds {lock}")
+    log = (root / "target" / "logs" / "ticdc-sync.log").read_text()
+    assert "log4j" not in log and "Spark" not in log
+    assert lock.read_text() == f"pid {os.getpid()}\n"

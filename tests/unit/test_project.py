@@ -71,6 +71,45 @@ def test_unknown_target_is_reported(tmp_path: Path) -> None:
     assert "dev, kafka" in msgs[0]
 
 
+def test_missing_profile_is_reported_where_it_is_named(tmp_path: Path) -> None:
+    root = copy_shop(tmp_path)
+    text = (root / "ticdc_sync.yml").read_text().replace("profile: shop", "profile: nope")
+    (root / "ticdc_sync.yml").write_text(text)
+    line = text.splitlines().index("profile: nope") + 1
+    msgs = issues_of(root)
+    assert msgs == [
+        f"ticdc_sync.yml:{line}: profile: profile 'nope' not found in profiles.yml (hint: "
+        "profiles there: shop; set `profile:` in ticdc_sync.yml to one of them, or add the "
+        "profile)"
+    ]
+    # Without `profile:` the project name is the profile: the message says so, at `name:`.
+    (root / "ticdc_sync.yml").write_text("name: other\n")
+    assert issues_of(root)[0].startswith(
+        "ticdc_sync.yml:1: name: profile 'other' not found in profiles.yml "
+        "(`profile:` is not set, so the project name is used)"
+    )
+
+
+def test_profiles_dir_is_read_instead_of_the_projects(tmp_path: Path) -> None:
+    root = copy_shop(tmp_path)
+    elsewhere = tmp_path / "profiles"
+    elsewhere.mkdir()
+    text = (root / "profiles.yml").read_text().replace("target: dev", "target: kafka")
+    (elsewhere / "profiles.yml").write_text(text)
+    assert load_project(root).output.name == "dev"
+    assert load_project(root, profiles_dir=elsewhere).output.name == "kafka"
+    with pytest.raises(ProjectError) as exc:
+        load_project(root, profiles_dir=tmp_path / "nowhere")
+    assert (
+        exc.value.issues[0]
+        .render()
+        .endswith(
+            "--profiles-dir " + str(tmp_path / "nowhere") + ": no profiles.yml there "
+            "(hint: point --profiles-dir at the folder holding profiles.yml)"
+        )
+    )
+
+
 def test_three_planted_mistakes_in_two_files(tmp_path: Path) -> None:
     root = copy_shop(tmp_path)
     src = (root / "sources" / "ticdc.yml").read_text()
@@ -188,7 +227,7 @@ SEMANTIC_CASES = {
     ),
     "db glob without {db}": (
         "tables:\n  - upstream: '*.orders'\n    name: orders\n",
-        "tables/t.yml:2: tables[0].name: '*.orders' spans databases but name 'orders' has no {db}",
+        "tables/t.yml:3: tables[0].name: '*.orders' spans databases but name 'orders' has no {db}",
     ),
     "db glob with {table} only": (
         "tables:\n  - upstream: 'shop_*.*'\n",
@@ -208,7 +247,8 @@ SEMANTIC_CASES = {
     ),
     "key not a column": (
         "tables:\n  - upstream: shop.orders\n    keys: [order_no]\n",
-        "tables/t.yml:2: tables[0].keys: shop.orders has no column 'order_no'",
+        # At the `keys:` line, not the entry's first line.
+        "tables/t.yml:3: tables[0].keys: shop.orders has no column 'order_no'",
     ),
     "exact after pattern": (
         "tables:\n  - upstream: shop.*\n    name: all_{table}\n  - upstream: shop.orders\n    name: o\n",

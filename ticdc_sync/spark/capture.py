@@ -134,11 +134,13 @@ def capture(
     max_records: int | None = None,
     out: Callable[[str], None] = print,
     spark: Any = None,
+    jvm_output: Callable[[str], None] | None = None,
 ) -> int:
     """Record `topics` (default: every source's) into capture files; exit code 0.
 
     `max_records` caps the records written per topic in this call (lowest partitions,
     then offsets, first; each partition's file stays a gap-free run of offsets).
+    `jvm_output` takes the output of the JVM this call starts (`session.build_session`).
     """
     transport = project.output.transport
     if transport.kind is not TransportKind.KAFKA:
@@ -153,7 +155,9 @@ def capture(
     if own:
         from ticdc_sync.spark.session import build_session
 
-        spark = build_session(project.output, app_name="ticdc-sync-capture", kafka=True)
+        spark = build_session(
+            project.output, app_name="ticdc-sync-capture", kafka=True, jvm_output=jvm_output
+        )
     try:
         root = _out_root(project, out_dir)
         for topic in _topics(spark, project, topics):

@@ -37,19 +37,66 @@ def selected(name: str, select: Sequence[str], exclude: Sequence[str] = ()) -> b
     return not any(fnmatch.fnmatchcase(name, pat) for pat in exclude)
 
 
+StopCheck = Callable[[], bool]
+StepHook = Callable[[str, "str | None"], None]
+
+
+def _never() -> bool:
+    return False
+
+
+def _ignore(_target: str, _step: str | None) -> None:
+    return None
+
+
+def step_text(step: Step) -> str:
+    """What a step is, for progress reports."""
+    if isinstance(step, Create):
+        return "create"
+    if isinstance(step, Rows):
+        return "merge"
+    if isinstance(step, Ddl):
+        return "DDL"
+    return "blocked"
+
+
 class _Progress:
     """One target's queue of steps, marker and outcome across the epochs of a run."""
 
-    def __init__(self, writer: TargetWriter, target: TargetPlan) -> None:
+    def __init__(
+        self,
+        writer: TargetWriter,
+        target: TargetPlan,
+        should_stop: StopCheck = _never,
+        on_step: StepHook = _ignore,
+    ) -> None:
         self.writer = writer
         self.target = target
         self.steps: deque[Step] = deque(target_steps(target))
+        self.n_steps = len(self.steps)
         self.marker: Marker = target.marker
-        self.done = False  # stopped (blocked, failed) or nothing left
+        self.done = False  # stopped (blocked, failed, interrupted) or nothing left
+        self.interrupted = False  # stopped between two steps on request (`should_stop`)
+        self.should_stop = should_stop
+        self.on_step = on_step
         self.errors: list[str] = []
         self.crash: BaseException | None = None
         self.seconds = 0.0
         self.summary: dict | None = None  # its run_results entry, once it is done
+
+    def _next(self) -> Step | None:
+        """The next step to run, or None when asked to stop (each step is its own commit
+        with the marker, so stopping between two of them is safe)."""
+        if self.should_stop():
+            self.interrupted = True
+            self.done = True
+            return None
+        step = self.steps.popleft()
+        self.on_step(
+            self.target.name,
+            f"{step_text(step)} {self.n_steps - len(self.steps)}/{self.n_steps}",
+        )
+        return step
 
     def advance(self, limit: int, barrier: int | None) -> None:
         """Run the steps that end at or before `limit`, then the DDL at `barrier`, if next."""
@@ -60,10 +107,16 @@ class _Progress:
         try:
             with labels.phase(w.spark, f"apply {w.name}"):
                 while self.steps and end_ts(self.steps[0]) <= limit:
-                    self._run(self.steps.popleft())
+                    step = self._next()
+                    if step is None:
+                        return
+                    self._run(step)
                 nxt = self.steps[0] if self.steps else None
                 if barrier is not None and isinstance(nxt, Ddl) and nxt.commit_ts == barrier:
-                    self._run(self.steps.popleft())
+                    step = self._next()
+                    if step is None:
+                        return
+                    self._run(step)
         except BlockedError as e:
             w.result.blocked = {"message": str(e)}
             self.errors.append(str(e))
@@ -83,6 +136,7 @@ class _Progress:
                 self.done = True
             if self.done and self.summary is None:
                 self.summary = _summary(self, w.out)
+                self.on_step(self.target.name, None)
             if isinstance(w.out, fanout.GroupedOut):
                 w.out.flush()
 
@@ -110,10 +164,14 @@ def execute(
     select: Sequence[str] = (),
     exclude: Sequence[str] = (),
     out: Out = print,
+    should_stop: StopCheck = _never,
+    on_step: StepHook = _ignore,
 ) -> tuple[dict[str, dict], list[str]]:
     """Bring every selected target of `plan` to where the plan says. Returns each target's
     run_results entry and the error lines (blocked or failed targets); an unexpected error
-    is raised after every other target has finished."""
+    is raised after every other target has finished. `should_stop` is asked before each
+    step: when it says so, every target stops there (`interrupted` in its entry).
+    `on_step(target, text)` hears which step each target begins, and None when it is done."""
     results: dict[str, dict] = {}
     errors: list[str] = []
     crash: BaseException | None = None
@@ -131,7 +189,7 @@ def execute(
             w = TargetWriter(spark, state, project, sp.source, t, sp.timeline, out)
             if side_by_side:
                 w.rebind(fanout.target_session(spark), fanout.GroupedOut(out))
-            progress.append(_Progress(w, t))
+            progress.append(_Progress(w, t, should_stop, on_step))
         barriers = sorted(
             {
                 s.commit_ts
@@ -162,6 +220,7 @@ def _summary(p: _Progress, out: Out) -> dict:
     out(
         f"apply {p.target.name}: +{r.inserted} ~{r.updated} -{r.deleted} in {r.merges} "
         f"merge(s), {len(r.ddl_applied)} DDL, applied ts {r.applied_ts} ({p.seconds:.1f}s)"
+        + (", interrupted" if p.interrupted else "")
     )
     return {
         "source": p.target.source,
@@ -175,5 +234,6 @@ def _summary(p: _Progress, out: Out) -> dict:
         "blocked": r.blocked,
         "error": r.error,
         "quarantined": r.quarantined,
+        "interrupted": p.interrupted,
         "seconds": round(p.seconds, 3),
     }

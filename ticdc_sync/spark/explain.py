@@ -37,7 +37,14 @@ class _Staged:
         self.warehouse = "<warehouse>"
 
 
-def explain(project: Project, plan: Plan, *, out: Emit, spark=None) -> int:
+def explain(
+    project: Project,
+    plan: Plan,
+    *,
+    out: Emit,
+    spark=None,
+    jvm_output: Callable[[str], None] | None = None,
+) -> int:
     from pyspark.sql import functions as F
 
     from ticdc_sync.spark.decode import decode_records
@@ -46,7 +53,7 @@ def explain(project: Project, plan: Plan, *, out: Emit, spark=None) -> int:
     from ticdc_sync.spark.sources import read_records
     from ticdc_sync.sqlgen import merge_sql, table_ref
 
-    spark = spark or _session(project)
+    spark = spark or _session(project, jvm_output)
     for sp in plan.sources:
         source = sp.source
         records = read_records(spark, project, source, {})

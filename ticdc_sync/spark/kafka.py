@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -300,6 +300,7 @@ def read_kafka_records(
     topics: tuple[str, ...] | None,
     topic_pattern: str | None,
     start: Mapping[tuple[str, int], int],
+    on_size: Callable[[int], None] | None = None,
 ) -> tuple[DataFrame, Offsets]:
     """Records from `start` (next offset per partition) up to the latest offsets right now.
 
@@ -308,7 +309,7 @@ def read_kafka_records(
     can be recomputed) and the end offsets: the next offset per partition of every topic
     read, including partitions with nothing new. A position below what Kafka still has is
     a `UserError` naming the gap; one beyond the log end (topic deleted and re-created)
-    is one too.
+    is one too. `on_size` hears how many records the ranges hold.
     """
     with _admin(spark, transport) as admin:
         parts = _partitions(spark, admin, transport, topics, topic_pattern)
@@ -344,6 +345,9 @@ def read_kafka_records(
 
     ends: Offsets = {tp: latest[tp] for tp in tps}
     todo = [tp for tp in tps if begin[tp] < latest[tp]]
+    if on_size is not None:
+        # Offsets count records (TiCDC topics are neither compacted nor transactional).
+        on_size(sum(latest[tp] - begin[tp] for tp in todo))
     log.info(
         "kafka read %s: %d of %d partition(s) have new records; client options %s",
         transport.bootstrap_servers,

@@ -10,7 +10,8 @@ its own internal jobs while they run, never the group, so the group is what tool
 Job groups and descriptions are local properties of the calling thread: targets applied
 side by side (`fanout`) each label their own thread. What was set before the block (a
 notebook's own job group, say) is put back after it. This module must not start jobs,
-change any other Spark setting, or decide what a run does.
+change any other Spark setting, or decide what a run does. `job_name` names the jobs of
+one step inside a phase (the staging read), for progress reports.
 """
 
 from __future__ import annotations
@@ -44,3 +45,28 @@ def phase(spark: SparkSession, text: str) -> Iterator[None]:
         for key, value in before.items():
             # setLocalProperty with None removes the property.
             sc.setLocalProperty(key, value)  # type: ignore[arg-type]
+
+
+_SHORT_CALL_SITE = "callSite.short"
+_LONG_CALL_SITE = "callSite.long"
+
+
+@contextmanager
+def job_name(spark: SparkSession, text: str) -> Iterator[None]:
+    """Name the Spark jobs this thread starts inside the block `text` (the job's call
+    site, which Spark otherwise takes from the stack: `save at ...`), so that a job can be
+    told apart within its phase (`progress` finds the staging read by it)."""
+    sc = spark.sparkContext
+    before = {key: sc.getLocalProperty(key) for key in (_SHORT_CALL_SITE, _LONG_CALL_SITE)}
+    sc.setLocalProperty(_SHORT_CALL_SITE, text)
+    sc.setLocalProperty(_LONG_CALL_SITE, text)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            sc.setLocalProperty(key, value)  # type: ignore[arg-type]
+
+
+def read_job(source: str) -> str:
+    """The name of the job that reads, decodes and stages a source's new records."""
+    return f"{PREFIX}read {source}"

@@ -54,6 +54,10 @@ class RunLock:
         return False
 
     def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Give the lock up (also from a signal handler that ends the process)."""
         if self.held:
             self.path.unlink(missing_ok=True)
             self.held = False

@@ -30,7 +30,7 @@ from ticdc_sync.plan.model import TargetPlan
 from ticdc_sync.plan.steps import Rows
 from ticdc_sync.spark import raised
 from ticdc_sync.spark.conf import commit_marker, session_conf
-from ticdc_sync.spark.delta_log import has_data_files, table_exists
+from ticdc_sync.spark.delta_log import has_data_files, table_exists, target_marker
 from ticdc_sync.spark.state import State
 from ticdc_sync.sqlgen import (
     COMMIT_TS,
@@ -301,8 +301,22 @@ class TargetWriter:
             self.result.updated += int(m.get("num_updated_rows") or 0)
             self.result.deleted += int(m.get("num_deleted_rows") or 0)
             self.result.merges += 1
+            if not any(int(m.get(k) or 0) for k in _CHANGED):
+                self._record_marker(new_marker)
             return new_marker
         return marker
+
+    def _record_marker(self, marker: Marker) -> None:
+        """Commit `marker` when the statement changed nothing: Delta makes no commit for a
+        MERGE or INSERT without rows, and the target would otherwise keep its old marker
+        (what `status` and readers see) though it is up to date."""
+        if target_marker(self.spark, self.location) == marker:
+            return
+        with commit_marker(self.spark, marker):
+            self.spark.sql(
+                f"ALTER TABLE {self.ref} SET TBLPROPERTIES ('ticdc_sync.applied_ts' = "
+                f"{sql_string(str(marker.applied_ts))})"
+            )
 
     def _handle_bad_values(self, typed: DataFrame, step: Rows) -> DataFrame:
         policy = self.project.bad_message_policy(self.plan.entry)
@@ -418,6 +432,10 @@ def _drop_checkpoint(df: DataFrame) -> None:
     # Best effort: Spark's cleaner frees them later anyway.
     with suppress(Exception):
         df._jdf.queryExecution().analyzed().rdd().unpersist(False)  # type: ignore[attr-defined]
+
+
+# MERGE / INSERT metrics that are non-zero when the statement changed the table.
+_CHANGED = ("num_affected_rows", "num_inserted_rows", "num_updated_rows", "num_deleted_rows")
 
 
 def _inserted(spark: SparkSession, location: str) -> dict[str, int]:

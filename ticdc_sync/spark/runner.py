@@ -8,31 +8,44 @@ computed) and build the Plan (`plan.build_plan`), the same one `ticdc-sync plan`
 execute it (`executor`). With `--plan FILE`, the plan saved by `plan --out` is executed
 only if the plan made from the project and warehouse as they are before staging is that
 plan; DDL that arrives during the run waits for the next plan. Writes
-`target/run_results.json`. Each phase's Spark jobs carry its name (`labels.phase`).
-This module decides nothing about targets: the plan does.
+`target/run_results.json` after every run or batch, also one that failed or was
+interrupted (`outcome`). Each phase's Spark jobs carry its name (`labels.phase`) and
+each phase is reported to the progress display (`progress.RunProgress`). Ctrl-C stops a
+plain run before its next step (at once on the second one). This module decides
+nothing about targets: the plan does.
 """
 
 from __future__ import annotations
 
 import json
-import signal
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
+from typing import TYPE_CHECKING
 
 from ticdc_sync import routing
 from ticdc_sync.errors import UserError
 from ticdc_sync.model import Project, TransportKind
 
+if TYPE_CHECKING:
+    from ticdc_sync.console import Console
+    from ticdc_sync.spark.progress import RunProgress
+
 Out = Callable[[str], None]
 
 
-def _session(project: Project):
+def _session(project: Project, jvm_output: Callable[[str], None] | None = None):
+    """The session for `project`'s profile output; the JVM's output to `jvm_output`."""
     from ticdc_sync.spark.session import build_session
 
     spark = build_session(
-        project.output, kafka=project.output.transport.kind is TransportKind.KAFKA
+        project.output,
+        kafka=project.output.transport.kind is TransportKind.KAFKA,
+        jvm_output=jvm_output,
     )
-    spark.sparkContext.setLogLevel("ERROR")
+    if jvm_output is None:
+        # No log file to keep Spark's warnings in: keep them off the terminal.
+        spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 
@@ -42,34 +55,64 @@ def run(
     select: tuple[str, ...] = (),
     exclude: tuple[str, ...] = (),
     follow: bool = False,
-    out: Out = print,
+    out: Out | None = None,
     spark=None,
     poll_seconds: float = 2.0,
     max_batches: int | None = None,
     saved_plan: tuple[str, str] | None = None,
+    console: Console | None = None,
 ) -> int:
     """Consume what is available, apply what is resolved, exit (or keep going with follow).
 
     `saved_plan`: (text, where) of a plan saved with `plan --format json --out`; it is
-    executed only if it is what a plan made now does (`plan.saved`)."""
+    executed only if it is what a plan made now does (`plan.saved`). `out` takes the
+    run's lines; `console` (the CLI's) also takes Spark's output, shows progress, and
+    makes a plain run stop at the next step on Ctrl-C (at once on the second); with
+    `follow` it prints one line per batch, the details going to the log.
+    Returns the exit code: 0, 1 (errors), 130 (interrupted)."""
+    from ticdc_sync.interrupts import Interrupts
     from ticdc_sync.locations import warehouse_path
     from ticdc_sync.spark.lock import RunLock
+    from ticdc_sync.spark.progress import RunProgress
 
+    if out is None:
+        out = console.detail if console is not None else print
     wh = warehouse_path(project)
     saved = None
     if saved_plan is not None:
         saved = _check_saved_plan(project, *saved_plan)
-    stop = {"now": False}
-    if follow:
+    progress = RunProgress(spark, console)
+    lock = RunLock(wh)
+    partial: dict = {}  # the batch's run_results so far, for an interrupted run
 
-        def _stop(signum, _frame):
-            out(f"received signal {signum}: finishing the current batch, then stopping")
-            stop["now"] = True
+    def first(signum: int) -> None:
+        if follow:
+            out(
+                f"warning: received signal {signum}: finishing the current batch, then "
+                "stopping (a second signal stops at once)"
+            )
+        else:
+            (console or out)(
+                "warning: interrupted: stopping after the current step "
+                "(press Ctrl-C again to stop at once)"
+            )
 
-        old = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    def abort() -> None:
+        write_results(project, _failed(project, KeyboardInterrupt(), partial))
+        lock.release()
+        if console is not None:
+            console.final(
+                "interrupted: stopped at once; what was committed stays (run again to go on)"
+            )
+
+    # A plain run started outside the CLI keeps Python's Ctrl-C (KeyboardInterrupt).
+    handled = follow or console is not None
+    stop = Interrupts(first, abort, term=follow) if handled else None
     # The lock first: a second run is refused before it spends time starting a JVM.
-    try:
-        with RunLock(wh):
+    with lock, stop if stop is not None else nullcontext():
+        if console is not None:
+            console.progress_from(progress.line)
+        try:
             return _run_locked(
                 project,
                 spark,
@@ -82,11 +125,13 @@ def run(
                 max_batches,
                 saved,
                 stop,
+                progress,
+                console,
+                partial,
             )
-    finally:
-        if follow:
-            for s, h in old.items():
-                signal.signal(s, h)
+        finally:
+            if console is not None:
+                console.progress_off()
 
 
 def _check_saved_plan(project: Project, text: str, where: str) -> dict:
@@ -100,31 +145,69 @@ def _check_saved_plan(project: Project, text: str, where: str) -> dict:
 
 
 def _run_locked(
-    project, spark, wh, select, exclude, follow, out, poll_seconds, max_batches, saved, stop
+    project,
+    spark,
+    wh,
+    select,
+    exclude,
+    follow,
+    out,
+    poll_seconds,
+    max_batches,
+    saved,
+    stop,
+    progress,
+    console,
+    partial,
 ) -> int:
+    from ticdc_sync.interrupts import EXIT_INTERRUPTED
     from ticdc_sync.spark import labels
     from ticdc_sync.spark.state import State
 
-    spark = spark or _session(project)
-    with labels.phase(spark, "open state"):
+    def stopping() -> bool:
+        return stop is not None and stop.requested
+
+    if spark is None:
+        with progress.phase("starting Spark"):
+            spark = _session(project, console.jvm_line if console is not None else None)
+        if stop is not None:
+            stop.reinstall()
+    progress.attach(spark)
+    with labels.phase(spark, "open state"), progress.phase("open state", groups=["open state"]):
         state = State(spark, wh)
     batches = 0
     code, failures = 0, 0
     while True:
+        # A plain run stops between steps when asked; --follow finishes its batch.
+        step_stop = (lambda: False) if follow else stopping
         try:
+            if step_stop():
+                raise KeyboardInterrupt
             code, result = run_once(
-                project, spark, state, select=select, exclude=exclude, out=out, saved=saved
+                project,
+                spark,
+                state,
+                select=select,
+                exclude=exclude,
+                out=out,
+                saved=saved,
+                should_stop=step_stop,
+                progress=progress,
+                result=partial,
             )
         except BaseException as e:
             # --follow outlives a Kafka outage: a batch that failed reading Kafka staged
             # nothing (staging is one commit), so it is simply read again.
             if (
                 not follow
-                or stop["now"]
+                or stopping()
                 or not isinstance(e, Exception)
                 or not _kafka_unavailable(project, e)
             ):
-                write_results(project, _failed(project, e))
+                write_results(project, _failed(project, e, partial))
+                if isinstance(e, KeyboardInterrupt) and stopping():
+                    _interrupted(console, out)
+                    return EXIT_INTERRUPTED
                 raise
             failures += 1
             wait = min(FOLLOW_MAX_BACKOFF_S, poll_seconds * 2**failures)
@@ -132,39 +215,78 @@ def _run_locked(
                 f"warning: Kafka unavailable ({_first_line(e)}); nothing was staged "
                 f"from this batch; retrying in {wait:.0f}s (attempt {failures})"
             )
-            _sleep_unless(stop, wait)
-            if stop["now"]:
+            _sleep_unless(stopping, wait)
+            if stopping():
                 return code
             continue
         failures = 0
-        result["outcome"] = "blocked or failed" if code else "ok"
+        interrupted = not follow and stopping()
+        result["outcome"] = "interrupted" if interrupted else "blocked or failed" if code else "ok"
         write_results(project, result)
         batches += 1
-        if not follow or stop["now"] or (max_batches is not None and batches >= max_batches):
+        if follow and console is not None:
+            console.result(batch_line(batches, result))
+        if interrupted:
+            _interrupted(console, out)
+            return EXIT_INTERRUPTED
+        if not follow or stopping() or (max_batches is not None and batches >= max_batches):
             return code
-        _sleep_unless(stop, poll_seconds)
-        if stop["now"]:
+        _sleep_unless(stopping, poll_seconds)
+        if stopping():
             return code
 
 
-def _failed(project: Project, e: BaseException) -> dict:
-    """The run_results of a run that ended with `e` (interrupted, or an error)."""
+def _interrupted(console: Console | None, out: Out) -> None:
+    line = (
+        "interrupted: stopped after the current step; what was committed stays (run again to go on)"
+    )
+    (console.error if console is not None else out)(line)
+
+
+def batch_line(n: int, result: dict) -> str:
+    """The one line `run --follow` prints per batch: events staged, targets' applied ts
+    (the lowest; how far behind the wall clock it is) and the batch's time."""
+    from ticdc_sync.status import tso_wall_time
+
+    staged = sum(s.get("staged_events", 0) for s in result["sources"].values())
+    applied = [
+        t["applied_ts"] for t in result["targets"].values() if t.get("applied_ts") is not None
+    ]
+    low = min(applied) if applied else None
+    lag = "-"
+    if low is not None and low > 0:
+        lag = f"{max(0.0, time.time() - (low >> 18) / 1000):.1f}s"
+    errors = len(result.get("errors") or [])
+    return (
+        f"batch {n}: {staged} event(s) staged, {len(result['targets'])} target(s) at ts "
+        f"{low if low is not None else '-'} ({tso_wall_time(low)}), lag {lag}, "
+        f"{errors} error(s), {result.get('seconds', 0):.1f}s"
+    )
+
+
+def _failed(project: Project, e: BaseException, done: dict | None = None) -> dict:
+    """The run_results of a run that ended with `e` (interrupted, or an error), with the
+    sources and targets it had finished (`done`)."""
     outcome = "interrupted" if isinstance(e, KeyboardInterrupt) else "error"
+    done = done or {}
     return {
         "project": project.name,
         "outcome": outcome,
-        "errors": [_first_line(e) if isinstance(e, Exception) else type(e).__name__],
-        "sources": {},
-        "targets": {},
+        "errors": [
+            *done.get("errors", []),
+            _first_line(e) if isinstance(e, Exception) else "interrupted",
+        ],
+        "sources": dict(done.get("sources", {})),
+        "targets": dict(done.get("targets", {})),
     }
 
 
 FOLLOW_MAX_BACKOFF_S = 60.0
 
 
-def _sleep_unless(stop: dict, seconds: float) -> None:
+def _sleep_unless(stopping: Callable[[], bool], seconds: float) -> None:
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and not stop["now"]:
+    while time.monotonic() < deadline and not stopping():
         time.sleep(0.2)
 
 
@@ -190,21 +312,34 @@ def run_once(
     exclude: tuple[str, ...] = (),
     out: Out = print,
     saved: dict | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+    progress: RunProgress | None = None,
+    result: dict | None = None,
 ):
+    """One batch: stage every source, plan, execute. Fills `result` (the run_results
+    body) as it goes; when `should_stop` says so it stops before the next source or step
+    and returns what it did."""
     from ticdc_sync import warehouse
     from ticdc_sync.plan import build_plan
     from ticdc_sync.plan.saved import hold_unreviewed
     from ticdc_sync.spark import executor
+    from ticdc_sync.spark.progress import RunProgress
 
+    progress = progress or RunProgress()
     t0 = time.monotonic()
-    result: dict = {"project": project.name, "sources": {}, "targets": {}, "errors": []}
+    result = result if result is not None else {}
+    result.clear()
+    result.update({"project": project.name, "sources": {}, "targets": {}, "errors": []})
     exit_code = 0
-    tallies, progress = {}, {}
+    tallies, capped = {}, {}
     for source in project.sources:
+        if should_stop():
+            return _stopped(result, t0, exit_code)
         s_res: dict = {}
+        s_res["staged_events"] = stage_source(project, spark, state, source, out, progress)
         result["sources"][source.name] = s_res
-        s_res["staged_events"] = stage_source(project, spark, state, source, out)
-        with labels_phase(spark, f"resolve {source.name}"):
+        phase = f"resolve {source.name}"
+        with labels_phase(spark, phase), progress.phase(phase, groups=[phase]):
             errors = resolve_bad_records(project, state, source, s_res, out)
             result["errors"].extend(errors)
             exit_code = 1 if errors else exit_code
@@ -217,15 +352,15 @@ def run_once(
                 )
             open_bad = state.quarantine.first_open(source.name) if tally.bad else {}
             parts = state.staging.partitions(source.name, open_bad)
-            progress[source.name] = {
+            capped[source.name] = {
                 (p.topic, p.partition): state.staging.capped_watermark(source.name, p)
                 for p in parts
                 if p.first_bad_offset is not None
             }
-    with labels_phase(spark, "plan"):
-        plan = build_plan(
-            project, warehouse.read_state(project, tallies=tallies, progress=progress)
-        )
+    if should_stop():
+        return _stopped(result, t0, exit_code)
+    with labels_phase(spark, "plan"), progress.phase("plan", groups=["plan"]):
+        plan = build_plan(project, warehouse.read_state(project, tallies=tallies, progress=capped))
         if saved is not None:
             plan = hold_unreviewed(plan, saved)
     names = [t.name for t in plan.targets]
@@ -250,24 +385,40 @@ def run_once(
             )
         for note in sp.notes:
             out(f"  {sp.source.name}: {note}")
+    chosen = [t.name for t in plan.targets if executor.selected(t.name, select, exclude)]
     for t in plan.targets:
         for note in t.notes:
-            if executor.selected(t.name, select, exclude):
+            if t.name in chosen:
                 out(f"  {t.name}: {note}")
-    targets, errors = executor.execute(
-        spark, state, project, plan, select=select, exclude=exclude, out=out
-    )
+    with progress.phase("apply", groups=[f"apply {n}" for n in chosen], targets_total=len(chosen)):
+        targets, errors = executor.execute(
+            spark,
+            state,
+            project,
+            plan,
+            select=select,
+            exclude=exclude,
+            out=out,
+            should_stop=should_stop,
+            on_step=progress.step,
+        )
     result["targets"] = targets
     result["errors"].extend(errors)
     if errors:
         exit_code = 1
-    with labels_phase(spark, "retention"):
-        tidy_staging(project, state, plan, targets, result, out)
+    if not should_stop():  # trimming can wait for the next run
+        with labels_phase(spark, "retention"), progress.phase("retention", groups=["retention"]):
+            tidy_staging(project, state, plan, targets, result, out)
     result["seconds"] = round(time.monotonic() - t0, 3)
     out(
         f"done: {len(result['targets'])} target(s), {len(result['errors'])} error(s) "
         f"in {result['seconds']:.1f}s"
     )
+    return exit_code, result
+
+
+def _stopped(result: dict, t0: float, exit_code: int) -> tuple[int, dict]:
+    result["seconds"] = round(time.monotonic() - t0, 3)
     return exit_code, result
 
 
@@ -300,13 +451,27 @@ def labels_phase(spark, text: str):
     return labels.phase(spark, text)
 
 
-def stage_source(project: Project, spark, state, source, out: Out) -> int:
+def stage_source(
+    project: Project, spark, state, source, out: Out, progress: RunProgress | None = None
+) -> int:
     """Read the source's records after the staged positions, decode and stage them in one
     commit; the number of events staged."""
+    from ticdc_sync.spark import labels
     from ticdc_sync.spark import sources as sources_mod
     from ticdc_sync.spark.decode import decode_records
+    from ticdc_sync.spark.progress import RunProgress
 
-    with labels_phase(spark, f"stage {source.name}"):
+    progress = progress or RunProgress()
+    phase = f"stage {source.name}"
+    with (
+        labels_phase(spark, phase),
+        progress.phase(
+            phase,
+            groups=[phase],
+            read_job=labels.read_job(source.name),
+            bytes_total=sources_mod.capture_bytes(project, source),
+        ),
+    ):
         t = time.monotonic()
         tally = state.staging.tally(source.name)
         consumed = tally.consumed()
@@ -314,7 +479,7 @@ def stage_source(project: Project, spark, state, source, out: Out) -> int:
         floors = {
             k: p.progress_ts for k, p in tally.partitions.items() if p.progress_ts is not None
         }
-        records = sources_mod.read_records(spark, project, source, consumed)
+        records = sources_mod.read_records(spark, project, source, consumed, on_size=progress.sized)
         decoded = decode_records(records, source, floors, seeded=project.seed_schemas)
         # Overlapping capture files may hold a record twice; Kafka never repeats an offset.
         may_repeat = project.output.transport.kind is TransportKind.FILES

@@ -16,7 +16,7 @@ import hashlib
 import os
 import sys
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -208,10 +208,11 @@ def _gateway_exited(e: Exception) -> bool:
     return callable(condition) and condition() == "JAVA_GATEWAY_EXITED"
 
 
-def _jars_unavailable(missing: list[str], conf: dict[str, str]) -> UserError:
+def _jars_unavailable(missing: list[str], conf: dict[str, str], logged: bool) -> UserError:
+    where = "in the log file" if logged else "above"
     return UserError(
         f"Spark did not start, and jars it needs are not downloaded: {', '.join(missing)} "
-        f"(tried twice; Spark's messages above say why; Ivy home {ivy_home(conf)}) "
+        f"(tried twice; Spark's messages {where} say why; Ivy home {ivy_home(conf)}) "
         "(hint: when they report a failed download, check network "
         "access to Maven Central, or to the repositories of your Ivy settings; to run "
         "without downloads, fill a folder once with `python -m ticdc_sync.spark.session "
@@ -227,13 +228,16 @@ def build_session(
     kafka: bool = True,
     extra_conf: dict[str, str] | None = None,
     jars: dict[str, str] | None = None,
+    jvm_output: Callable[[str], None] | None = None,
 ):  # -> pyspark.sql.SparkSession (pyspark imported lazily)
     """Create (or return the active) SparkSession configured for `output`.
 
     Precedence: DEFAULT_CONF < jar settings < storage settings (S3 warehouse, from the
     environment) < the profile's `spark.conf` < `extra_conf`. The jar settings are `jars`
     if given, else `jar_conf`'s. Under `spark-submit` the master from the command line
-    wins over the profile's.
+    wins over the profile's. `jvm_output`: where the lines the JVM prints go (Ivy,
+    log4j, the JVM), when this call starts the JVM (`jvm_output.launch`); else the
+    terminal's stderr, as PySpark does.
     """
     from pyspark.sql import SparkSession
 
@@ -254,25 +258,36 @@ def build_session(
         builder = builder.master(master)
     for k, v in sorted(conf.items()):
         builder = builder.config(k, v)
+    launch_conf = {**conf, "spark.app.name": app_name}
+    if not submitted:
+        launch_conf["spark.master"] = master
+
+    def start():
+        from ticdc_sync.spark import jvm_output as jvm
+
+        if jvm_output is not None and not jvm.gateway_running():
+            jvm.launch(launch_conf, jvm_output)
+        return builder.getOrCreate()
+
     with _worker_python(None if submitted else worker_python(master, conf)):
         try:
-            return builder.getOrCreate()
+            return start()
         except Exception as e:
             # A Maven repository that answers badly (an empty or cut-off download) fails
             # Ivy's resolution and the JVM exits; such faults are often transient.
             if not _gateway_exited(e) or not (missing := unresolved_packages(conf)):
                 raise
             print(
-                f"ticdc-sync: Spark could not download {', '.join(missing)}; retrying once",
+                f"warning: Spark could not download {', '.join(missing)}; retrying once",
                 file=sys.stderr,
                 flush=True,
             )
         try:
-            return builder.getOrCreate()
+            return start()
         except Exception as e:
             if not _gateway_exited(e) or not (missing := unresolved_packages(conf)):
                 raise
-            raise _jars_unavailable(missing, conf) from e
+            raise _jars_unavailable(missing, conf, jvm_output is not None) from e
 
 
 def run_jars(spark) -> list[Path]:

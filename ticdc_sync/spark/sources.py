@@ -7,6 +7,7 @@ This module reads; it never decodes or writes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -231,9 +232,14 @@ LINE_HINT = (
 
 
 def read_records(
-    spark: SparkSession, project: Project, source: Source, consumed: Offsets
+    spark: SparkSession,
+    project: Project,
+    source: Source,
+    consumed: Offsets,
+    on_size: Callable[[int], None] | None = None,
 ) -> DataFrame:
-    """Records of `source` after `consumed`, from the profile's transport."""
+    """Records of `source` after `consumed`, from the profile's transport. `on_size`
+    hears how many records Kafka holds in the ranges read (for progress reports)."""
     transport = project.output.transport
     if transport.kind is TransportKind.FILES:
         return read_capture_records(
@@ -243,9 +249,19 @@ def read_records(
 
     topics = tuple(sorted(source.topics)) or None
     df, _ends = read_kafka_records(
-        spark, transport, topics, source.topic_pattern, consumed_next(consumed)
+        spark, transport, topics, source.topic_pattern, consumed_next(consumed), on_size
     )
     return df
+
+
+def capture_bytes(project: Project, source: Source) -> int | None:
+    """The bytes of `source`'s capture files (a read scans all of them), or None for Kafka."""
+    if project.output.transport.kind is not TransportKind.FILES:
+        return None
+    root = captures_root(project)
+    return sum(
+        f.stat().st_size for t in source_topics(project, source) for f in _capture_files(root, t)
+    )
 
 
 def balanced_splits(spark: SparkSession, project: Project, source: Source):

@@ -29,6 +29,7 @@ from ticdc_sync.events import (
 from ticdc_sync.locations import is_local, local_path, state_location
 from ticdc_sync.spark.conf import user_metadata
 from ticdc_sync.spark.delta_log import checksum_num_files, latest_commit, latest_user_metadata
+from ticdc_sync.spark.labels import job_name, read_job
 from ticdc_sync.sqlgen import quote, sql_string, table_ref
 from ticdc_sync.staged import SourceTally, from_user_metadata, to_user_metadata
 from ticdc_sync.window import DdlEvent
@@ -122,7 +123,9 @@ class Staging:
         # re-derive it from the table instead of re-reading what may have been staged.
         self._tallies.pop(source, None)
         cols = [F.lit(source).alias("source"), *[F.col(quote(c)) for c in decoded.columns]]
-        with user_metadata(self.spark, carried):
+        # Named, so that progress reports can tell the read of the source from the
+        # bookkeeping jobs around it.
+        with user_metadata(self.spark, carried), job_name(self.spark, read_job(source)):
             decoded.select(*cols).write.format("delta").mode("append").save(self.events_path)
         if may_repeat and self._repeats_since(source, before):
             conflicts = self._conflicting_copies(source, before)

@@ -1,0 +1,70 @@
+"""`status` as text: one line per target, the blocked DDL, what pending and waiting mean,
+and values with tabs or line breaks kept on one line."""
+
+from __future__ import annotations
+
+from ticdc_sync.status import format_rows, render
+
+
+def target(name: str, **kw) -> dict:
+    base = {
+        "name": name,
+        "applied_ts": 445644800028999106,
+        "applied_at": "2023-11-14 22:13:20.110Z",
+        "lag_seconds": 1.5,
+        "pending_events": 0,
+        "waiting_events": 0,
+        "quarantined": 0,
+        "blocked": None,
+        "blocked_ddl": None,
+    }
+    return {**base, **kw}
+
+
+def test_render_explains_pending_waiting_and_the_blocked_ddl() -> None:
+    rep = {
+        "targets": [
+            target("orders", pending_events=2, waiting_events=1),
+            target(
+                "items",
+                blocked="narrow_column blocked",
+                blocked_ddl={
+                    "commit_ts": 445644800022034230,
+                    "where": "shop_canal/0/17",
+                    "sql": "ALTER TABLE items\nMODIFY qty INT",
+                    "reason": "narrowing bigint -> int",
+                    "setting": "ddl.narrow_column: rebuild on tables/shop.yml:4",
+                },
+            ),
+        ],
+        "quarantined_total": 3,
+    }
+    lines = render(rep).splitlines()
+    assert lines[1].split() == [
+        "orders",
+        "445644800028999106",
+        "2023-11-14",
+        "22:13:20.110Z",
+        "1.5s",
+        "2",
+        "1",
+        "0",
+    ]
+    assert (
+        "blocked: items at commit_ts 445644800022034230 (shop_canal/0/17): ALTER TABLE "
+        "items\\nMODIFY qty INT: narrowing bigint -> int (hint: ddl.narrow_column: rebuild on "
+        "tables/shop.yml:4)"
+    ) in lines
+    assert lines[-3] == "quarantined records in total: 3"
+    assert lines[-2].startswith("pending: staged changes the next run applies; waiting: ")
+    assert lines[-1] == "list them with `ticdc-sync status --quarantine N`"
+
+
+def test_rows_with_tabs_and_newlines_stay_on_one_line() -> None:
+    text = format_rows(["id", "note"], [[1, "a\tb\nc\\d"], [2, None]])
+    assert text.splitlines() == [
+        "id | note",
+        "---+-----------",
+        "1  | a\\tb\\nc\\\\d",
+        "2  | NULL",
+    ]
