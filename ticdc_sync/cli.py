@@ -154,6 +154,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         follow=args.follow,
         out=_out,
         saved_plan=saved,
+        wait=args.wait,
     )
 
 
@@ -246,6 +247,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--exclude", nargs="+", metavar="NAME", help="not these targets (fnmatch globs allowed)"
     )
     p.add_argument("--follow", action="store_true", help="keep consuming until interrupted")
+    p.add_argument(
+        "--wait",
+        type=float,
+        metavar="SECONDS",
+        help="while another run holds the warehouse's run lease, wait up to SECONDS for it "
+        "(default: the profile's run_lease.wait_seconds, 0: refuse at once)",
+    )
     p.add_argument(
         "--plan",
         metavar="FILE",

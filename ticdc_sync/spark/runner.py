@@ -1,5 +1,7 @@
 """`ticdc-sync run`: stage what the sources hold, build the plan, execute it.
 
+First the run takes the warehouse's run lease (`ticdc_sync.lease`), before Spark starts, so
+that a second run anywhere is refused (or waits) at once; it holds the lease to the end.
 Per run (or micro-batch with `--follow`): read each source's records after the staged
 positions (capture files or Kafka), decode them in Spark and append them to the staging
 table in one commit; move undecodable records to the quarantine where their table's policy
@@ -47,13 +49,16 @@ def run(
     poll_seconds: float = 2.0,
     max_batches: int | None = None,
     saved_plan: tuple[str, str] | None = None,
+    wait: float | None = None,
 ) -> int:
     """Consume what is available, apply what is resolved, exit (or keep going with follow).
 
     `saved_plan`: (text, where) of a plan saved with `plan --format json --out`; it is
-    executed only if it is what a plan made now does (`plan.saved`)."""
+    executed only if it is what a plan made now does (`plan.saved`). `wait`: seconds to
+    wait for the warehouse's run lease while another run holds it (default: the profile's
+    `run_lease.wait_seconds`)."""
+    from ticdc_sync.lease import RunLease
     from ticdc_sync.locations import warehouse_path
-    from ticdc_sync.spark.lock import RunLock
 
     wh = warehouse_path(project)
     saved = None
@@ -67,9 +72,15 @@ def run(
             stop["now"] = True
 
         old = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    # The lock first: a second run is refused before it spends time starting a JVM.
+    # The lease first: a second run is refused before it spends time starting a JVM.
+    lease = RunLease(
+        wh,
+        ttl=project.output.run_lease_ttl,
+        wait=project.output.run_lease_wait if wait is None else wait,
+        out=out,
+    )
     try:
-        with RunLock(wh):
+        with lease:
             return _run_locked(
                 project,
                 spark,

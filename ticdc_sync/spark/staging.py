@@ -27,7 +27,7 @@ from ticdc_sync.events import (
     KIND_WATERMARK,
 )
 from ticdc_sync.locations import is_local, local_path, state_location
-from ticdc_sync.spark.conf import user_metadata
+from ticdc_sync.spark.conf import before_commit, user_metadata
 from ticdc_sync.spark.delta_log import latest_commit, latest_user_metadata
 from ticdc_sync.sqlgen import quote, sql_string, table_ref
 from ticdc_sync.staged import SourceTally, from_user_metadata, to_user_metadata
@@ -90,6 +90,7 @@ class Staging:
         have = {r["key"]: r["value"] for r in rows}
         missing = {k: v for k, v in properties.items() if have.get(k) != v}
         if missing:
+            before_commit()
             self.spark.sql(
                 f"ALTER TABLE {table_ref(path)} SET TBLPROPERTIES ({_properties_sql(missing)})"
             )
@@ -100,6 +101,7 @@ class Staging:
         have = {f.name for f in self.spark.read.format("delta").load(path).schema.fields}
         missing = [(n, t) for n, t in fields if n not in have]
         if missing:
+            before_commit()
             cols = ", ".join(f"{quote(n)} {t}" for n, t in missing)
             self.spark.sql(f"ALTER TABLE {table_ref(path)} ADD COLUMNS ({cols})")
 
@@ -404,6 +406,7 @@ def ensure_table(
 ) -> None:
     """Create a state table at `path` unless it exists."""
     props = {"delta.appendOnly": "false", **(properties or {})}
+    before_commit()
     spark.sql(
         f"CREATE TABLE IF NOT EXISTS {table_ref(path)} ({schema}) USING delta "
         f"TBLPROPERTIES ({_properties_sql(props)})"
