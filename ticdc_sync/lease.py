@@ -111,6 +111,24 @@ class Lease:
             f"{_text(self.renewed_at)}, expires {_text(self.expires_at)})"
         )
 
+    def state_at(self, now: dt.datetime) -> str:
+        """`held`, `expired` (its holder stopped renewing it) or `released`."""
+        if self.state == RELEASED:
+            return RELEASED
+        return "expired" if self.expired(now) else HELD
+
+    def summary(self, now: dt.datetime) -> str:
+        """One line for `status`."""
+        state = self.state_at(now)
+        if state == HELD:
+            return f"held by {self.describe()}"
+        if state == RELEASED:
+            return f"free (last held by {self.holder}, released {_text(self.renewed_at)})"
+        return (
+            f"expired: {self.holder} stopped renewing it at {_text(self.renewed_at)} "
+            "(the next run takes it over)"
+        )
+
     def to_arrow(self) -> pa.Table:
         return pa.Table.from_pylist(
             [{f.name: getattr(self, f.name) for f in SCHEMA}], schema=SCHEMA
@@ -127,6 +145,16 @@ def _text(t: dt.datetime) -> str:
 
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
+
+
+def read_lease(warehouse: str, env: Mapping[str, str] | None = None) -> Lease | None:
+    """The warehouse's lease row as it is now; None where no run has taken it yet. Reads
+    only (for `status`)."""
+    return RunLease(warehouse, out=lambda s: None, env=env)._safe_read()[1]
+
+
+def utc_now() -> dt.datetime:
+    return _now()
 
 
 # --- is a holder on this machine still alive? ---------------------------------------------

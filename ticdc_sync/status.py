@@ -2,7 +2,8 @@
 
 Applied TSO and its wall time, lag behind the source's resolved TSO, events staged and not
 yet applied, quarantined records and why a target is blocked (from the plan: the same
-decision `run` makes). `--show N` prints N rows of each target. Reads only.
+decision `run` makes), and who holds the warehouse's run lease. `--show N` prints N rows of
+each target. Reads only.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
+from ticdc_sync import lease
 from ticdc_sync.events import KIND_DDL, KIND_ROW
 from ticdc_sync.lake import LakeTable
 from ticdc_sync.locations import state_location, warehouse_path
@@ -75,6 +77,23 @@ def report(project: Project) -> dict[str, Any]:
         "target": project.output.name,
         "targets": targets,
         "quarantined_total": total_q,
+        "run_lease": _run_lease(wh),
+    }
+
+
+def _run_lease(wh: str) -> dict[str, Any]:
+    """Who runs on the warehouse now (`ticdc_sync.lease`)."""
+    found = lease.read_lease(wh)
+    if found is None:
+        return {"state": "none", "summary": "no run has taken it yet"}
+    now = lease.utc_now()
+    return {
+        "state": found.state_at(now),
+        "holder": found.holder,
+        "acquired_at": found.acquired_at.isoformat(),
+        "renewed_at": found.renewed_at.isoformat(),
+        "expires_at": found.expires_at.isoformat(),
+        "summary": found.summary(now),
     }
 
 
@@ -122,6 +141,7 @@ def render(rep: dict[str, Any]) -> str:
             f"{t['pending_events']:>8} {t['quarantined']:>11}  {blocked}"
         )
     lines.append(f"quarantined records in total: {rep['quarantined_total']}")
+    lines.append(f"run lease: {rep['run_lease']['summary']}")
     return "\n".join(lines)
 
 

@@ -142,3 +142,20 @@ def test_check_active_guards_only_while_a_run_holds_a_lease(tmp_path):
     lease_mod.check_active()
     _, row = lease.read()
     assert row is not None and row.token == other.token  # the lost lease was not released
+
+
+def test_status_says_who_holds_the_lease(tmp_path, capsys):
+    from tests.unit.test_project import copy_shop
+    from ticdc_sync import cli
+    from ticdc_sync.locations import warehouse_path
+    from ticdc_sync.project import load_project
+
+    root = copy_shop(tmp_path)
+    wh = warehouse_path(load_project(root))
+    assert cli.main(["status", "--project", str(root)]) == 0
+    assert capsys.readouterr().out.endswith("run lease: no run has taken it yet\n")
+    with RunLease(wh, out=lambda s: None) as lease:
+        assert cli.main(["status", "--project", str(root)]) == 0
+        assert f"run lease: held by {lease.holder}, holding it since" in capsys.readouterr().out
+    assert cli.main(["status", "--project", str(root), "--format", "json"]) == 0
+    assert '"state": "released"' in capsys.readouterr().out
