@@ -1,13 +1,32 @@
 #!/usr/bin/env bash
 # Run the example project end to end: install, then validate, plan, run and status
 # on projects_example/shop (files transport: replays the recorded captures).
+#
+#   ./scripts/example.sh        # its dev target: a warehouse folder in the project
+#   ./scripts/example.sh s3     # its s3 target: s3a://${SHOP_S3_BUCKET:-shop}/warehouse
+#
+# For s3 without AWS_ENDPOINT_URL set, a local S3-compatible server (scripts/s3.py) is
+# started for the run, with keys made up here and kept in the environment only, and
+# stopped (its data deleted) at the end. With AWS_ENDPOINT_URL set (or for AWS itself,
+# with AWS_REGION and credentials), the bucket must exist.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+TARGET="${1:-dev}"
 python3 -m pip install -q -e ".[dev]"
 
+if [ "$TARGET" = "s3" ] && [ -z "${AWS_ENDPOINT_URL:-}" ] && [ -z "${AWS_REGION:-}" ]; then
+  export AWS_ACCESS_KEY_ID="example-$(python3 -c 'import secrets; print(secrets.token_hex(4))')"
+  AWS_SECRET_ACCESS_KEY="$(python3 -c 'import secrets; print(secrets.token_hex(20))')"
+  export AWS_SECRET_ACCESS_KEY
+  export TICDC_SYNC_S3_RUN_DIR="${TMPDIR:-/tmp}/ticdc-sync-example-s3-$$"
+  eval "$(python3 scripts/s3.py start)"
+  trap 'python3 scripts/s3.py stop; rm -rf "$TICDC_SYNC_S3_RUN_DIR"' EXIT
+  python3 scripts/s3.py bucket "${SHOP_S3_BUCKET:-shop}" >/dev/null
+fi
+
 PROJECT=projects_example/shop
-python3 -m ticdc_sync.cli validate --project "$PROJECT"
-python3 -m ticdc_sync.cli plan --project "$PROJECT"
-python3 -m ticdc_sync.cli run --project "$PROJECT"
-python3 -m ticdc_sync.cli status --project "$PROJECT" --show 5
+python3 -m ticdc_sync.cli validate --project "$PROJECT" --target "$TARGET"
+python3 -m ticdc_sync.cli plan --project "$PROJECT" --target "$TARGET"
+python3 -m ticdc_sync.cli run --project "$PROJECT" --target "$TARGET"
+python3 -m ticdc_sync.cli status --project "$PROJECT" --target "$TARGET" --show 5

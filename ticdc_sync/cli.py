@@ -180,6 +180,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         follow=args.follow,
         saved_plan=saved,
         console=_console,
+        wait=args.wait,
     )
 
 
@@ -312,6 +313,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--follow",
         action="store_true",
         help="keep consuming until interrupted, one line per batch",
+    )
+    p.add_argument(
+        "--wait",
+        type=float,
+        metavar="SECONDS",
+        help="while another run holds the warehouse's run lease, wait up to SECONDS for it "
+        "(default: the profile's run_lease.wait_seconds, 0: refuse at once)",
     )
     p.add_argument(
         "--plan",

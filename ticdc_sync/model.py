@@ -239,6 +239,10 @@ class Output:
     spark_conf: dict[str, str] = field(default_factory=dict)
     jars_dir: str | None = None  # air-gapped: a folder of jars instead of Maven Central
     warehouse: str = "warehouse"  # path or URI where Delta tables and state live
+    # The warehouse's run lease (ticdc_sync/lease.py): its ttl, and how long a run waits
+    # for it while another run holds it.
+    run_lease_ttl: float = 120.0
+    run_lease_wait: float = 0.0
     transport: Transport = field(default_factory=lambda: Transport(TransportKind.FILES, "captures"))
 
 

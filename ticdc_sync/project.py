@@ -655,6 +655,7 @@ def _load_output(
     # No re-check needed: the schema already checked these values, and interpolation only
     # replaces text inside strings.
     spark = out.get("spark") or {}
+    lease = out.get("run_lease") or {}
     tr = out.get("transport") or {"type": "files"}
     if tr.get("type") == "kafka":
         transport = Transport(
@@ -674,6 +675,11 @@ def _load_output(
         jars_dir=spark.get("jars_dir"),
         warehouse=str(out.get("warehouse", "warehouse")),
         transport=transport,
+        **{
+            name: float(lease[key])
+            for key, name in (("ttl_seconds", "run_lease_ttl"), ("wait_seconds", "run_lease_wait"))
+            if key in lease
+        },
     )
 
 

@@ -3,9 +3,9 @@
 Applied TSO and its wall time, lag behind the source's resolved TSO (seconds and TSO),
 staged changes a run would apply now (`pending`) and those after the resolved TSO that
 wait for TiCDC to resolve them (`waiting`), pending DDL, quarantined records and why a
-target is blocked, with the blocked DDL (from the plan: the same decision `run` makes).
-`--show N` prints N rows of each target; `--quarantine N` lists quarantined records with
-their reason. Reads only.
+target is blocked, with the blocked DDL (from the plan: the same decision `run` makes),
+and who holds the warehouse's run lease. `--show N` prints N rows of each target;
+`--quarantine N` lists quarantined records with their reason. Reads only.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
+from ticdc_sync import lease
 from ticdc_sync.events import KIND_DDL, KIND_ROW
 from ticdc_sync.lake import LakeTable
 from ticdc_sync.locations import state_location, warehouse_path
@@ -89,12 +90,29 @@ def report(project: Project, quarantine_limit: int = 0) -> dict[str, Any]:
         "target": project.output.name,
         "targets": targets,
         "quarantined_total": total_q,
+        "run_lease": _run_lease(wh),
     }
     if quarantine_limit:
         rep["quarantine"] = (
             quarantine_records(quarantine, quarantine_limit) if have_quarantine else []
         )
     return rep
+
+
+def _run_lease(wh: str) -> dict[str, Any]:
+    """Who runs on the warehouse now (`ticdc_sync.lease`)."""
+    found = lease.read_lease(wh)
+    if found is None:
+        return {"state": "none", "summary": "no run has taken it yet"}
+    now = lease.utc_now()
+    return {
+        "state": found.state_at(now),
+        "holder": found.holder,
+        "acquired_at": found.acquired_at.isoformat(),
+        "renewed_at": found.renewed_at.isoformat(),
+        "expires_at": found.expires_at.isoformat(),
+        "summary": found.summary(now),
+    }
 
 
 def _ddl(d) -> dict[str, Any]:
@@ -194,6 +212,7 @@ def render(rep: dict[str, Any]) -> str:
         )
     if rep["quarantined_total"] and "quarantine" not in rep:
         lines.append("list them with `ticdc-sync status --quarantine N`")
+    lines.append(f"run lease: {rep['run_lease']['summary']}")
     if "quarantine" in rep:
         lines.append("")
         lines.append(render_quarantine(rep["quarantine"], rep["quarantined_total"]))

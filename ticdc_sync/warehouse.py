@@ -10,15 +10,14 @@ never writes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable
 
-from ticdc_sync import routing
+from ticdc_sync import routing, store
 from ticdc_sync.ddl.timeline import Key, Version, key
 from ticdc_sync.events import KIND_BAD, KIND_DDL, KIND_ROW, KIND_WATERMARK
-from ticdc_sync.lake import LakeTable, table_uri
-from ticdc_sync.locations import find_target, is_local, local_path, state_location
+from ticdc_sync.lake import LakeTable
+from ticdc_sync.locations import find_target, state_location
 from ticdc_sync.locations import warehouse_path as _warehouse_path
 from ticdc_sync.model import Project
 from ticdc_sync.staged import SourceTally, from_user_metadata
@@ -79,34 +78,21 @@ def read_state(
 
 def _saved_tallies(wh: str, events: LakeTable) -> tuple[dict[str, SourceTally], bool]:
     """The tallies as of the staging table's newest commit: the cache a run saves beside it
-    when it is current, else what the newest commit carries (everything before its own
-    batch: `complete` is then False)."""
-    cache = state_location(wh, TALLIES_FILE)
-    if is_local(cache):
+    (in the warehouse, local or object store) when it is current, else what the newest
+    commit carries (everything before its own batch: `complete` is then False)."""
+    data = store.read_bytes(state_location(wh, TALLIES_FILE))
+    if data is not None:
         try:
-            body = json.loads(local_path(cache).read_text())
-            newest = _newest_commit(events)
+            body = json.loads(data)
+            newest = store.commit_key(events.location, events.version())
             if newest is not None and (body.get("version"), body.get("sha256")) == newest:
                 found = from_user_metadata(body.get("tallies"))
                 if found is not None:
                     return found, True
-        except (OSError, ValueError, AttributeError):
+        except (ValueError, AttributeError):
             pass
     carried = events.newest_user_metadata(from_user_metadata)
     return carried or {}, False
-
-
-def _newest_commit(events: LakeTable) -> tuple[int, str] | None:
-    """(version, SHA-256 of its commit file) of a local table's newest commit."""
-    uri = table_uri(events.location)
-    if "://" in uri:
-        return None
-    v = events.version()
-    try:
-        data = (local_path(uri) / "_delta_log" / f"{v:020d}.json").read_bytes()
-    except OSError:
-        return None
-    return v, hashlib.sha256(data).hexdigest()
 
 
 def _ddl_events(events: LakeTable) -> dict[str, list[DdlEvent]]:

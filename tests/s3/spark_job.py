@@ -1,6 +1,7 @@
 """One Spark job against an S3 warehouse, run by tests/s3 in a fresh process.
 
-    python -m tests.s3.spark_job ACTION[,ACTION...] WAREHOUSE     (write, read, probe)
+    python -m tests.s3.spark_job ACTION[,ACTION...] WAREHOUSE [PROJECT]
+        (write, read, probe; example: PROJECT's targets against its expected rows)
 
 The session is the one ticdc-sync builds for an output whose warehouse is WAREHOUSE
 (`build_session`), configured only through the environment the test hands over. `write`
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from ticdc_sync import sqlgen
 from ticdc_sync.model import Output
@@ -69,6 +71,17 @@ def write(spark, warehouse: str) -> dict:
     return table_state(spark, ref)
 
 
+def example(spark, warehouse: str, project_root: str) -> dict:
+    """How the example project's targets (its `s3` target, whose warehouse is WAREHOUSE)
+    differ from its expected rows: [] when exact."""
+    from tests.example_tables import differences
+    from ticdc_sync.project import load_project
+
+    project = load_project(Path(project_root), "s3")
+    assert project.output.warehouse == warehouse, (project.output.warehouse, warehouse)
+    return {"differences": differences(spark, project)}
+
+
 def read(spark, warehouse: str) -> dict:
     return table_state(spark, sqlgen.table_ref(sqlgen.target_location(warehouse, TARGET)))
 
@@ -111,14 +124,14 @@ def probe(spark, warehouse: str) -> dict:
     }
 
 
-ACTIONS = {"write": write, "read": read, "probe": probe}
+ACTIONS = {"write": write, "read": read, "probe": probe, "example": example}
 
 
 def main(argv: list[str]) -> int:
-    actions, warehouse = argv
+    actions, warehouse, *rest = argv
     spark = session(warehouse)
     try:
-        result = {a: ACTIONS[a](spark, warehouse) for a in actions.split(",")}
+        result = {a: ACTIONS[a](spark, warehouse, *rest) for a in actions.split(",")}
     finally:
         spark.stop()
     print("RESULT " + json.dumps(result, sort_keys=True), flush=True)

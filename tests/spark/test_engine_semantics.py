@@ -1,9 +1,11 @@
 """Engine semantics: MERGE guard, bad messages (fail / quarantine), bad values, unrouted
-tables, awkward identifiers, and the run lock."""
+tables, awkward identifiers, and the run lease."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -11,10 +13,10 @@ import pytest
 from tests.spark.engine_harness import canal_row as canal
 from tests.spark.engine_harness import canal_watermark as wm
 from tests.spark.engine_harness import load, make_project, read_target, write_captures
-from ticdc_sync.errors import UserError
+from ticdc_sync import lease as lease_mod
+from ticdc_sync.lease import LeaseHeld, LeaseLost, RunLease
 from ticdc_sync.locations import target_location, warehouse_path
 from ticdc_sync.spark import runner
-from ticdc_sync.spark.lock import RunLock
 from ticdc_sync.sqlgen import create_table_sql, merge_sql, table_ref
 
 pytestmark = pytest.mark.spark
@@ -172,13 +174,47 @@ def test_unrouted_tables_are_skipped_and_counted_and_odd_names_work(spark, tmp_p
     assert rows == [{"id": 1, "select": "s", "a b.c": "d", "ünï`x": 5, "_commit_ts": 100}]
 
 
-def test_second_run_refuses_while_one_holds_the_lock(tmp_path):
-    wh = str(tmp_path / "wh")
-    with RunLock(wh), pytest.raises(UserError, match="another `ticdc-sync run`"), RunLock(wh):
-        pass
-    # A lock left by a dead process is replaced.
-    lock = Path(wh) / "_ticdc_sync" / "run.lock"
-    lock.write_text("pid 999999\n")
-    with RunLock(wh):
-        assert lock.read_text().startswith(f"pid {os.getpid()}")
-    assert not lock.exists()
+def test_a_run_is_refused_while_another_holds_the_lease_before_it_starts_anything(spark, tmp_path):
+    root = make_project(tmp_path / "p", protocol="canal-json")
+    write_captures(root, "t", [(0, 0, None, wm(100))])
+    project = load(root)
+    wh = warehouse_path(project)
+    other = RunLease(wh, out=lambda s: None)
+    held = f"in use by another `ticdc-sync run`: {other.holder}"
+    with other, pytest.raises(LeaseHeld, match=held):
+        runner.run(project, spark=spark, out=lambda s: None)
+    # Refused before anything: no state table was made, no lock file beside them.
+    assert sorted(p.name for p in (Path(wh) / "_ticdc_sync").iterdir()) == ["run_lease"]
+
+
+def test_a_run_that_cannot_renew_its_lease_stops_before_its_next_commit(spark, tmp_path):
+    """A run that could not renew its lease for half its ttl (paused, or cut off from the
+    warehouse) commits nothing more: it stops with the reason, and the next run takes the
+    expired lease over and finishes the work."""
+    root = make_project(tmp_path / "p", protocol="canal-json")
+    row = canal("shop", "t", "INSERT", 100, {"id": "1", "v": "a"}, MT, ["id"])
+    write_captures(root, "t", [(0, 0, None, row), (0, 1, None, wm(100))])
+    project = load(root)
+    short = dataclasses.replace(
+        project, output=dataclasses.replace(project.output, run_lease_ttl=2.0)
+    )
+    lines: list[str] = []
+
+    def out(line: str) -> None:
+        lines.append(line)
+        if line.startswith("read+decode"):
+            # Staged. Now the run goes silent, as a paused one would: no renewals for the
+            # whole ttl.
+            lease = lease_mod._ACTIVE
+            assert lease is not None
+            lease._stop_renewing()
+            time.sleep(lease.ttl)
+
+    with pytest.raises(LeaseLost, match="could not be renewed for [0-9]+s"):
+        runner.run(short, spark=spark, out=out)
+    wh = warehouse_path(project)
+    assert not os.path.exists(target_location(wh, "t")), lines
+    lines.clear()
+    assert runner.run(short, spark=spark, out=lines.append, wait=60) == 0, lines
+    assert any(ln.startswith("took over the run lease of ") for ln in lines), lines
+    assert read_target(spark, project, "t", "id") == [{"id": 1, "v": "a", "_commit_ts": 100}]

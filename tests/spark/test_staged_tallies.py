@@ -89,16 +89,16 @@ def test_saved_tallies_of_a_table_made_anew_are_ignored(spark, tmp_path):
     state = Staging(spark, wh)
     state.stage("src", _batch(spark, state, FIRST + SECOND))
     saved = local_path(state_location(wh, "events_tallies.json"))
-    old_bytes, old_at = saved.read_bytes(), latest_commit(state.events_path)
+    old_bytes, old_at = saved.read_bytes(), latest_commit(spark, state.events_path)
     old_tally = Staging(spark, wh).tally("src").to_dict()
 
     shutil.rmtree(local_path(state.events_path))
     anew = Staging(spark, wh)
     for _ in range(10):
-        if latest_commit(anew.events_path)[0] >= old_at[0]:
+        if latest_commit(spark, anew.events_path)[0] >= old_at[0]:
             break
         anew.stage("src", _batch(spark, anew, FIRST))
-    assert latest_commit(anew.events_path)[0] == old_at[0]
+    assert latest_commit(spark, anew.events_path)[0] == old_at[0]
     saved.write_bytes(old_bytes)
 
     fresh = Staging(spark, wh).tally("src").to_dict()

@@ -248,25 +248,29 @@ def test_profiles_dir_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 
 def test_second_run_is_refused_before_spark_starts(tmp_path: Path) -> None:
-    # A run holds the lock (this process's pid): the second one says so at once; Spark's
-    # JVM never starts (nothing of it in the log, and the error is the last line).
+    # This process holds the warehouse's run lease: a run says so at once; Spark's JVM
+    # never starts (nothing of it in the log, and the error is the last line).
     import os
+
+    from ticdc_sync.lease import RunLease, read_lease
 
     root = tmp_path / "shop"
     shutil.copytree(SHOP, root, ignore=GENERATED)
-    lock = root / "warehouse" / "_ticdc_sync" / "run.lock"
-    lock.parent.mkdir(parents=True)
-    lock.write_text(f"pid {os.getpid()}\n")
-    res = subprocess.run(
-        [sys.executable, "-m", "ticdc_sync.cli", "run", "--project", str(root)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
+    wh = str(root / "warehouse")
+    with RunLease(wh, out=lambda s: None):
+        res = subprocess.run(
+            [sys.executable, "-m", "ticdc_sync.cli", "run", "--project", str(root)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
+        held = read_lease(wh)
     assert res.returncode == 1, res.stderr
     assert res.stdout == ""
-    assert res.stderr.splitlines()[-1].startswith(f"error: another `ticdc-sync run` holds {lock}")
+    last = res.stderr.splitlines()[-1]
+    assert last.startswith("error: ") and f"pid {os.getpid()}" in last, res.stderr
+    assert "is in use by another `ticdc-sync run`" in last, res.stderr
     log = (root / "target" / "logs" / "ticdc-sync.log").read_text()
     assert "log4j" not in log and "Spark" not in log
-    assert lock.read_text() == f"pid {os.getpid()}\n"
+    assert held is not None and held.holder.endswith(f"pid {os.getpid()}")

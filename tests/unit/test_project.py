@@ -190,6 +190,29 @@ def test_env_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert p.output.spark_master == "spark://h:7077"
 
 
+def test_s3_target_and_run_lease_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SHOP_S3_BUCKET", raising=False)
+    p = load_project(SHOP, "s3")
+    assert p.output.warehouse == "s3a://shop/warehouse"
+    assert (p.output.run_lease_ttl, p.output.run_lease_wait) == (120.0, 0.0)
+    assert load_project(SHOP).output.run_lease_ttl == 120.0  # the default
+    root = copy_shop(tmp_path)
+    prof = (root / "profiles.yml").read_text()
+    write(
+        root / "profiles.yml",
+        prof.replace("{ttl_seconds: 120}", "{ttl_seconds: 30, wait_seconds: 600}"),
+    )
+    p = load_project(root, "s3")
+    assert (p.output.run_lease_ttl, p.output.run_lease_wait) == (30.0, 600.0)
+    write(
+        root / "profiles.yml", prof.replace("{ttl_seconds: 120}", "{ttl_seconds: 0, forever: true}")
+    )
+    msgs = issues_of(root, "s3")
+    assert len(msgs) == 2 and all(m.startswith("profiles.yml:") for m in msgs), msgs
+    assert any("run_lease" in m and "forever" in m for m in msgs), msgs
+    assert any("run_lease.ttl_seconds" in m for m in msgs), msgs
+
+
 def test_env_missing_in_unselected_target_is_fine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -38,6 +38,7 @@ def test_render_explains_pending_waiting_and_the_blocked_ddl() -> None:
             ),
         ],
         "quarantined_total": 3,
+        "run_lease": {"state": "released", "summary": "released by db1 pid 7 at 2026-11-26"},
     }
     lines = render(rep).splitlines()
     assert lines[1].split() == [
@@ -55,9 +56,10 @@ def test_render_explains_pending_waiting_and_the_blocked_ddl() -> None:
         "items\\nMODIFY qty INT: narrowing bigint -> int (hint: ddl.narrow_column: rebuild on "
         "tables/shop.yml:4)"
     ) in lines
-    assert lines[-3] == "quarantined records in total: 3"
-    assert lines[-2].startswith("pending: staged changes the next run applies; waiting: ")
-    assert lines[-1] == "list them with `ticdc-sync status --quarantine N`"
+    assert lines[-4] == "quarantined records in total: 3"
+    assert lines[-3].startswith("pending: staged changes the next run applies; waiting: ")
+    assert lines[-2] == "list them with `ticdc-sync status --quarantine N`"
+    assert lines[-1] == "run lease: released by db1 pid 7 at 2026-11-26"
 
 
 def test_rows_with_tabs_and_newlines_stay_on_one_line() -> None:

@@ -12,7 +12,7 @@ import pytest
 from ticdc_sync.errors import UserError
 from ticdc_sync.model import Output
 from ticdc_sync.spark import storage
-from ticdc_sync.spark.session import jar_conf
+from ticdc_sync.spark.session import jar_conf, with_profile_conf
 
 H = "spark.hadoop.fs.s3a."
 LOCAL = {
@@ -168,3 +168,18 @@ def test_an_endpoint_without_keys_is_an_error_unless_the_profile_names_a_provide
     provider = {H + "aws.credentials.provider": "my.Provider"}
     own = Output("dev", warehouse="s3a://lake/wh", spark_conf=provider)
     assert storage.spark_conf(own, env)[H + "endpoint"] == "https://objects.example"
+
+
+def test_a_profile_adds_a_storage_connector_to_the_jars_instead_of_replacing_them(monkeypatch):
+    """ADLS and GCS connectors come from the profile's spark.conf; Delta must stay."""
+    monkeypatch.delenv("TICDC_SYNC_JARS_DIR", raising=False)
+    ours = jar_conf(Output("dev"), kafka=False)
+    azure = "org.apache.hadoop:hadoop-azure:3.5.0"
+    conf = with_profile_conf(
+        ours, {"spark.jars.packages": f" {azure} ", "spark.jars": "/opt/gcs.jar", "x.y": "1"}
+    )
+    assert conf["spark.jars.packages"] == ours["spark.jars.packages"] + "," + azure
+    assert conf["spark.jars"] == "/opt/gcs.jar"  # none of ours to keep without Kafka
+    assert conf["x.y"] == "1"
+    again = with_profile_conf(conf, {"spark.jars.packages": azure})
+    assert again["spark.jars.packages"] == conf["spark.jars.packages"]

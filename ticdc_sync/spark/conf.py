@@ -4,6 +4,8 @@ A target's progress marker and the staging tallies travel to Delta as the commit
 `userMetadata`, which Delta takes from a session conf: setting it for exactly the block
 that commits is how a marker is recorded atomically with the data. Sessions are per
 thread of work (`fanout`), so blocks in different sessions do not see each other.
+Every ticdc-sync commit first asks `before_commit` whether the run still holds the
+warehouse's run lease (`ticdc_sync.lease`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from contextlib import AbstractContextManager, contextmanager
 
 from pyspark.sql import SparkSession
 
+from ticdc_sync.lease import check_active
 from ticdc_sync.window import Marker
 
 MARKER_COMMIT_CONF = "spark.databricks.delta.commitInfo.userMetadata"
@@ -32,8 +35,16 @@ def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
             spark.conf.set(key, before)
 
 
+def before_commit() -> None:
+    """Raise `LeaseLost` if the run lost the warehouse's run lease: a run that may no longer
+    hold it must not commit (another run may be working on the warehouse now)."""
+    check_active()
+
+
 def user_metadata(spark: SparkSession, text: str) -> AbstractContextManager[None]:
-    """Attach `text` as the userMetadata of every Delta commit made inside the block."""
+    """Attach `text` as the userMetadata of every Delta commit made inside the block (after
+    `before_commit`)."""
+    before_commit()
     return session_conf(spark, MARKER_COMMIT_CONF, text)
 
 

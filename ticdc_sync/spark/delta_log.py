@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from pyspark.sql import SparkSession
 
+from ticdc_sync import store
 from ticdc_sync.locations import is_local, local_path
 from ticdc_sync.sqlgen import table_ref
 from ticdc_sync.window import Marker
@@ -76,10 +77,14 @@ def checksum_num_files(location: str) -> int | None:
         return None
 
 
-def latest_commit(location: str) -> tuple[int, str] | None:
-    """(version, SHA-256 of its commit file) of a local Delta table's newest commit, or None
-    (a remote table, no commit yet). Commit files are never rewritten, so the pair names
-    one commit of one table, also across a table deleted and made anew."""
+def latest_commit(spark: SparkSession, location: str) -> tuple[int, str] | None:
+    """(version, SHA-256 of its commit file) of a Delta table's newest commit, or None (no
+    commit yet, a file that cannot be read). Commit files are never rewritten, so the pair
+    names one commit of one table, also across a table deleted and made anew. A local
+    table's log is listed; a remote table's newest version comes from Delta's history."""
+    if not is_local(location):
+        rows = spark.sql(f"DESCRIBE HISTORY {table_ref(location)} LIMIT 1").collect()
+        return store.commit_key(location, int(rows[0]["version"])) if rows else None
     found = _newest_log_file(location, ".json")
     if found is None:
         return None

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from ticdc_sync.errors import BlockedError, UserError
+from ticdc_sync.lease import LeaseLost
 from ticdc_sync.model import Project
 from ticdc_sync.plan.model import Plan, TargetPlan
 from ticdc_sync.plan.steps import Create, Ddl, Features, Rows, Step, Stop, end_ts, target_steps
@@ -117,6 +118,11 @@ class _Progress:
                     if step is None:
                         return
                     self._run(step)
+        except LeaseLost as e:
+            # Not this target's failure: the whole run must stop committing. Every other
+            # target stops at its own next commit; the run then ends with this error.
+            self.crash = e
+            self.done = True
         except BlockedError as e:
             w.result.blocked = {"message": str(e)}
             self.errors.append(str(e))

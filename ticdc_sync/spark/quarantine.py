@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from ticdc_sync.events import KIND_BAD
 from ticdc_sync.locations import state_location
+from ticdc_sync.spark.conf import before_commit
 from ticdc_sync.spark.staging import Staging, ensure_table
 
 QUARANTINE_SCHEMA = (
@@ -107,5 +108,6 @@ class Quarantine:
         )
         n = fresh.count()
         if n:
+            before_commit()
             fresh.write.format("delta").mode("append").save(self.path)
         return n

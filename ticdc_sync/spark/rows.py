@@ -29,7 +29,7 @@ from ticdc_sync.model import BadMessagePolicy, Project, Source
 from ticdc_sync.plan.model import TargetPlan
 from ticdc_sync.plan.steps import Rows
 from ticdc_sync.spark import raised
-from ticdc_sync.spark.conf import commit_marker, session_conf
+from ticdc_sync.spark.conf import before_commit, commit_marker, session_conf
 from ticdc_sync.spark.delta_log import has_data_files, table_exists, target_marker
 from ticdc_sync.spark.state import State
 from ticdc_sync.sqlgen import (
@@ -106,6 +106,7 @@ class TargetWriter:
         that keeps its history (CREATE OR REPLACE refuses a path table whose properties
         differ from the statement's)."""
         cols = [(c.name, datatypes.delta_type(c)) for c in schema.columns]
+        before_commit()
         if not table_exists(self.spark, self.location):
             props = table_features.create_properties(self.plan.settings)
             self.spark.sql(create_table_sql(self.ref, cols, schema.comment, props))
@@ -361,6 +362,7 @@ class TargetWriter:
         )
         n = q.count()
         if n:
+            before_commit()
             q.write.format("delta").mode("append").save(self.state.quarantine.path)
             self.result.quarantined += n
             self.out(

@@ -1,5 +1,7 @@
 """`ticdc-sync run`: stage what the sources hold, build the plan, execute it.
 
+First the run takes the warehouse's run lease (`ticdc_sync.lease`), before Spark starts, so
+that a second run anywhere is refused (or waits) at once; it holds the lease to the end.
 Per run (or micro-batch with `--follow`): read each source's records after the staged
 positions (capture files or Kafka), decode them in Spark and append them to the staging
 table in one commit; move undecodable records to the quarantine where their table's policy
@@ -61,6 +63,7 @@ def run(
     max_batches: int | None = None,
     saved_plan: tuple[str, str] | None = None,
     console: Console | None = None,
+    wait: float | None = None,
 ) -> int:
     """Consume what is available, apply what is resolved, exit (or keep going with follow).
 
@@ -68,11 +71,13 @@ def run(
     executed only if it is what a plan made now does (`plan.saved`). `out` takes the
     run's lines; `console` (the CLI's) also takes Spark's output, shows progress, and
     makes a plain run stop at the next step on Ctrl-C (at once on the second); with
-    `follow` it prints one line per batch, the details going to the log.
+    `follow` it prints one line per batch, the details going to the log. `wait`:
+    seconds to wait for the warehouse's run lease while another run holds it (default:
+    the profile's `run_lease.wait_seconds`).
     Returns the exit code: 0, 1 (errors), 130 (interrupted)."""
     from ticdc_sync.interrupts import Interrupts
+    from ticdc_sync.lease import RunLease
     from ticdc_sync.locations import warehouse_path
-    from ticdc_sync.spark.lock import RunLock
     from ticdc_sync.spark.progress import RunProgress
 
     if out is None:
@@ -82,7 +87,12 @@ def run(
     if saved_plan is not None:
         saved = _check_saved_plan(project, *saved_plan)
     progress = RunProgress(spark, console)
-    lock = RunLock(wh)
+    lease = RunLease(
+        wh,
+        ttl=project.output.run_lease_ttl,
+        wait=project.output.run_lease_wait if wait is None else wait,
+        out=out,
+    )
     partial: dict = {}  # the batch's run_results so far, for an interrupted run
 
     def first(signum: int) -> None:
@@ -99,7 +109,7 @@ def run(
 
     def abort() -> None:
         write_results(project, _failed(project, KeyboardInterrupt(), partial))
-        lock.release()
+        lease.release()
         if console is not None:
             console.final(
                 "interrupted: stopped at once; what was committed stays (run again to go on)"
@@ -108,8 +118,8 @@ def run(
     # A plain run started outside the CLI keeps Python's Ctrl-C (KeyboardInterrupt).
     handled = follow or console is not None
     stop = Interrupts(first, abort, term=follow) if handled else None
-    # The lock first: a second run is refused before it spends time starting a JVM.
-    with lock, stop if stop is not None else nullcontext():
+    # The lease first: a second run is refused before it spends time starting a JVM.
+    with lease, stop if stop is not None else nullcontext():
         if console is not None:
             console.progress_from(progress.line)
         try:

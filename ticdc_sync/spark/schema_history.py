@@ -10,6 +10,7 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 
 from ticdc_sync.locations import state_location
+from ticdc_sync.spark.conf import before_commit
 from ticdc_sync.spark.staging import ensure_table
 
 SCHEMA_HISTORY_SCHEMA = (
@@ -26,6 +27,7 @@ class SchemaHistory:
     def append(self, rows: list[tuple[str, str, int, str, str, str]]) -> None:
         """Append versions: (db, table, commit_ts, ddl, schema JSON, source) each, in one
         commit. The history is read without a JVM (`warehouse.read_state`)."""
+        before_commit()
         self.spark.createDataFrame(rows, SCHEMA_HISTORY_SCHEMA).write.format("delta").mode(
             "append"
         ).save(self.path)

@@ -221,6 +221,25 @@ def _jars_unavailable(missing: list[str], conf: dict[str, str], logged: bool) ->
     )
 
 
+# Jar lists a profile extends rather than replaces (a cloud storage connector, say): without
+# ticdc-sync's own entries the session would lack Delta.
+JAR_LIST_KEYS = ("spark.jars.packages", "spark.jars")
+
+
+def with_profile_conf(conf: dict[str, str], profile: dict[str, str]) -> dict[str, str]:
+    """`conf` updated with the profile's `spark.conf`; the jar lists (`JAR_LIST_KEYS`) get
+    the profile's entries added to the ones already there."""
+    out = dict(conf)
+    for key, value in profile.items():
+        if key in JAR_LIST_KEYS and out.get(key):
+            have = [x for x in out[key].split(",") if x]
+            more = [x.strip() for x in value.split(",") if x.strip() and x.strip() not in have]
+            out[key] = ",".join(have + more)
+        else:
+            out[key] = value
+    return out
+
+
 def build_session(
     output: Output | None = None,
     *,
@@ -233,7 +252,8 @@ def build_session(
     """Create (or return the active) SparkSession configured for `output`.
 
     Precedence: DEFAULT_CONF < jar settings < storage settings (S3 warehouse, from the
-    environment) < the profile's `spark.conf` < `extra_conf`. The jar settings are `jars`
+    environment) < the profile's `spark.conf` (whose jar lists add to the jar settings,
+    `with_profile_conf`) < `extra_conf`. The jar settings are `jars`
     if given, else `jar_conf`'s. Under `spark-submit` the master from the command line
     wins over the profile's. `jvm_output`: where the lines the JVM prints go (Ivy,
     log4j, the JVM), when this call starts the JVM (`jvm_output.launch`); else the
@@ -246,7 +266,7 @@ def build_session(
     conf.update(jar_conf(output, kafka) if jars is None else jars)
     conf.update(storage.spark_conf(output))
     if output is not None:
-        conf.update(output.spark_conf)
+        conf = with_profile_conf(conf, output.spark_conf)
     if extra_conf:
         conf.update(extra_conf)
     builder = SparkSession.builder.appName(app_name)

@@ -3,7 +3,8 @@
 Consumed positions and watermarks are derived from the staged events, so they are committed
 atomically with the events themselves; each staging commit carries the running tallies of
 what came before it (`staged.py`). Beside the table, `events_tallies.json` caches the
-tallies as of its newest commit (local warehouses; ignored once any later commit exists).
+tallies as of its newest commit (in the warehouse, local or object store, where `plan`
+reads it too; ignored once any later commit exists).
 Only small aggregates and DDL events reach the driver here; rows never do. Knows nothing of
 targets.
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ticdc_sync import store
 from ticdc_sync.errors import UserError
 from ticdc_sync.events import (
     EVENT_FIELDS,
@@ -27,11 +29,12 @@ from ticdc_sync.events import (
     KIND_WATERMARK,
 )
 from ticdc_sync.locations import is_local, local_path, state_location
-from ticdc_sync.spark.conf import user_metadata
+from ticdc_sync.spark.conf import before_commit, user_metadata
 from ticdc_sync.spark.delta_log import checksum_num_files, latest_commit, latest_user_metadata
 from ticdc_sync.spark.labels import job_name, read_job
 from ticdc_sync.sqlgen import quote, sql_string, table_ref
 from ticdc_sync.staged import SourceTally, from_user_metadata, to_user_metadata
+from ticdc_sync.warehouse import TALLIES_FILE
 from ticdc_sync.window import DdlEvent
 
 STAGED_SCHEMA = "`source` STRING, " + EVENT_SCHEMA
@@ -76,8 +79,7 @@ class Staging:
         self.spark = spark
         self.warehouse = warehouse
         self.events_path = state_location(warehouse, "events")
-        tallies = state_location(warehouse, "events_tallies.json")
-        self._tallies_file = local_path(tallies) if is_local(tallies) else None
+        self._tallies_file = state_location(warehouse, TALLIES_FILE)
         ensure_table(spark, self.events_path, STAGED_SCHEMA, STAGED_PROPERTIES)
         self._add_missing_columns(self.events_path, EVENT_FIELDS)
         self._set_missing_properties(self.events_path, STAGED_PROPERTIES)
@@ -92,6 +94,7 @@ class Staging:
         have = {r["key"]: r["value"] for r in rows}
         missing = {k: v for k, v in properties.items() if have.get(k) != v}
         if missing:
+            before_commit()
             self.spark.sql(
                 f"ALTER TABLE {table_ref(path)} SET TBLPROPERTIES ({_properties_sql(missing)})"
             )
@@ -102,6 +105,7 @@ class Staging:
         have = {f.name for f in self.spark.read.format("delta").load(path).schema.fields}
         missing = [(n, t) for n, t in fields if n not in have]
         if missing:
+            before_commit()
             cols = ", ".join(f"{quote(n)} {t}" for n, t in missing)
             self.spark.sql(f"ALTER TABLE {table_ref(path)} ADD COLUMNS ({cols})")
 
@@ -274,32 +278,30 @@ class Staging:
         """Save the tallies known here beside the staging table, keyed by its newest commit.
 
         A staging commit carries only the tallies from before it, so without this the next
-        run re-aggregates the batch staged last (benchmarks/README.md). A cache: any later commit (a batch, a rewrite, a user's
-        OPTIMIZE) or a table made anew makes it stale, and it is then ignored. Local
-        warehouses only; a failed write loses nothing."""
-        if self._tallies_file is None:
-            return
-        at = latest_commit(self.events_path)
+        run re-aggregates the batch staged last (benchmarks/README.md). A cache: any later
+        commit (a batch, a rewrite, a user's OPTIMIZE) or a table made anew makes it stale,
+        and it is then ignored. It goes where the warehouse is, so that `plan` on another
+        machine reads complete tallies too (`warehouse.read_state`); a failed write loses
+        nothing."""
+        at = latest_commit(self.spark, self.events_path)
         if at is None:
             return
         body = {"version": at[0], "sha256": at[1], "tallies": to_user_metadata(self._tallies)}
-        tmp = self._tallies_file.with_name(self._tallies_file.name + ".tmp")
+        data = (json.dumps(body, sort_keys=True) + "\n").encode()
         try:
-            tmp.write_text(json.dumps(body, sort_keys=True) + "\n")
-            os.replace(tmp, self._tallies_file)
-        except OSError:
+            _replace_file(self.spark, self._tallies_file, data)
+        except Exception:  # noqa: BLE001 - a cache: the next run derives the tallies anew
             return
 
     def _saved_tallies(self) -> dict[str, SourceTally]:
         """The tallies `_save_tallies` saved, if saved at the staging table's newest commit
         (the same version, and the same bytes of its commit file); else {}."""
-        if self._tallies_file is None:
-            return {}
+        data = store.read_bytes(self._tallies_file)
         try:
-            body = json.loads(self._tallies_file.read_text())
-        except (OSError, ValueError):
+            body = json.loads(data) if data is not None else None
+        except ValueError:
             return {}
-        at = latest_commit(self.events_path)
+        at = latest_commit(self.spark, self.events_path) if body is not None else None
         if (
             not isinstance(body, dict)
             or at is None
@@ -436,11 +438,32 @@ class Staging:
     # --- schema history -------------------------------------------------------------
 
 
+def _replace_file(spark: SparkSession, location: str, data: bytes) -> None:
+    """Replace a small file in the warehouse whole: locally renamed into place, on an object
+    store written through Spark's Hadoop file system (one upload when the stream closes,
+    with the session's credentials), so that no reader sees half of it."""
+    if is_local(location):
+        path = local_path(location)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        return
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(location)
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    out = fs.create(path, True)
+    try:
+        out.write(bytearray(data))
+    finally:
+        out.close()
+
+
 def ensure_table(
     spark: SparkSession, path: str, schema: str, properties: dict[str, str] | None = None
 ) -> None:
     """Create a state table at `path` unless it exists."""
     props = {"delta.appendOnly": "false", **(properties or {})}
+    before_commit()
     spark.sql(
         f"CREATE TABLE IF NOT EXISTS {table_ref(path)} ({schema}) USING delta "
         f"TBLPROPERTIES ({_properties_sql(props)})"
