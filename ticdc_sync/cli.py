@@ -86,7 +86,12 @@ def _copy_tree(src: Traversable, dest: Path, name: str) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from ticdc_sync.dumpling import check_exports
+
     p = _load(args)
+    issues = check_exports(p)
+    if issues:
+        raise ProjectError(issues)
     n_schemas = len(p.seed_schemas)
     _out(
         f"ok: project {p.name} (target {p.output.name}): {len(p.sources)} sources, "
