@@ -20,7 +20,16 @@ from functools import partial
 from ticdc_sync.errors import BlockedError, UserError
 from ticdc_sync.model import Project
 from ticdc_sync.plan.model import Plan, TargetPlan
-from ticdc_sync.plan.steps import Create, Ddl, Rows, Step, Stop, end_ts, target_steps
+from ticdc_sync.plan.steps import (
+    Create,
+    Ddl,
+    LoadRows,
+    Rows,
+    Step,
+    Stop,
+    end_ts,
+    target_steps,
+)
 from ticdc_sync.spark import fanout, labels
 from ticdc_sync.spark.ddl_commit import apply_ddl, blocked_error
 from ticdc_sync.spark.rows import TargetWriter
@@ -90,6 +99,10 @@ class _Progress:
         w = self.writer
         if isinstance(step, Create):
             w.create(step.schema)
+        elif isinstance(step, LoadRows):
+            from ticdc_sync.spark import load
+
+            self.marker = load.load(w, step.load)
         elif isinstance(step, Rows):
             self.marker = w.merge(self.marker, step)
         elif isinstance(step, Ddl):
@@ -173,5 +186,6 @@ def _summary(p: _Progress, out: Out) -> dict:
         "blocked": r.blocked,
         "error": r.error,
         "quarantined": r.quarantined,
+        "loaded": r.loaded,
         "seconds": round(p.seconds, 3),
     }
