@@ -108,7 +108,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     project = _load(args)
     if args.out:
         _check_writable(Path(args.out))
-    plan = build_plan(project, read_state(project))
+    plan = build_plan(
+        project, read_state(project), reload=tuple(args.reload or ()), force=args.force
+    )
     explained = None
     code = EXIT_OK
     if args.explain:
@@ -152,6 +154,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UserError(f"--plan {path}: cannot read it ({e.strerror})") from None
     from ticdc_sync.spark import runner
 
+    if args.follow and args.reload:
+        raise UserError("--reload loads once: run it without --follow (hint: then --follow)")
     return runner.run(
         project,
         select=tuple(args.select or ()),
@@ -159,6 +163,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         follow=args.follow,
         out=_out,
         saved_plan=saved,
+        reload=tuple(args.reload or ()),
+        force=args.force,
     )
 
 
@@ -195,6 +201,21 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- parser
+
+
+def _reload_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--reload",
+        nargs="+",
+        metavar="TARGET",
+        help="load these targets again from their source's Dumpling export (initial_load), "
+        "then follow the changefeed from its snapshot (fnmatch globs allowed)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --reload: reload even a target that applied changes after the snapshot",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -241,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 2 when changes are pending (targets to create, upstream DDL to apply)",
     )
     p.add_argument("--explain", action="store_true", help="also print Spark's plans (starts Spark)")
+    _reload_args(p)
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("run", parents=[debug, proj], help="apply everything resolved, then exit")
@@ -257,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="execute this saved plan (`plan --format json --out FILE`); refused if the "
         "project or the warehouse changed since it was made",
     )
+    _reload_args(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("status", parents=[debug, proj], help="per-table progress, lag, blocks")

@@ -335,6 +335,20 @@ def _loads(
     marker shows nothing applied yet (never loaded, or a load that did not commit) and whose
     upstream tables are in the export, and those `--reload` names."""
     il = source.initial_load
+    if il is not None and ss.export is None:
+        # Which tables the export holds is unknown: only a source whose targets are all
+        # loaded already can go on without it.
+        started = [
+            state.target(tr.target)
+            for tr in grouped.values()
+            if tr.entry.initial_load and state.target(tr.target).exists
+        ]
+        if (
+            not started
+            or any(t.marker == Marker() for t in started)
+            or len(started) < len([tr for tr in grouped.values() if tr.entry.initial_load])
+        ):
+            raise _unreadable(source, ss, "its targets are not all loaded yet")
     out: dict[str, Load] = {}
     for name, tr in sorted(grouped.items()):
         wanted = reloads.wants(name)
@@ -352,10 +366,7 @@ def _loads(
             continue  # loaded already, or following the changefeed
         export = ss.export
         if export is None:
-            raise PlanError(
-                f"target {name} is to be loaded from the Dumpling export of source "
-                f"{source.name} ({il.origin.render()}), which cannot be read: {ss.export_error}"
-            )
+            raise _unreadable(source, ss, f"target {name} may need loading from it")
         tables = [t for t in (export.table(db, tbl) for db, tbl in tr.upstreams) if t]
         if not tables:
             if wanted:
@@ -383,6 +394,15 @@ def _loads(
             reload=wanted and ts_.exists,
         )
     return out
+
+
+def _unreadable(source: Source, ss: SourceState, why: str) -> PlanError:
+    il = source.initial_load
+    assert il is not None
+    return PlanError(
+        f"source {source.name}: {why}, but the Dumpling export of its initial_load "
+        f"({il.origin.render()}) cannot be read: {ss.export_error}"
+    )
 
 
 def _with_snapshots(

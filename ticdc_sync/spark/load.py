@@ -166,11 +166,12 @@ def _lit(text: str) -> str:
     return "\\Q" + text.replace("\\E", "\\E\\\\E\\Q") + "\\E"
 
 
-def _not_in(text: str) -> str:
-    """Java regex: one character that does not start `text` and is not a backslash."""
+def _run_without(text: str) -> str:
+    """Java regex: one or more characters (possessive), none a backslash, never crossing
+    an occurrence of `text`."""
     if len(text) == 1:
-        return f"[^{_lit(text)}\\\\]"
-    return f"(?!{_lit(text)})[^\\\\]"
+        return f"[^{_lit(text)}\\\\]++"
+    return f"(?:(?!{_lit(text)})[^\\\\])++"
 
 
 def csv_token_regex(o: DumplingOptions) -> str:
@@ -178,10 +179,10 @@ def csv_token_regex(o: DumplingOptions) -> str:
     separator put in front, so that every field, the first and an empty last one too, is
     `separator + field`). Escape mode: a backslash escapes the next character."""
     sep, delim = o.csv_separator, o.csv_delimiter
-    plain = f"(?:{_not_in(sep)}++|\\\\.)*+"
+    plain = f"(?:{_run_without(sep)}|\\\\.)*+"
     if not delim:
         return f"(?s)\\G{_lit(sep)}{plain}"
-    quoted = f"{_lit(delim)}(?:{_not_in(delim)}++|\\\\.)*+{_lit(delim)}"
+    quoted = f"{_lit(delim)}(?:{_run_without(delim)}|\\\\.)*+{_lit(delim)}"
     # A bare field never starts with the delimiter: an unterminated quoted field fails.
     return f"(?s)\\G{_lit(sep)}(?:{quoted}|(?!{_lit(delim)}){plain})"
 

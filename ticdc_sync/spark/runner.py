@@ -47,18 +47,22 @@ def run(
     poll_seconds: float = 2.0,
     max_batches: int | None = None,
     saved_plan: tuple[str, str] | None = None,
+    reload: tuple[str, ...] = (),
+    force: bool = False,
 ) -> int:
     """Consume what is available, apply what is resolved, exit (or keep going with follow).
 
     `saved_plan`: (text, where) of a plan saved with `plan --format json --out`; it is
-    executed only if it is what a plan made now does (`plan.saved`)."""
+    executed only if it is what a plan made now does (`plan.saved`). `reload`/`force`:
+    targets to load again from their export (`plan.build_plan`), in the first batch only."""
     from ticdc_sync.locations import warehouse_path
     from ticdc_sync.spark.lock import RunLock
 
     wh = warehouse_path(project)
     saved = None
+    reloading = {"reload": reload, "force": force}
     if saved_plan is not None:
-        saved = _check_saved_plan(project, *saved_plan)
+        saved = _check_saved_plan(project, *saved_plan, **reloading)
     stop = {"now": False}
     if follow:
 
@@ -82,6 +86,7 @@ def run(
                 max_batches,
                 saved,
                 stop,
+                reloading,
             )
     finally:
         if follow:
@@ -89,18 +94,29 @@ def run(
                 signal.signal(s, h)
 
 
-def _check_saved_plan(project: Project, text: str, where: str) -> dict:
+def _check_saved_plan(project: Project, text: str, where: str, **reloading) -> dict:
     """The saved plan, if a plan made now (before anything is staged) is that plan."""
     from ticdc_sync import warehouse
     from ticdc_sync.plan import build_plan, check_saved, load_saved
 
     saved = load_saved(text, where)
-    check_saved(saved, build_plan(project, warehouse.read_state(project)), where)
+    check_saved(saved, build_plan(project, warehouse.read_state(project), **reloading), where)
     return saved
 
 
 def _run_locked(
-    project, spark, wh, select, exclude, follow, out, poll_seconds, max_batches, saved, stop
+    project,
+    spark,
+    wh,
+    select,
+    exclude,
+    follow,
+    out,
+    poll_seconds,
+    max_batches,
+    saved,
+    stop,
+    reloading,
 ) -> int:
     from ticdc_sync.spark import labels
     from ticdc_sync.spark.state import State
@@ -113,7 +129,14 @@ def _run_locked(
     while True:
         try:
             code, result = run_once(
-                project, spark, state, select=select, exclude=exclude, out=out, saved=saved
+                project,
+                spark,
+                state,
+                select=select,
+                exclude=exclude,
+                out=out,
+                saved=saved,
+                **(reloading if batches == 0 else {}),
             )
         except BaseException as e:
             # --follow outlives a Kafka outage: a batch that failed reading Kafka staged
@@ -190,6 +213,8 @@ def run_once(
     exclude: tuple[str, ...] = (),
     out: Out = print,
     saved: dict | None = None,
+    reload: tuple[str, ...] = (),
+    force: bool = False,
 ):
     from ticdc_sync import warehouse
     from ticdc_sync.plan import build_plan
@@ -224,7 +249,10 @@ def run_once(
             }
     with labels_phase(spark, "plan"):
         plan = build_plan(
-            project, warehouse.read_state(project, tallies=tallies, progress=progress)
+            project,
+            warehouse.read_state(project, tallies=tallies, progress=progress),
+            reload=reload,
+            force=force,
         )
         if saved is not None:
             plan = hold_unreviewed(plan, saved)
