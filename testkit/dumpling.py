@@ -70,6 +70,7 @@ def _default_sql(col: Column) -> str:
 def create_table_sql(schema: TableSchema) -> str:
     """The table as TiDB's SHOW CREATE TABLE writes it (what Dumpling puts in -schema.sql)."""
     lines = []
+    generated = set(schema.column_names()) - set(data_columns(schema))
     for c in schema.columns:
         t = c.type_sql()
         if V.base_of(c) in ("char", "varchar", "tinytext", "text", "mediumtext", "longtext") and (
@@ -77,6 +78,9 @@ def create_table_sql(schema: TableSchema) -> str:
         ):
             t += " CHARACTER SET binary"
         text = f"  {_q(c.name)} {t}"
+        if c.name in generated:
+            # The expression itself is not kept in `TableSchema`; any one reads back alike.
+            text += " GENERATED ALWAYS AS (0) STORED"
         if not c.nullable:
             text += " NOT NULL"
         # TiDB shows `DEFAULT NULL` for nullable columns without a default too; leaving it

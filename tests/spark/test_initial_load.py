@@ -222,3 +222,200 @@ def test_every_type_in_every_dialect_loads_exactly(spark, tmp_path):
             truth = [{**r, "_commit_ts": S} for r in data[t.qualified]]
             got = read_target(spark, project, f"{name}_{t.table}", ",".join(t.primary_key))
             assert_table_equals(got, truth, t, f"{name}_{t.table}")
+
+
+def _history_marker(spark, location):
+    from ticdc_sync.window import Marker
+
+    rows = spark.sql(f"DESCRIBE HISTORY delta.`{location}`").collect()
+    return [Marker.from_user_metadata(r["userMetadata"]) for r in rows]
+
+
+def test_bad_rows_fail_naming_file_and_line_and_nothing_is_committed(spark, tmp_path):
+    from ticdc_sync.locations import target_location, warehouse_path
+
+    rows = [{"id": i, "v": f"v{i}", "n": Decimal(i)} for i in range(1, 7)]
+    root = project_with_export(tmp_path, rows, DumplingFlags(filetype="csv", rows_per_file=3))
+    f = root / "export" / "shop.t.000000001.csv"
+    lines = f.read_bytes().split(b"\r\n")
+    # Line 3 of the second file: a value that does not fit DECIMAL(10,2).
+    lines[2] = b'5,"v5",123456789012.5'
+    f.write_bytes(b"\r\n".join(lines))
+    project = load(root)
+    got, out = out_lines()
+    assert runner.run(project, spark=spark, out=out) == 1
+    err = next(x for x in got if x.startswith("error:"))
+    assert "export/shop.t.000000001.csv:3: table shop.t: value does not fit its column: n = " in err
+    assert "nothing of this load was committed" in err
+    loc = target_location(warehouse_path(project), "t")
+    assert spark.read.format("delta").load(loc).count() == 0
+    assert not any(m is not None and m.applied_ts >= 0 for m in _history_marker(spark, loc))
+
+    # A line with a field too many, and one cut short (a quoted value never closed).
+    lines[2] = b'5,"v5",5,6'
+    lines[1] = b'4,"v4,4'
+    f.write_bytes(b"\r\n".join(lines))
+    got.clear()
+    assert runner.run(project, spark=spark, out=out) == 1
+    err = next(x for x in got if x.startswith("error:"))
+    assert "export/shop.t.000000001.csv:2: table shop.t: cannot read this line" in err or (
+        "export/shop.t.000000001.csv:3: table shop.t: the line has 4 fields, but shop.t has 3"
+        in err
+    ), err
+
+    # Quarantine: the other rows load; the bad lines are kept with their bytes, once.
+    (root / "tables" / "t.yml").write_text(
+        'tables:\n  - upstream: "shop.*"\n    name: "{table}"\n    on_bad_message: quarantine\n'
+    )
+    project = load(root)
+    got.clear()
+    assert runner.run(project, spark=spark, out=out) == 0, got
+    assert [r["id"] for r in read_target(spark, project, "t", "id")] == [1, 2, 3, 6]
+    q = spark.read.format("delta").load(str(root / "warehouse" / "_ticdc_sync" / "quarantine"))
+    kept = sorted(bytes(r["raw_value"]) for r in q.collect())
+    assert kept == [b'4,"v4,4', b'5,"v5",5,6']
+    assert all(r["topic"] == "dumpling:export/shop.t.000000001.csv" for r in q.collect())
+
+
+def test_sql_export_with_generated_columns_and_a_foreign_insert_line(spark, tmp_path):
+    from ticdc_sync.ddl import parse_schema_sql
+
+    (g,) = parse_schema_sql(
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10), w INT AS (id * 2) STORED, "
+        "n DECIMAL(10,2))",
+        "shop",
+        "x",
+    )
+    root = make_project(tmp_path / "p", protocol="canal-json")
+    write_export(root / "export", [(g, [{"id": 1, "v": "it's", "n": 1}])], S)
+    data = (root / "export" / "shop.t.000000000.sql").read_text()
+    assert "INSERT INTO `t` (`id`,`v`,`n`) VALUES\n(1,'it\\'s',1.00);\n" in data
+    src = (root / "sources" / "s.yml").read_text()
+    (root / "sources" / "s.yml").write_text(src + "    initial_load:\n      dumpling: export\n")
+    project = load(root)
+    got, out = out_lines()
+    assert runner.run(project, spark=spark, out=out) == 0, [x for x in got if "error" in x]
+    (r,) = read_target(spark, project, "t", "id")
+    assert (r["id"], r["v"], r["w"], r["n"], r["_commit_ts"]) == (1, "it's", None, 1, S)
+
+    # An INSERT into another table in this table's file is not loaded silently.
+    (root / "export" / "shop.t.000000000.sql").write_text(
+        data.replace("INSERT INTO `t` (`id`,`v`,`n`)", "INSERT INTO `t2` (`id`,`v`,`n`)")
+    )
+    (root / "warehouse").rename(root / "old-warehouse")
+    got.clear()
+    assert runner.run(load(root), spark=spark, out=out) == 1
+    err = next(x for x in got if x.startswith("error:"))
+    assert "export/shop.t.000000000.sql:2: table shop.t: not a line of a Dumpling INSERT" in err
+
+
+def test_kill_9_during_the_load_then_run_again(spark, tmp_path):
+    """SIGKILL the whole run (JVM included) while the load writes its files: no commit, so
+    the next run loads again, and the target has every row once."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from ticdc_sync.locations import target_location, warehouse_path
+
+    n = 60_000
+    rows = [{"id": i, "v": f"v{i % 97}", "n": Decimal(i) / 4} for i in range(n)]
+    root = project_with_export(tmp_path, rows, DumplingFlags(filetype="csv", rows_per_file=n // 6))
+    write_captures(
+        root,
+        "t",
+        [
+            (0, 0, None, row("DELETE", ts(12), {"id": "5", "v": "v5", "n": "1.25"})),
+            (0, 1, None, row("INSERT", ts(3), {"id": "5", "v": "replay", "n": None})),
+            (0, 2, None, wm(ts(12))),
+        ],
+    )
+    project = load(root)
+    table = target_location(warehouse_path(project), "t")
+    env = dict(os.environ, TZ="UTC", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ticdc_sync.cli", "run", "--project", str(root)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
+    killed = False
+    try:
+        deadline = time.monotonic() + 900
+        while proc.poll() is None and time.monotonic() < deadline:
+            # The load's data files land in the table's folder before its commit.
+            if os.path.isdir(table) and any(p.endswith(".parquet") for p in os.listdir(table)):
+                os.killpg(proc.pid, signal.SIGKILL)
+                killed = True
+                break
+            time.sleep(0.05)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert killed, "the run ended before its load wrote a file"
+    # The killed load left files but no commit: the table holds nothing, and shows no load.
+    assert spark.read.format("delta").load(table).count() == 0
+    assert not any(m is not None and m.applied_ts >= 0 for m in _history_marker(spark, table))
+    assert runner.run(project, spark=spark, out=lambda _: None) == 0
+    got = read_target(spark, project, "t", "id")
+    assert len(got) == n - 1 and 5 not in {r["id"] for r in got}
+    assert {r["_commit_ts"] for r in got} == {S}
+    assert got[0]["v"] == "v0" and got[-1]["id"] == n - 1
+
+
+def test_reload_a_target_from_a_newer_export(spark, tmp_path, capsys):
+    from ticdc_sync import cli
+
+    root = project_with_export(tmp_path, [{"id": 1, "v": "a", "n": None}])
+    write_captures(
+        root,
+        "t",
+        [
+            (0, 0, None, row("INSERT", ts(12), {"id": "2", "v": "b", "n": None})),
+            (0, 1, None, ddl(ts(13), "ALTER TABLE t ADD COLUMN extra INT DEFAULT 1")),
+            (0, 2, None, wm(ts(14))),
+        ],
+    )
+    assert cli.main(["run", "--project", str(root)]) == 0
+    project = load(root)
+    assert [(r["id"], r["extra"]) for r in read_target(spark, project, "t", "id")] == [
+        (1, 1),
+        (2, 1),
+    ]
+    capsys.readouterr()
+    # The target applied changes after the snapshot: a reload needs --force.
+    assert cli.main(["run", "--project", str(root), "--reload", "t"]) == 1
+    assert "add --force" in capsys.readouterr().err
+    # A newer export (after the ADD COLUMN): reload it; only later changes apply on top.
+    s2 = ts(14)
+    newer = TableSchema(
+        "shop", "t", (*T.columns, Column("extra", "int", has_default=True, default="1")), ("id",)
+    )
+    import shutil
+
+    shutil.rmtree(root / "export")
+    write_export(
+        root / "export",
+        [(newer, [{"id": 1, "v": "a", "n": None, "extra": 1}, {"id": 3, "v": "c", "extra": 9}])],
+        s2,
+    )
+    write_captures(
+        root,
+        "t",
+        [
+            (0, 3, None, row("INSERT", ts(14), {"id": "2", "v": "b", "n": None})),  # replay
+            (0, 4, None, row("INSERT", ts(15), {"id": "4", "v": "d", "n": None, "extra": "4"})),
+            (0, 5, None, wm(ts(16))),
+        ],
+    )
+    assert cli.main(["run", "--project", str(root), "--reload", "t"]) == 0
+    got = read_target(spark, project, "t", "id")
+    assert [(r["id"], r["extra"], r["_commit_ts"]) for r in got] == [
+        (1, 1, s2),
+        (3, 9, s2),
+        (4, 4, ts(15)),
+    ]

@@ -22,7 +22,7 @@ from ticdc_sync.ddl import policy
 from ticdc_sync.ddl.delta_sql import delta_sql
 from ticdc_sync.ddl.timeline import DdlGroup, Key, TableEffect, Timeline, Version, key
 from ticdc_sync.ddl.timeline import build as build_timeline
-from ticdc_sync.dumpling import Export
+from ticdc_sync.dumpling import Export, data_columns
 from ticdc_sync.errors import PlanError
 from ticdc_sync.locations import target_location, warehouse_path
 from ticdc_sync.model import DdlKind, Project, Source, TableEntry, TransportKind
@@ -236,6 +236,13 @@ def _target_plan(
             f"not in the Dumpling export {il.dumpling}: starts from the changefeed (its "
             "CREATE TABLE, or a schema/*.sql seed)"
         )
+    for lt in load.tables if load is not None else ():
+        left_out = [c.name for c in lt.schema.columns if c.name not in data_columns(lt.schema)]
+        if left_out:
+            notes.append(
+                f"generated column(s) {', '.join(left_out)} of {lt.db}.{lt.table} are not in "
+                "a Dumpling export: loaded rows hold NULL there until their next change"
+            )
     # A target created from a known schema exists before its first DDL.
     will_exist = ts_.exists or schema is not None
     ddl = _target_ddl(project, source, tr, timeline, will_exist, start, resolved, ref, notes)
