@@ -240,6 +240,7 @@ class LakeTable:
                 if found is not None:
                     return found
         except (DeltaError, OSError, ValueError, KeyError) as e:
+            # ValueError/KeyError: a log file that is not Delta's JSON (read by DeltaLog).
             raise self._error("cannot read the commit history", e) from e
         return None
 

@@ -265,6 +265,8 @@ class Project:
     seed_schemas: dict[tuple[str, str], TableSchema] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     ddl_overrides: tuple[DdlOverride, ...] = ()
+    # How long applied events stay staged (`staging.retention`), in milliseconds.
+    staging_retention_ms: int = 7 * 24 * 3600 * 1000
 
     def source(self, name: str) -> Source:
         for s in self.sources:

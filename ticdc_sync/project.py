@@ -473,6 +473,8 @@ def load_project(root: Path, target: str | None = None) -> Project:
                 )
             )
     _semantic_checks(ctx, sources, tables, seeds)
+    if output is not None:
+        _capture_folder_warnings(ctx, output, sources)
 
     if ctx.issues:
         raise ProjectError(sorted(ctx.issues, key=_issue_order))
@@ -486,6 +488,9 @@ def load_project(root: Path, target: str | None = None) -> Project:
         seed_schemas=seeds,
         warnings=tuple(w.render() for w in sorted(ctx.warnings, key=_issue_order)),
         ddl_overrides=tuple(overrides),
+        staging_retention_ms=_duration_ms(
+            ((proj_data.get("staging") or {}) if proj_ok else {}).get("retention", "7d")
+        ),
     )
 
 
@@ -806,6 +811,14 @@ def _table(ctx: _Ctx, item: Any, file: str, line: int | None, kp: str) -> TableE
     )
 
 
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _duration_ms(text: str) -> int:
+    """`7d`, `12h`, `30m`, `45s` (the JSON Schema checks the form) in milliseconds."""
+    return int(text[:-1]) * _UNIT_MS[text[-1]]
+
+
 def _ddl_overrides(ctx: _Ctx, data: Any, file: str) -> list[DdlOverride]:
     """`ddl_overrides` of ticdc_sync.yml; the SQL of apply_as/applied must be readable."""
     from ticdc_sync.ddl import parse_ddl
@@ -955,6 +968,31 @@ def _check_source_refs(ctx: _Ctx, root: Path) -> None:
                         f"tables[{i}].source",
                         f"unknown source {src!r}",
                         f"sources: {known}",
+                    )
+                )
+
+
+def _capture_folder_warnings(ctx: _Ctx, output: Output, sources: list[Source]) -> None:
+    """A files-transport topic without a capture folder reads nothing, ever: most likely a
+    typo in `topics:` (with Kafka, a missing topic is an error when `run` reads it)."""
+    t = output.transport
+    if t.kind is not TransportKind.FILES:
+        return
+    folder = Path(t.captures or "captures")
+    root = folder if folder.is_absolute() else ctx.root / folder
+    for s in sources:
+        for topic in s.topics:
+            if not (root / topic).is_dir():
+                shown = f"{t.captures or 'captures'}/{topic}"
+                ctx.warnings.append(
+                    Issue(
+                        s.origin.file,
+                        s.origin.line,
+                        ctx.path(s),
+                        f"topic {topic} has no capture folder {shown}: nothing will be read "
+                        "from it",
+                        "check the topic name, or record it with `ticdc-sync capture`",
+                        severity="warning",
                     )
                 )
 

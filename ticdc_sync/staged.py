@@ -6,7 +6,7 @@ table: row and DDL event counts (for routing and the "skipped" report). Each sta
 commit carries the tallies of everything staged *before* it in its Delta `userMetadata`;
 what was staged since is found by offset (`offset > last_offset` per partition) and folded
 in. So a run's bookkeeping costs one narrow aggregate over the newest batch, not a scan of
-the whole history. Pure Python: the aggregate query itself lives in `spark/state.py`.
+the whole history. Pure Python: the aggregate query itself lives in `spark/staging.py`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 STAGED_KEY = "ticdc_sync_staged"
 FORMAT_VERSION = 1
 
-# Columns of one increment row, as `spark/state.py` aggregates them per
+# Columns of one increment row, as `spark/staging.py` aggregates them per
 # (topic, partition, db, tbl) over newly staged events.
 INCREMENT_FIELDS = (
     "topic",

@@ -227,19 +227,14 @@ def _metadata(
     recorded: dict[Key, list[Version]],
     ddl: dict[str, list[DdlEvent]],
 ) -> dict[Key, tuple[dict[str, str], tuple[str, ...]]]:
-    """Protocol column metadata of one row of each routed table that nothing else
-    describes (no seed, no recorded version, no DDL), for inferring its schema."""
-    with_ddl = {key(e.db, e.tbl) for e in ddl.get(source, [])}
+    """Protocol column metadata of one row of each routed table without a seed or a
+    recorded version, for inferring its schema where its DDL does not give one (the plan
+    decides: `plan.build._inferred`)."""
     seeded = {key(db, t) for db, t in project.seed_schemas}
     out: dict[Key, tuple[dict[str, str], tuple[str, ...]]] = {}
     for db, tbl in sorted(tally.tables):
         k = key(db, tbl)
-        if (
-            k in seeded
-            or k in recorded
-            or k in with_ddl
-            or routing.route(project, source, db, tbl) is None
-        ):
+        if k in seeded or k in recorded or routing.route(project, source, db, tbl) is None:
             continue
         rows = events.read(
             ["col_meta", "pk_names", "commit_ts", "partition", "offset", "idx"],

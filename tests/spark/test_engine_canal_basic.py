@@ -8,6 +8,8 @@ import pytest
 
 from tests.spark.engine_harness import canal_row, load, make_project, read_target, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
+from ticdc_sync import warehouse
+from ticdc_sync.plan import build_plan
 from ticdc_sync.spark import runner
 
 pytestmark = pytest.mark.spark
@@ -87,10 +89,13 @@ def test_insert_update_delete_and_watermark_gating(spark, tmp_path):
         for r in rows
     ] == [(1, "a2", "2.00", 120), (2, "b", None, 110), (4, "c", "3.00", 115)]
 
-    # The DDL beyond the resolved ts is listed for `plan` as pending, with its Delta change.
-    state = json.loads((root / "target" / "state.json").read_text())
-    assert [(p["commit_ts"], p["classification"], p["kind"]) for p in state["pending_ddl"]] == [
-        (135, "additive", "add_column")
+    # The DDL beyond the resolved ts is pending for `plan` (read from the warehouse), waiting
+    # for a watermark past it, with its Delta change.
+    plan = build_plan(project, warehouse.read_state(project))
+    (d,) = plan.target_plan("t").ddl
+    assert (d.commit_ts, d.status) == (135, "waiting")
+    assert [(s.decision.classification, s.decision.kind.value) for s in d.steps] == [
+        ("additive", "add_column")
     ]
 
     # More records: the watermark passes the delete; a replay of an old insert is ignored.

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from tests.shared_paths import SHARED, needs_shared
-from ticdc_sync.ddl import Catalog, parse_ddl, parse_schema_sql
+from ticdc_sync.ddl import parse_ddl, parse_schema_sql
 from ticdc_sync.ddl.statements import Unknown
+from ticdc_sync.ddl.timeline import replay_script
 from ticdc_sync.ddl.tokens import split_statements
+from ticdc_sync.model import Defaults, Output, Project
 from ticdc_sync.upstream import TableSchema
 
 pytestmark = needs_shared
 
 CORPUS = SHARED / "corpus/canal-ddl-meta"
+EMPTY = Project("p", Path("."), Output("dev"), Defaults(), (), ())
 INT_TYPES = ("tinyint", "smallint", "mediumint", "int", "bigint")
 
 # Cases we do not reproduce, each with its reason. The test fails if one starts passing.
@@ -72,15 +76,14 @@ def _replay(case: str) -> str | None:
         (t.db.lower(), t.table.lower()): t
         for t in parse_schema_sql(expected_file.read_text(), "test", str(expected_file))
     }
-    cat = Catalog()
     for stmt in parse_ddl(_first_block(script), "test", None):
         if isinstance(stmt, Unknown):
             return f"unknown statement: {stmt.reason}: {stmt.sql[:80]}"
-        cat.apply(stmt)
-    if set(cat.tables) != set(expected):
-        return f"tables differ: {sorted(set(cat.tables) ^ set(expected))}"
+    tables = replay_script(EMPTY, _first_block(script), "test")
+    if set(tables) != set(expected):
+        return f"tables differ: {sorted(set(tables) ^ set(expected))}"
     for key, exp in expected.items():
-        got = _shape(cat.tables[key])
+        got = _shape(tables[key])
         if got != _shape(exp):
             return f"{key}: {got} != {_shape(exp)}"
     return None

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.shared_paths import SHARED, needs_shared
 from ticdc_sync import ddl
 from ticdc_sync.ddl import (
     AddColumn,
-    Catalog,
     ChangeColumnType,
     ChangeKey,
     CreateTarget,
@@ -40,14 +41,18 @@ from ticdc_sync.ddl.statements import (
     TruncateTable,
     Unknown,
 )
+from ticdc_sync.ddl.timeline import replay_script
 from ticdc_sync.errors import DdlError
-from ticdc_sync.model import DdlKind
+from ticdc_sync.model import DdlKind, Defaults, Output, Project
 
 CORPUS = SHARED / "corpus/canal-ddl-meta"
 BASE = """CREATE TABLE shop.t (
   id int NOT NULL, a int, b varchar(10) DEFAULT 'x', d decimal(10,2), f float,
   e enum('p','q'), PRIMARY KEY (id) /*T![clustered_index] CLUSTERED */
 )"""
+
+
+EMPTY = Project("p", Path("."), Output("dev"), Defaults(), (), ())
 
 
 def base():
@@ -338,22 +343,14 @@ def test_describe_every_change() -> None:
 
 @needs_shared
 def test_canal_single_file_cases() -> None:
-    cat = Catalog()
-    for st in parse_ddl((CORPUS / "ddl_test1.sql").read_text(), "yushitai_test"):
-        cat.apply(st)
-    t = cat.get("yushitai_test", "card_record")
+    cat = replay_script(EMPTY, (CORPUS / "ddl_test1.sql").read_text(), "yushitai_test")
+    t = cat.get(("yushitai_test", "card_record"))
     assert t is not None and t.column("customization_id") is not None
-    assert cat.get("yushitai_test", "_card_record_gho") is None
-    cat = Catalog()
-    for st in parse_ddl((CORPUS / "ddl_test3.sql").read_text(), "test"):
-        cat.apply(st)
-    assert cat.get("test", "quniya4").columns[0].name == "id"
-    cat = Catalog()
-    for st in parse_ddl((CORPUS / "ddl_create_if_not_exist.sql").read_text(), "test"):
-        cat.apply(st)
-    assert len(cat.get("test", "table_x1").columns) == 3
-    cat = Catalog()
-    for st in parse_ddl((CORPUS / "ddl_test2.sql").read_text(), "test"):
-        cat.apply(st)
-    (t,) = cat.tables.values()
+    assert cat.get(("yushitai_test", "_card_record_gho")) is None
+    cat = replay_script(EMPTY, (CORPUS / "ddl_test3.sql").read_text(), "test")
+    assert cat[("test", "quniya4")].columns[0].name == "id"
+    cat = replay_script(EMPTY, (CORPUS / "ddl_create_if_not_exist.sql").read_text(), "test")
+    assert len(cat[("test", "table_x1")].columns) == 3
+    cat = replay_script(EMPTY, (CORPUS / "ddl_test2.sql").read_text(), "test")
+    (t,) = cat.values()
     assert t.primary_key == ("id",) and ("name", "alias") in t.unique_keys

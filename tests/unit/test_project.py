@@ -262,10 +262,23 @@ def test_canal_without_tidb_extension_is_a_warning(tmp_path: Path) -> None:
         src.replace("enable-tidb-extension: true", "enable-tidb-extension: false", 1),
     )
     p = load_project(root)
-    assert len(p.warnings) == 1
-    assert p.warnings[0].startswith(
+    found = [w for w in p.warnings if "enable-tidb-extension" in w]
+    assert len(found) == 1
+    assert found[0].startswith(
         "sources/ticdc.yml:4: sources[0]: warning: canal-json without enable-tidb-extension"
     )
+
+
+def test_a_files_topic_without_captures_is_a_warning(tmp_path: Path) -> None:
+    """A typo in `topics:` with the files transport would read nothing, ever, silently."""
+    root = tmp_path / "shop"
+    shutil.copytree(SHOP, root, ignore=shutil.ignore_patterns("warehouse", "target"))
+    assert load_project(root).warnings == ()
+    src = (root / "sources" / "ticdc.yml").read_text()
+    write(root / "sources" / "ticdc.yml", src.replace("[shop_canal]", "[shop_canall]", 1))
+    (warning,) = load_project(root).warnings
+    assert warning.startswith("sources/ticdc.yml:")
+    assert "topic shop_canall has no capture folder captures/shop_canall" in warning
 
 
 def test_bad_schema_sql_is_an_issue(tmp_path: Path) -> None:

@@ -29,15 +29,15 @@ from ticdc_sync.ddl.changes import (
     Unsupported,
 )
 from ticdc_sync.ddl.debezium import schema_from_debezium_table
+from ticdc_sync.ddl.defaults import backfill_sql
 from ticdc_sync.ddl.delta_sql import delta_sql
-from ticdc_sync.ddl.evolution import Catalog, apply_statement, backfill_sql, diff_schemas
+from ticdc_sync.ddl.evolution import apply_statement, diff_schemas
 from ticdc_sync.ddl.protocol import CANAL_DDL_TYPES, open_protocol_action, parse_ddl
 from ticdc_sync.ddl.schema_files import parse_schema_sql
 
 __all__ = [
     "CANAL_DDL_TYPES",
     "AddColumn",
-    "Catalog",
     "ChangeColumnType",
     "ChangeKey",
     "CreateTarget",

@@ -1,16 +1,13 @@
 """Schema evolution: a parsed DDL statement applied to an upstream schema, and the Delta changes.
 
 `apply_statement` computes the new upstream `TableSchema` and the list of `DeltaChange`s for
-one table (DESIGN.md §2 "DDL to Delta"); `Catalog` does it for a set of tables (RENAME across
-tables, CREATE TABLE ... LIKE); `diff_schemas` derives the changes between two schemas (a
-Debezium table description, a CREATE TABLE over a known table). Pure Python; no pyspark, no
+one table (DESIGN.md §2 "DDL to Delta"; `timeline` replays statements over a set of tables:
+RENAME across tables, CREATE TABLE ... LIKE); `diff_schemas` derives the changes between
+two schemas (a Debezium table description, a CREATE TABLE over a known table). Pure Python; no pyspark, no
 I/O; renders no SQL (`delta_sql`) and decides no policy (`policy`).
 """
 
 from __future__ import annotations
-
-import re
-from dataclasses import dataclass, field
 
 from ticdc_sync.datatypes import delta_type
 from ticdc_sync.ddl import create_table
@@ -30,6 +27,7 @@ from ticdc_sync.ddl.changes import (
     Unsupported,
     change_column_type,
 )
+from ticdc_sync.ddl.defaults import ZERO_DATE, backfill_sql
 from ticdc_sync.ddl.statements import (
     AddColumnClause,
     AddPrimaryKeyClause,
@@ -64,91 +62,7 @@ from ticdc_sync.ddl.statements import (
 )
 from ticdc_sync.errors import DdlError
 from ticdc_sync.model import DdlKind
-from ticdc_sync.sqlgen import sql_string
 from ticdc_sync.upstream import Column, TableSchema
-
-# -- literals -----------------------------------------------------------------------------------
-
-_ZERO_DATE = re.compile(r"^0000-00-00")
-_INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")
-
-
-def _bits_value(text: str) -> int | None:
-    if text.startswith("b'") and text.endswith("'"):
-        return int(text[2:-1] or "0", 2)
-    if text.startswith("x'") and text.endswith("'"):
-        return int(text[2:-1] or "0", 16)
-    return None
-
-
-def spark_literal(col: Column, value: str) -> str | None:
-    """A MySQL default (text as stored in `Column.default`) as a Spark SQL literal of the
-    column's Delta type; None when it has no fixed value (CURRENT_TIMESTAMP, expressions) or
-    maps to NULL (zero dates, codec facts 0.1)."""
-    t = delta_type(col)
-    if value.upper().startswith("CURRENT_TIMESTAMP") or value.startswith("("):
-        return None
-    bits = _bits_value(value)
-    if t == "BOOLEAN":
-        n = bits if bits is not None else int(float(value or 0))
-        return "true" if n else "false"
-    if t in _INTEGRAL or t.startswith("DECIMAL") or t in ("FLOAT", "DOUBLE"):
-        if bits is not None:
-            return str(bits)
-        try:
-            num = float(value) if value.strip() else 0.0
-        except ValueError:
-            return None
-        if t in _INTEGRAL or t == "DECIMAL(20,0)":
-            return str(int(num)) if "." in value or "e" in value.lower() else value.strip() or "0"
-        if t.startswith("DECIMAL"):
-            return f"CAST({sql_string(value.strip() or '0')} AS {t})"
-        return f"CAST({sql_string(value.strip() or '0')} AS {t})"
-    if t == "BINARY":
-        raw = bytes.fromhex(value[2:-1]) if value.startswith("x'") else value.encode("utf-8")
-        if col.base == "binary" and col.length:  # BINARY(n) pads with 0x00
-            raw = raw.ljust(col.length, b"\0")
-        return f"X'{raw.hex().upper()}'"
-    if t == "DATE":
-        return None if _ZERO_DATE.match(value) else f"DATE {sql_string(value)}"
-    if t == "TIMESTAMP_NTZ":
-        return None if _ZERO_DATE.match(value) else f"TIMESTAMP_NTZ {sql_string(value)}"
-    if t == "TIMESTAMP":
-        return None  # wall-clock text in the upstream session zone: see AddColumn.note
-    return sql_string(value)
-
-
-def implicit_default(col: Column) -> str | None:
-    """MySQL's implicit default for a NOT NULL column without DEFAULT, as a Spark literal."""
-    t = delta_type(col)
-    if t == "BOOLEAN":
-        return "false"
-    if t in _INTEGRAL or t == "DECIMAL(20,0)":
-        return "0"
-    if t.startswith("DECIMAL") or t in ("FLOAT", "DOUBLE"):
-        return f"CAST('0' AS {t})"
-    if col.base == "enum":
-        return sql_string(col.members[0]) if col.members else None
-    if col.base == "time":
-        return sql_string("00:00:00")
-    if col.base == "json":
-        return sql_string("null")
-    if t == "BINARY":
-        return f"X'{'00' * (col.length or 0) if col.base == 'binary' else ''}'"
-    if t in ("DATE", "TIMESTAMP_NTZ", "TIMESTAMP"):
-        return None  # zero date/datetime, which decodes to NULL
-    if t == "STRING":
-        return sql_string("")
-    return None
-
-
-def backfill_sql(col: Column) -> str | None:
-    """The Spark literal that rows existing when `col` is added get (AddColumn.backfill_sql)."""
-    if col.has_default and col.default is not None:
-        return spark_literal(col, col.default)
-    if not col.nullable and not col.has_default:
-        return implicit_default(col)
-    return None
 
 
 def _add_column_change(schema: TableSchema, col: Column, pos: Position | None) -> AddColumn:
@@ -157,7 +71,7 @@ def _add_column_change(schema: TableSchema, col: Column, pos: Position | None) -
     backfill = backfill_sql(col)
     if col.has_default and col.default is not None:
         default_sql = backfill
-        if backfill is None and not _ZERO_DATE.match(col.default):
+        if backfill is None and not ZERO_DATE.match(col.default):
             note = f"existing rows not backfilled: upstream filled them with {col.default}"
             if col.default.upper().startswith("CURRENT_TIMESTAMP"):
                 note = "existing rows not backfilled: upstream filled them with the ALTER time"
@@ -379,7 +293,7 @@ def apply_statement(
 
     Returns the new schema (None once dropped) and the Delta changes, in order. For
     statements that name several tables (RENAME TABLES), the pair whose old name is `schema`
-    is applied; use `apply_to_catalog` for a set of tables. Raises `DdlError` when the
+    is applied; `timeline` handles a set of tables (renames, CREATE TABLE ... LIKE). Raises `DdlError` when the
     statement contradicts the schema (the history is out of step with upstream).
     """
     if isinstance(stmt, CreateTable):
@@ -391,7 +305,7 @@ def apply_statement(
     if isinstance(stmt, CreateTableLike):
         raise DdlError(
             f"CREATE TABLE {stmt.db}.{stmt.table} LIKE {stmt.like_db}.{stmt.like_table} needs "
-            "the source table's schema (hint: use apply_to_catalog)"
+            "the source table's schema (hint: seed it from schema/*.sql)"
         )
     if isinstance(stmt, Unknown):
         return schema, [Unsupported(f"DDL not understood: {stmt.reason}", DdlKind.UNPARSED)]
@@ -471,73 +385,6 @@ def statement_tables(stmt: DdlStatement) -> list[TableKey]:
     if isinstance(db, str) and isinstance(table, str):
         return [table_key(db, table)]
     return []
-
-
-@dataclass
-class Catalog:
-    """Known upstream tables by lower-cased (db, table); used for multi-table statements."""
-
-    tables: dict[TableKey, TableSchema] = field(default_factory=dict)
-
-    def get(self, db: str, table: str) -> TableSchema | None:
-        return self.tables.get(table_key(db, table))
-
-    def apply(self, stmt: DdlStatement) -> list[tuple[TableKey, list[DeltaChange]]]:
-        """Apply a statement to every table it touches; returns the changes per old table key."""
-        if isinstance(stmt, CreateTableLike):
-            src = self.get(stmt.like_db, stmt.like_table)
-            if src is None:
-                raise DdlError(
-                    f"CREATE TABLE {stmt.db}.{stmt.table} LIKE {stmt.like_db}.{stmt.like_table}: "
-                    "the source table is unknown (hint: seed it from schema/*.sql)"
-                )
-            key = table_key(stmt.db, stmt.table)
-            if key in self.tables:
-                if stmt.if_not_exists:
-                    return [(key, [NoOp("CREATE TABLE IF NOT EXISTS on an existing table")])]
-                raise _err(self.tables[key], "CREATE TABLE for a table that already exists")
-            new = src.with_(db=stmt.db, table=stmt.table)
-            self.tables[key] = new
-            return [(key, [CreateTarget(new)])]
-        if isinstance(stmt, RenameTables):
-            # MySQL renames pairs left to right (a TO tmp, b TO a, tmp TO b works), and the
-            # statement is atomic: nothing changes when one pair fails.
-            tables = dict(self.tables)
-            out: list[tuple[TableKey, list[DeltaChange]]] = []
-            for old, new in stmt.pairs:
-                ok, nk = table_key(*old), table_key(*new)
-                s = tables.pop(ok, None)
-                if s is None:
-                    raise DdlError(
-                        f"RENAME TABLE {old[0]}.{old[1]}: table unknown (hint: seed it from "
-                        "schema/*.sql)"
-                    )
-                if nk in tables:
-                    raise _err(tables[nk], "RENAME TABLE onto an existing table")
-                tables[nk] = s.with_(db=new[0], table=new[1])
-                out.append((ok, [RenameTarget(new[0], new[1])]))
-            self.tables = tables
-            return out
-        if isinstance(stmt, DropTable) and self.get(stmt.db, stmt.table) is None and stmt.if_exists:
-            return [(table_key(stmt.db, stmt.table), [NoOp("DROP TABLE IF EXISTS: no such table")])]
-        if isinstance(stmt, DropDatabase):
-            gone = [k for k in self.tables if k[0] == stmt.db.lower()]
-            for k in gone:
-                del self.tables[k]
-            return [(k, [DropTarget()]) for k in gone] or [
-                ((stmt.db.lower(), ""), [NoOp("drop database")])
-            ]
-        keys = statement_tables(stmt)
-        if not keys:
-            return [(("", ""), apply_statement(None, stmt)[1])]
-        key = keys[0]
-        new_schema, changes = apply_statement(self.tables.get(key), stmt)
-        if new_schema is None:
-            self.tables.pop(key, None)
-        else:
-            self.tables.pop(key, None)
-            self.tables[table_key(new_schema.db, new_schema.table)] = new_schema
-        return [(key, changes)]
 
 
 def _same_shape(a: TableSchema, b: TableSchema) -> bool:

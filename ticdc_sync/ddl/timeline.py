@@ -329,3 +329,13 @@ def _from_debezium(ev: DdlEvent, base: TableSchema | None, sql: str) -> TableEff
         )
     old = (ev.db, ev.tbl) if base is not None else None
     return TableEffect(old, old, base, base, (NoOp("no table in tableChanges"),), sql)
+
+
+def replay_script(project: Project, sql: str, db: str) -> dict[Key, TableSchema]:
+    """The tables a DDL script leaves, replayed as one DDL event over `project`'s seeds (for
+    checking the grammar and evolution against recorded DDL scripts)."""
+    t = build(project, "", [DdlEvent(db, "", 1, sql)])
+    if t.groups and t.groups[0].problem:
+        raise DdlError(t.groups[0].problem)
+    out = {k: t.at(*k, 1) for k in t.versions}
+    return {k: s for k, s in out.items() if s is not None}

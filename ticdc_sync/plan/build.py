@@ -93,7 +93,6 @@ def build_plan(
                 f"{o.origin.render()}: ddl_overrides: no staged DDL of {o.upstream} at "
                 f"commit_ts {o.commit_ts} (yet); the override is unused"
             )
-    warnings.extend(_transport_warnings(project))
     reloads.check_all_matched(targets)
     return Plan(
         project=project.name,
@@ -152,7 +151,10 @@ def _source_plan(
         project, source.name, ss.ddl_events, _with_snapshots(ss.recorded, loads.values())
     )
     inferred = _inferred(source, ss, grouped, timeline)
-    timeline.fallback.update(inferred)
+    if inferred:
+        # Replayed again over the inferred schemas: an ALTER of a table whose CREATE was
+        # never seen applies to the schema its rows' metadata describes.
+        timeline = build_timeline(project, source.name, ss.ddl_events, ss.recorded, inferred)
     resolved = resolved_ts(source, ss)
     notes: list[str] = []
     if not ss.tally_complete:
@@ -181,6 +183,7 @@ def _source_plan(
         skipped=tuple((db, tbl, counts.get((db, tbl), (0, 0))[0]) for db, tbl in skipped),
         timeline=timeline,
         notes=tuple(notes),
+        open_bad=bool(ss.open_bad),
     )
     for tp in plans:
         if not tp.keys and (tp.schema is not None or tp.create is not None):
@@ -195,14 +198,25 @@ def _inferred(
     source: Source, ss: SourceState, grouped: dict[str, routing.TargetRoute], timeline: Timeline
 ) -> dict[Key, TableSchema]:
     """Schemas from protocol metadata (lossy), for the routed tables that nothing else
-    describes: no seed, no recorded version, no DDL in the stream."""
+    describes: no seed, no recorded version, and no CREATE TABLE before their first DDL
+    (their first DDL cannot be replayed, or there is none)."""
     out: dict[Key, TableSchema] = {}
     for tr in grouped.values():
         for db, tbl in tr.upstreams:
-            meta = ss.metadata.get(key(db, tbl))
-            if meta is not None and not timeline.known(db, tbl):
-                out[key(db, tbl)] = schema_from_meta(db, tbl, meta[0], meta[1], source.protocol)
+            k = key(db, tbl)
+            meta = ss.metadata.get(k)
+            if meta is None or (timeline.known(db, tbl) and not _unreplayable(timeline, k)):
+                continue
+            out[k] = schema_from_meta(db, tbl, meta[0], meta[1], source.protocol)
     return out
+
+
+def _unreplayable(timeline: Timeline, k: Key) -> bool:
+    """The first DDL of table `k` could not be replayed (no schema known before it)."""
+    for g in timeline.groups:
+        if any(key(e.db, e.tbl) == k for e in g.events) or any(e.touches(k) for e in g.effects):
+            return g.problem is not None
+    return False
 
 
 # --------------------------------------------------------------------------- targets
@@ -558,6 +572,7 @@ def _decide_group(
     names |= {f"{e.db}.{e.tbl}" for e in g.events if key(e.db, e.tbl) in mine}
     upstreams = tuple(sorted(names))
     if g.problem:
+        problem = g.problem.split(" (hint: ")[0]
         return TargetDdl(
             g.commit_ts,
             g,
@@ -565,7 +580,7 @@ def _decide_group(
             (),
             (_record_part(ref, g.commit_ts),),
             BLOCKED,
-            reason=f"cannot replay the DDL: {g.problem}",
+            reason=f"cannot replay the DDL: {problem}",
             setting="a schema/*.sql seed for the table, or a `ddl_overrides` entry for this DDL",
         )
     steps: list[ChangeStep] = []
@@ -858,26 +873,6 @@ def _override_dict(o) -> dict[str, Any]:
         "note": o.note,
         "origin": o.origin.render(),
     }
-
-
-def _transport_warnings(project: Project) -> list[str]:
-    """A files-transport topic without a capture folder reads nothing, ever: most likely a
-    typo in `topics:` (with Kafka, a missing topic is an error when the run reads it)."""
-    t = project.output.transport
-    if t.kind is not TransportKind.FILES:
-        return []
-    root = Path(t.captures or "captures")
-    root = root if root.is_absolute() else Path(project.root) / root
-    out = []
-    for s in sorted(project.sources, key=lambda s: s.name):
-        for topic in s.topics:
-            if not (root / topic).is_dir():
-                out.append(
-                    f"{s.origin.render()}: source {s.name}: topic {topic} has no capture folder "
-                    f"{display_location(project, str(root / topic))}: nothing will be read from it "
-                    "(hint: check the topic name, or record it with `ticdc-sync capture`)"
-                )
-    return out
 
 
 def quote_ident(name: str) -> str:

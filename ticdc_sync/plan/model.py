@@ -174,6 +174,7 @@ class SourcePlan:
     skipped: tuple[tuple[str, str, int], ...]  # unrouted tables with their row counts
     timeline: Timeline = field(repr=False, compare=False, default_factory=Timeline)
     notes: tuple[str, ...] = ()
+    open_bad: bool = False  # an undecodable record is not quarantined yet
 
 
 @dataclass(frozen=True, slots=True)

@@ -512,9 +512,9 @@ def _drop_seeded_meta(df: DataFrame, seeded: Iterable[tuple[str, str]]) -> DataF
     """NULL `col_meta` for rows of tables with a declared schema.
 
     Column metadata is read only to infer a schema for a table that has none
-    (`apply.SchemaBook.at` falls back to inference only after the history and the seeds,
-    and a seed covers every commit_ts). It is the widest column staged: for seeded tables
-    it cost about a fifth of the staging write (benchmarks/README.md). Names compare
+    (the plan infers only for a table with no seed, no recorded version and no replayable
+    DDL, and a seed covers every commit_ts). It is the widest column staged, a sizeable
+    share of the staging write for seeded tables (benchmarks/README.md). Names compare
     case-insensitively, as the seeds are looked up; identifiers cannot hold U+0000.
     """
     names = sorted({f"{db.lower()}\u0000{tbl.lower()}" for db, tbl in seeded})

@@ -31,7 +31,7 @@ def latest_user_metadata(spark: SparkSession, location: str, parse: Callable[[st
     limit = 4
     while True:
         # The command's rows are collected as they are and ordered here: a projection or
-        # sort in Spark ran three small jobs per call (0.1-0.2 s, benchmarks/README.md).
+        # sort in Spark ran three small jobs per call.
         rows = spark.sql(f"DESCRIBE HISTORY {table_ref(location)} LIMIT {limit}").collect()
         for r in sorted(rows, key=lambda r: r["version"], reverse=True):
             found = parse(r["userMetadata"])
@@ -53,7 +53,7 @@ def has_data_files(spark: SparkSession, location: str) -> bool:
     version.
 
     An empty table is known from that version's checksum file (local tables), without the
-    Spark job of 0.5-1 s that rebuilds the snapshot's file list: an INSERT or a skipped
+    Spark job that rebuilds the snapshot's file list: an INSERT or a skipped
     backfill follows, which needs no file list. Otherwise `DESCRIBE DETAIL` answers: a
     MERGE or UPDATE follows, which rebuilds the file list anyway, and rebuilding it here
     first measured faster than leaving it to the MERGE (benchmarks/README.md)."""

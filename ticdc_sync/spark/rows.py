@@ -471,8 +471,7 @@ class _RawValues:
     """Each raw value a row's typing reads (`after['c']`, a key's before-or-after), looked
     up once in a projection of its own. The typing and fit checks then read plain columns:
     Spark does not share a map lookup between the branches of the fit check's CASE, and a
-    map lookup scans the row's keys. Typing one target got about a third faster
-    (benchmarks/README.md)."""
+    map lookup scans the row's keys (benchmarks/README.md has the measurements)."""
 
     def __init__(self) -> None:
         self._alias: dict[str, str] = {}

@@ -289,12 +289,37 @@ def run_once(
     result["errors"].extend(errors)
     if errors:
         exit_code = 1
+    with labels_phase(spark, "retention"):
+        tidy_staging(project, state, plan, targets, result, out)
     result["seconds"] = round(time.monotonic() - t0, 3)
     out(
         f"done: {len(result['targets'])} target(s), {len(result['errors'])} error(s) "
         f"in {result['seconds']:.1f}s"
     )
     return exit_code, result
+
+
+def tidy_staging(project: Project, state, plan, targets: dict, result: dict, out: Out) -> None:
+    """Delete staged events every target has applied once they are older than the retention
+    (`retention.trim_bound` decides), and compact the staging table when it has many files."""
+    from ticdc_sync.retention import trim_bound
+
+    names = [s.name for s in project.sources]
+    for sp in plan.sources:
+        applied = [
+            targets[t.name]["applied_ts"] if t.name in targets else t.marker.applied_ts
+            for t in plan.targets
+            if t.source == sp.source.name
+        ]
+        bound = trim_bound(applied, sp.resolved_ts, project.staging_retention_ms, sp.open_bad)
+        if bound is None:
+            continue
+        n = state.staging.trim(names, sp.source.name, bound)
+        if n:
+            result["sources"][sp.source.name]["trimmed_events"] = n
+            out(f"  {sp.source.name}: {n} applied event(s) older than the retention deleted")
+    if state.staging.compact(names):
+        out("  staging table compacted")
 
 
 def labels_phase(spark, text: str):

@@ -49,8 +49,8 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.adaptive.enabled": "true",
     # Delta rebuilds a table's file list (state reconstruction) in 50 partitions by default,
     # sized for logs of millions of files. A run rebuilds it for the staging table and for
-    # every target, each a few thousand actions: one partition per rebuild took 0.45 s
-    # where four took 0.8 s, and runs of 50k events got 1-2 s faster (benchmarks/README.md).
+    # every target, each a few thousand actions, where one partition per rebuild measured
+    # faster than several (benchmarks/README.md).
     # A profile's `spark.conf` can raise it for huge tables.
     "spark.databricks.delta.snapshotPartitions": "1",
     "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "false",

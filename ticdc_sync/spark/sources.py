@@ -80,8 +80,7 @@ def _records(spark: SparkSession, files: list[Path]) -> DataFrame:
 
     The JSON reader, not `read.text` + `from_json`: it parses each line's bytes directly,
     where `from_json` decodes the text through a `Reader` first, and it takes the consumed
-    filter while parsing (`_after_consumed`). Decoding 1M records to a no-op sink took
-    5.7 s against 6.9 s (benchmarks/README.md). One leniency comes with it: a line that
+    filter while parsing (`_after_consumed`): faster (benchmarks/README.md). One leniency comes with it: a line that
     holds a JSON array is read as the records in it (an empty one holds none), where
     `from_json` refused it."""
     return (
@@ -114,7 +113,7 @@ def read_capture_records(
     a separate pass to check the lines first read every capture line twice
     (benchmarks/README.md). A line that is not a capture record fails that job, never a
     skip; `read_failure` then names its file and line. A record captured twice (overlapping
-    capture files) is read twice here; staging keeps it once (`state.State.stage`).
+    capture files) is read twice here; staging keeps it once (`staging.Staging.stage`).
     """
     frames = []
     for topic in topics:
@@ -127,8 +126,7 @@ def read_capture_records(
         def raw_bytes(col: str, is_b64=b64):
             # A cast, not `encode(.., 'UTF-8')`: the same bytes, since a string the JSON
             # parser produced is always valid UTF-8, but `encode` scans every byte to check
-            # that first (3 % of a pass's CPU; decode 7.0-7.8 s -> 6.6-6.9 s per 1M
-            # records, benchmarks/README.md).
+            # that first (a visible share of a pass's CPU, benchmarks/README.md).
             return F.when(F.col(col).isNull(), F.lit(None).cast("binary")).otherwise(
                 F.when(is_b64, F.unbase64(F.col(col))).otherwise(F.col(col).cast("binary"))
             )

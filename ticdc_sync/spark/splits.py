@@ -22,8 +22,8 @@ TASK_COST = 4 * MIB
 # Tasks larger than this are never chosen: a task's memory grows with its split (the
 # staging write buffers a Parquet row group per task), so tasks stay near Spark's default
 # however large the files are. A first cap of 2x the default let the driver's peak memory
-# for 5M events grow 1.22x over 1M (benchmarks/README.md); one task per file still fits
-# files a little over the default.
+# grow with the backlog (benchmarks/README.md); one task per file still fits files a
+# little over the default.
 LARGEST = SPARK_DEFAULT * 5 // 4
 
 

@@ -28,25 +28,26 @@ from ticdc_sync.events import (
 )
 from ticdc_sync.locations import is_local, local_path, state_location
 from ticdc_sync.spark.conf import user_metadata
-from ticdc_sync.spark.delta_log import latest_commit, latest_user_metadata
+from ticdc_sync.spark.delta_log import checksum_num_files, latest_commit, latest_user_metadata
 from ticdc_sync.sqlgen import quote, sql_string, table_ref
 from ticdc_sync.staged import SourceTally, from_user_metadata, to_user_metadata
 from ticdc_sync.window import DdlEvent
 
 STAGED_SCHEMA = "`source` STRING, " + EVENT_SCHEMA
+# Each staging commit adds a file or a few per task: past this many, OPTIMIZE bin-packs them.
+COMPACT_ABOVE_FILES = 200
 
 # File statistics only for the columns staged events are selected by (source, position,
 # kind, commit_ts, table): Delta's default covers the first 32 columns, and min/max of the
-# row-image text made every staging write about 0.9 s slower per 1M events
-# (benchmarks/README.md) for statistics no query uses.
+# row-image text made every staging write measurably slower (benchmarks/README.md) for
+# statistics no query uses.
 #
 # No Parquet dictionary for the staged columns that are (nearly) unique per event: writing
 # tried a dictionary for each and dropped it once it grew too big, and where commit_ts kept
 # one, every target's read expanded it into a hash set to test its commit_ts range, which
-# the file statistics already do. Measured over 1M events: the Parquet write 7.7-8.0 s ->
-# 7.3-7.6 s; one target's read of its rows 0.56-0.81 s -> 0.50-0.65 s. The row-image text
-# (`before_json`, `after_json`), hashed into a dictionary until it overflowed: decode and
-# write of 1M events 9.2-9.9 s -> 8.5-9.0 s (benchmarks/README.md).
+# the file statistics already do; the row-image text (`before_json`, `after_json`) was
+# hashed into a dictionary until it overflowed. Both the write and the targets' reads got
+# faster without them (benchmarks/README.md).
 # Delta hands a table's properties to the Parquet writer, which reads `#column` settings;
 # an older staging table gains them on the next run (`_set_missing_properties`).
 STAGED_PROPERTIES = {
@@ -85,7 +86,7 @@ class Staging:
     def _set_missing_properties(self, path: str, properties: dict[str, str]) -> None:
         """Table properties a newer ticdc-sync sets, set on a table an older one created."""
         # SHOW TBLPROPERTIES reads the table's metadata only; DESCRIBE DETAIL also rebuilds
-        # the snapshot's file list (a Spark job, 0.3-1 s, benchmarks/README.md).
+        # the snapshot's file list (a Spark job per call).
         rows = self.spark.sql(f"SHOW TBLPROPERTIES {table_ref(path)}").collect()
         have = {r["key"]: r["value"] for r in rows}
         missing = {k: v for k, v in properties.items() if have.get(k) != v}
@@ -140,12 +141,46 @@ class Staging:
         self._save_tallies()
         return staged
 
+    def trim(self, sources: list[str], source: str, upto_ts: int) -> int:
+        """Delete `source`'s row, watermark and empty events with commit_ts <= `upto_ts`
+        (`retention.trim_bound` decides it), in one commit; the number deleted.
+
+        The commit carries every source's tallies (what it deleted is in them already), so
+        consumed positions and watermarks do not move. DDL and bad events stay."""
+        carried = to_user_metadata({s: self.tally(s) for s in sources})
+        where = (
+            f"`source` = {sql_string(source)} AND kind IN ('row', 'watermark', 'empty') "
+            f"AND commit_ts <= {int(upto_ts)}"
+        )
+        with user_metadata(self.spark, carried):
+            rows = self.spark.sql(f"DELETE FROM {table_ref(self.events_path)} WHERE {where}")
+            deleted = int(rows.collect()[0][0] or 0)
+        self._save_tallies()
+        return deleted
+
+    def compact(self, sources: list[str], above_files: int = COMPACT_ABOVE_FILES) -> bool:
+        """OPTIMIZE the staging table once it holds more than `above_files` data files (a
+        run or micro-batch adds a few each), then VACUUM what no version within Delta's
+        retention needs. Both commits carry every source's tallies. True if it compacted."""
+        files = checksum_num_files(self.events_path)
+        if files is None:
+            detail = self.spark.sql(f"DESCRIBE DETAIL {table_ref(self.events_path)}").collect()
+            files = int(detail[0]["numFiles"] or 0)
+        if files <= above_files:
+            return False
+        carried = to_user_metadata({s: self.tally(s) for s in sources})
+        with user_metadata(self.spark, carried):
+            self.spark.sql(f"OPTIMIZE {table_ref(self.events_path)}").collect()
+            self.spark.sql(f"VACUUM {table_ref(self.events_path)}").collect()
+        self._save_tallies()
+        return True
+
     def _repeats_since(self, source: str, known: SourceTally) -> bool:
         """Whether an event staged after `known` is staged twice (same position). One narrow
-        job over the new events' positions: about 1 s per 1M events, where the check of
-        every capture line it replaces took 2.6-4.2 s (benchmarks/README.md)."""
+        job over the new events' positions, much cheaper than the check of every capture
+        line it replaces (benchmarks/README.md)."""
         # A count, not `limit(1)`: where nothing repeats (the usual case) a limit reads
-        # the groups in growing rounds, one job each (1.2-1.4 s against 1.0-1.2 s).
+        # the groups in growing rounds, one job each.
         copies = (
             self.events()
             .where(_since_sql(source, known))
@@ -236,8 +271,7 @@ class Staging:
         """Save the tallies known here beside the staging table, keyed by its newest commit.
 
         A staging commit carries only the tallies from before it, so without this the next
-        run re-aggregates the batch staged last (0.7-0.9 s per 1M events,
-        benchmarks/README.md). A cache: any later commit (a batch, a rewrite, a user's
+        run re-aggregates the batch staged last (benchmarks/README.md). A cache: any later commit (a batch, a rewrite, a user's
         OPTIMIZE) or a table made anew makes it stale, and it is then ignored. Local
         warehouses only; a failed write loses nothing."""
         if self._tallies_file is None:
