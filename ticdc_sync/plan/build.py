@@ -356,6 +356,8 @@ def _loads(
     marker shows nothing applied yet (never loaded, or a load that did not commit) and whose
     upstream tables are in the export, and those `--reload` names."""
     il = source.initial_load
+    if il is not None and ss.export is None and ss.export_error is None:
+        return {}  # a plan without the warehouse's state (no export read): no loads
     if il is not None and ss.export is None:
         # Which tables the export holds is unknown: only a source whose targets are all
         # loaded already can go on without it.
