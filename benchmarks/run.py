@@ -15,6 +15,8 @@ Measures, in one run and on one local[2] SparkSession (best of --repeat each):
            (no driver heap set; --mem-heap sets one); the sum of RSS and the JVM's heap
            (from its GC log) are printed too
   plan     `ticdc-sync plan` wall time on projects_example/shop (a subprocess, no JVM)
+  load     initial load of a Dumpling CSV export (10M rows; --quick 500k) against plain
+           spark.read.csv(...).write.format("delta") of the same files (initial_load.py)
 `--profile` also runs e2e pass 1 once under cProfile and prints where the driver waited.
 Not part of the test suite. Captures are cached under benchmarks/out/ (gitignored).
 """
@@ -629,7 +631,8 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=None, help="row events per pass (1,000,000)")
     ap.add_argument("--quick", action="store_true", help="scaled-down smoke run")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", default="decode,e2e,baseline,merge,memory,plan")
+    ap.add_argument("--only", default="decode,e2e,baseline,merge,memory,plan,load")
+    ap.add_argument("--load-rows", type=int, default=None, help="rows of the load export")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--protocol", default="canal-json")
     ap.add_argument("--mem-child", type=int, default=None, help=argparse.SUPPRESS)
@@ -645,6 +648,7 @@ def main() -> None:
         return
     n = a.events or (50_000 if a.quick else 1_000_000)
     merge_sizes = (100_000, 1_000_000) if a.quick else (1_000_000, 10_000_000)
+    load_rows = a.load_rows or (500_000 if a.quick else 10_000_000)
     mem_sizes = (n, 5 * n)
     only = set(a.only.split(","))
     t_start = time.perf_counter()
@@ -665,7 +669,7 @@ def main() -> None:
 
     res: dict = {}
     spark = None
-    if only & {"decode", "e2e", "baseline", "merge"} or a.profile:
+    if only & {"decode", "e2e", "baseline", "merge", "load"} or a.profile:
         spark = session()
     with tempfile.TemporaryDirectory(prefix="ticdc-bench-") as tmpd:
         tmp = Path(tmpd)
@@ -680,6 +684,12 @@ def main() -> None:
             loads.append(os.getloadavg()[0])
         if "merge" in only:
             res["merge"] = measure_merge(spark, merge_sizes, 10_000, a.repeat, tmp)
+            loads.append(os.getloadavg()[0])
+        if "load" in only:
+            import initial_load as L
+
+            print(f"load fast path == testkit's Dumpling writer on {L.verify_fast_path():,} rows")
+            res["load"] = L.measure_load(spark, load_rows, a.repeat, tmp)
             loads.append(os.getloadavg()[0])
         profile = profile_e2e(spark, cap, tmp) if a.profile else None
     if spark is not None:
@@ -781,6 +791,36 @@ def main() -> None:
             else (f"{p[0]:.2f}s wall, {p[1]:.2f}s CPU", p[0] < 1)
         )
         rows.append(("ticdc-sync plan (example project)", value, "< 1s", met(ok)))
+
+    if "load" in res:
+        ld = res["load"]
+        ratio = ld["ticdc"] / ld["plain"]
+        rows.append(
+            (
+                f"initial load, {ld['rows']:,} rows ({ld['files']} CSV files, "
+                f"{ld['bytes'] / 2**20:,.0f} MiB)",
+                f"{ld['rows'] / ld['ticdc']:,.0f} rows/s ({ld['ticdc']:.1f}s)",
+                "",
+                "",
+            )
+        )
+        rows.append(
+            (
+                "  plain spark.read.csv + write delta",
+                f"{ld['rows'] / ld['plain']:,.0f} rows/s ({ld['plain']:.1f}s)",
+                "",
+                "",
+            )
+        )
+        rows.append(("  load / plain time", f"{ratio:.2f}x", "", ""))
+        rows.append(
+            (
+                "  rows read back: target / plain",
+                f"{ld['counts']['ticdc']:,} / {ld['counts']['plain']:,}",
+                f"{ld['rows']:,}",
+                met(ld["counts"]["ticdc"] == ld["rows"]),
+            )
+        )
 
     print()
     print(

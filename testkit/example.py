@@ -1,11 +1,20 @@
-"""Regenerate the example project's captures and expected tables.
+"""Regenerate the example project's Dumpling export, captures and expected tables.
 
-`python -m testkit.example DIR` (DIR = projects_example/shop) writes
-`DIR/captures/<topic>/capture.jsonl` for the topics `shop_canal`, `shop_debezium` and
-`shop_open` (one seeded history encoded three ways) and `DIR/expected/<table>.json`, the
-true tables as of the resolved ts. The upstream schemas come from `DIR/schema/shop.sql`
-(via `ticdc_sync.ddl.parse_schema_sql`) when it exists, else from the built-in fallback
-below. Touches nothing else in DIR; deterministic output.
+`python -m testkit.example DIR` (DIR = projects_example/shop) plays one seeded history of
+the upstream database and writes what a team adopting ticdc-sync on it would have:
+
+- `DIR/dumpling/`: a Dumpling export (CSV, Dumpling's layout and defaults) of the tables
+  at the snapshot TSO `SNAPSHOT` (a point in the middle of the history);
+- `DIR/captures/<topic>/capture.jsonl` for the topics `shop_canal`, `shop_debezium` and
+  `shop_open`: the changefeeds, created with `--start-ts` *before* the snapshot (the
+  history's first transactions are not in them; the ones between their start and the
+  snapshot are in both the export and the stream, so the example shows the overlap);
+- `DIR/expected/<table>.json`: the true tables as of the resolved ts, where a row that did
+  not change after the snapshot has `_commit_ts` = the snapshot TSO (it was loaded).
+
+The upstream schemas come from `DIR/schema/shop.sql` (via
+`ticdc_sync.ddl.parse_schema_sql`) when it exists, else from the built-in fallback below.
+Touches nothing else in DIR; deterministic output.
 """
 
 from __future__ import annotations
@@ -17,12 +26,15 @@ from pathlib import Path
 from ticdc_sync.upstream import Column, TableSchema
 
 from .captures import write_captures
+from .dumpling import DumplingFlags, write_export
 from .encode import EncoderOptions
-from .history import HistoryConfig, encode, generate, truth_json
+from .history import History, HistoryConfig, encode, generate, truth_json
 
 TOPICS = {"shop_canal": "canal-json", "shop_debezium": "debezium", "shop_open": "open-protocol"}
 DB = "shop"
 OPTIONS = EncoderOptions(enable_tidb_extension=True, time_zone="UTC")
+EXPORT = "dumpling"
+EXPORT_FLAGS = DumplingFlags(filetype="csv")
 
 
 def fallback_tables() -> tuple[TableSchema, ...]:
@@ -85,12 +97,18 @@ def load_tables(project: Path) -> tuple[TableSchema, ...]:
     return fallback_tables()
 
 
-def build(project: Path, seed: int = 33) -> dict[str, int]:
+def split_points(hist: History) -> tuple[int, int]:
+    """(changefeed start ts, snapshot TSO): after 30% and 60% of the transactions."""
+    txns = [st.commit_ts for st in hist.steps if st.kind == "txn"]
+    return txns[len(txns) * 3 // 10], txns[len(txns) * 6 // 10]
+
+
+def build(project: Path, seed: int = 36) -> dict[str, int]:
     tables = load_tables(project)
     cfg = HistoryConfig(
         seed=seed,
         tables=tables,
-        transactions=10,
+        transactions=12,
         max_rows_per_txn=3,
         partitions=2,
         dispatch="index-value",
@@ -103,23 +121,44 @@ def build(project: Path, seed: int = 33) -> dict[str, int]:
         key_space=12,
     )
     hist = generate(cfg)
+    start, snapshot = split_points(hist)
     sizes: dict[str, int] = {}
+    # The export: every table as of the snapshot.
+    rows, schemas = hist.truth(snapshot)
+    folder = project / EXPORT
+    for old in folder.glob("*") if folder.is_dir() else ():
+        old.unlink()
+    files = write_export(
+        folder, [(schemas[q], rows[q]) for q in sorted(rows)], snapshot, EXPORT_FLAGS
+    )
+    for f in files:
+        sizes[str(f.relative_to(project))] = f.stat().st_size
+    # The changefeeds: TiCDC started with --start-ts `start` sends what commits after it.
+    stream = History(
+        cfg,
+        hist.truth(start)[1],
+        [st for st in hist.steps if st.commit_ts > start],
+    )
     enc = None
     for topic, protocol in TOPICS.items():
-        enc = encode(hist, protocol, topic, OPTIONS)
+        enc = encode(stream, protocol, topic, OPTIONS, seed=seed)
         cap = project / "captures"
         for f in write_captures(cap, enc.records):
             sizes[str(f.relative_to(project))] = f.stat().st_size
-    assert enc is not None
+    assert enc is not None and enc.resolved_ts is not None and enc.resolved_ts > snapshot
+    truth, final = hist.truth(enc.resolved_ts)
     exp = project / "expected"
     exp.mkdir(parents=True, exist_ok=True)
-    for q, rows in sorted(enc.truth.items()):
-        schema = enc.schemas[q]
+    for q, table_rows in sorted(truth.items()):
+        schema = final[q]
+        # A row last changed at or before the snapshot was loaded from the export.
+        loaded = [{**r, "_commit_ts": max(r["_commit_ts"], snapshot)} for r in table_rows]
         doc = {
             "table": q,
             "resolved_ts": enc.resolved_ts,
+            "snapshot_ts": snapshot,
             "columns": [c.name for c in schema.columns],
-            "rows": truth_json(rows, schema),
+            "rows": truth_json(loaded, schema),
         }
         f = exp / f"{schema.table}.json"
         f.write_text(

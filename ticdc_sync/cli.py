@@ -105,7 +105,12 @@ def _copy_tree(src: Traversable, dest: Path, name: str) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from ticdc_sync.dumpling import check_exports
+
     p = _load(args)
+    issues = check_exports(p)
+    if issues:
+        raise ProjectError(issues)
     n_schemas = len(p.seed_schemas)
     _out(
         f"ok: project {p.name} (target {p.output.name}): {len(p.sources)} sources, "
@@ -122,7 +127,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     project = _load(args)
     if args.out:
         _check_writable(Path(args.out))
-    plan = build_plan(project, read_state(project))
+    plan = build_plan(
+        project, read_state(project), reload=tuple(args.reload or ()), force=args.force
+    )
     explained = None
     code = EXIT_OK
     if args.explain:
@@ -169,6 +176,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UserError(f"--plan {path}: cannot read it ({e.strerror})") from None
     from ticdc_sync.spark import runner
 
+    if args.follow and args.reload:
+        raise UserError("--reload loads once: run it without --follow (hint: then --follow)")
     _spark_log(project, "ticdc-sync run" + (" --follow" if args.follow else ""))
     # --follow prints one line per batch; its details go to the log (and with --verbose
     # to the terminal too).
@@ -181,6 +190,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         saved_plan=saved,
         console=_console,
         wait=args.wait,
+        reload=tuple(args.reload or ()),
+        force=args.force,
     )
 
 
@@ -222,6 +233,21 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- parser
+
+
+def _reload_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--reload",
+        nargs="+",
+        metavar="TARGET",
+        help="load these targets again from their source's Dumpling export (initial_load), "
+        "then follow the changefeed from its snapshot (fnmatch globs allowed)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --reload: reload even a target that applied changes after the snapshot",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -300,6 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 2 when changes are pending (targets to create, upstream DDL to apply)",
     )
     p.add_argument("--explain", action="store_true", help="also print Spark's plans (starts Spark)")
+    _reload_args(p)
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("run", parents=[common, proj], help="apply everything resolved, then exit")
@@ -327,6 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="execute this saved plan (`plan --format json --out FILE`); refused if the "
         "project or the warehouse changed since it was made",
     )
+    _reload_args(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser(

@@ -127,6 +127,40 @@ class SourceOptions:
     time_zone: str = "UTC"
 
 
+class ExportFiletype(StrEnum):
+    """Dumpling's `--filetype`."""
+
+    SQL = "sql"
+    CSV = "csv"
+
+
+@dataclass(frozen=True, slots=True)
+class DumplingOptions:
+    """The Dumpling flags an export was made with (YAML keys are the flag names); the
+    defaults are Dumpling's own. `time_zone` is the export session's time zone (TiDB's
+    `time_zone`, or Dumpling's `--params time_zone=...`): TIMESTAMP values are wall-clock
+    text in it."""
+
+    filetype: ExportFiletype = ExportFiletype.SQL
+    csv_separator: str = ","
+    csv_delimiter: str = '"'
+    csv_null_value: str = "\\N"
+    csv_line_terminator: str = "\r\n"
+    no_header: bool = False
+    escape_backslash: bool = True
+    time_zone: str = "UTC"
+
+
+@dataclass(frozen=True, slots=True)
+class InitialLoad:
+    """Where a source's targets are loaded from before they follow the changefeed: a
+    Dumpling export (a folder, relative to the project, or a URI) at its snapshot TSO."""
+
+    dumpling: str
+    options: DumplingOptions = field(default_factory=DumplingOptions)
+    origin: Origin = field(default_factory=lambda: Origin("?"))
+
+
 @dataclass(frozen=True, slots=True)
 class Source:
     name: str
@@ -135,6 +169,7 @@ class Source:
     topic_pattern: str | None = None
     options: SourceOptions = field(default_factory=SourceOptions)
     origin: Origin = field(default_factory=lambda: Origin("?"))
+    initial_load: InitialLoad | None = None
 
     @property
     def has_commit_ts(self) -> bool:
@@ -159,6 +194,9 @@ class TableEntry:
     # `table_features` set on the entry (field name -> value), over the project defaults.
     table_features: dict[str, object] = field(default_factory=dict)
     origin: Origin = field(default_factory=lambda: Origin("?"))
+    # False: this entry's targets start from the changefeed even when their source has an
+    # `initial_load`.
+    initial_load: bool = True
 
     @property
     def upstream_db(self) -> str:

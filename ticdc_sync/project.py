@@ -28,7 +28,10 @@ from ticdc_sync.model import (
     DdlKind,
     DdlOverride,
     Defaults,
+    DumplingOptions,
+    ExportFiletype,
     FeatureUse,
+    InitialLoad,
     Origin,
     Output,
     OverrideAction,
@@ -740,6 +743,103 @@ def _source(ctx: _Ctx, item: Any, file: str, line: int | None, kp: str) -> Sourc
         topic_pattern=item.get("topic_pattern"),
         options=options,
         origin=Origin(file, line),
+        initial_load=_initial_load(ctx, item, options, protocol, file, line, kp),
+    )
+
+
+# Dumpling flags that only mean something for CSV exports.
+_CSV_FLAGS = (
+    "csv-separator",
+    "csv-delimiter",
+    "csv-null-value",
+    "csv-line-terminator",
+    "no-header",
+)
+
+
+def _initial_load(
+    ctx: _Ctx,
+    item: Any,
+    options: SourceOptions,
+    protocol: Protocol,
+    file: str,
+    line: int | None,
+    kp: str,
+) -> InitialLoad | None:
+    """`initial_load` of a source (already schema-checked): the Dumpling export and the
+    flags it was made with. The export itself is checked by `dumpling.check_exports`."""
+    il = item.get("initial_load")
+    if il is None:
+        return None
+    kp = f"{kp}.initial_load"
+    il_line = item.key_lines.get("initial_load", line)
+    opts = il.get("options") or {}
+
+    def where(key: str) -> int | None:
+        return opts.key_lines.get(key, il_line) if hasattr(opts, "key_lines") else il_line
+
+    filetype = ExportFiletype(opts.get("filetype", ExportFiletype.SQL.value))
+    if filetype is ExportFiletype.SQL:
+        for key in _CSV_FLAGS:
+            if key in opts:
+                ctx.issues.append(
+                    Issue(
+                        file,
+                        where(key),
+                        f"{kp}.options.{key}",
+                        f"option {key!r} applies to CSV exports only",
+                        "set `filetype: csv` if the export was made with --filetype csv, or "
+                        "remove the option",
+                    )
+                )
+    if opts.get("escape-backslash") is False:
+        ctx.issues.append(
+            Issue(
+                file,
+                where("escape-backslash"),
+                f"{kp}.options.escape-backslash",
+                "exports made with --escape-backslash=false cannot be read exactly (a value "
+                "may span lines, and a string equal to the null value reads as NULL)",
+                "export again with Dumpling's default --escape-backslash=true",
+            )
+        )
+    if not (protocol is not Protocol.CANAL_JSON or options.enable_tidb_extension):
+        ctx.issues.append(
+            Issue(
+                file,
+                il_line,
+                kp,
+                "an initial load needs the changefeed's commit_ts to join the stream at the "
+                "snapshot TSO; canal-json without enable-tidb-extension has none",
+                "create the changefeed with enable-tidb-extension=true",
+            )
+        )
+    sep = str(opts.get("csv-separator", ","))
+    delim = str(opts.get("csv-delimiter", '"'))
+    if delim and (delim in sep or sep in delim):
+        ctx.issues.append(
+            Issue(
+                file,
+                where("csv-delimiter"),
+                f"{kp}.options.csv-delimiter",
+                f"csv-delimiter {delim!r} and csv-separator {sep!r} overlap: fields cannot "
+                "be told apart",
+                "use the flags the export was made with",
+            )
+        )
+    return InitialLoad(
+        dumpling=str(il["dumpling"]),
+        options=DumplingOptions(
+            filetype=filetype,
+            csv_separator=sep,
+            csv_delimiter=delim,
+            csv_null_value=str(opts.get("csv-null-value", "\\N")),
+            csv_line_terminator=str(opts.get("csv-line-terminator", "\r\n")),
+            no_header=bool(opts.get("no-header", False)),
+            escape_backslash=bool(opts.get("escape-backslash", True)),
+            time_zone=str(opts.get("time-zone", "UTC")),
+        ),
+        origin=Origin(file, il_line),
     )
 
 
@@ -768,6 +868,7 @@ def _table(ctx: _Ctx, item: Any, file: str, line: int | None, kp: str) -> TableE
         ignore_columns=tuple(str(c).lower() for c in item.get("ignore_columns") or ()),
         table_features=_table_features(item),
         origin=Origin(file, line),
+        initial_load=bool(item.get("initial_load", True)),
     )
 
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from ticdc_sync import routing, store
+from ticdc_sync import dumpling, routing, store
 from ticdc_sync.ddl.timeline import Key, Version, key
+from ticdc_sync.dumpling import Export
 from ticdc_sync.events import KIND_BAD, KIND_DDL, KIND_ROW, KIND_WATERMARK
 from ticdc_sync.lake import LakeTable
 from ticdc_sync.locations import find_target, state_location
@@ -40,9 +41,19 @@ def read_state(
     """The state of the project's warehouse. `tallies`/`progress`: a run's own, computed in
     Spark just after staging (a plan reads the saved ones)."""
     wh = _warehouse_path(project)
+    exports = _exports(project)
     events = LakeTable(state_location(wh, "events"))
     if not events.exists():
-        return WarehouseState(targets=_targets(project, wh, {}))
+        return WarehouseState(
+            sources={
+                s.name: SourceState(
+                    name=s.name, export=exports[s.name][0], export_error=exports[s.name][1]
+                )
+                for s in project.sources
+                if s.name in exports
+            },
+            targets=_targets(project, wh, {}, exports),
+        )
     staging_version = events.version()
     complete = True
     if tallies is None:
@@ -67,10 +78,12 @@ def read_state(
             metadata=_metadata(project, events, s.name, tally, recorded.get(s.name, {}), ddl),
             open_bad=open_bad,
             progress=prog,
+            export=exports.get(s.name, (None, None))[0],
+            export_error=exports.get(s.name, (None, None))[1],
         )
     return WarehouseState(
         sources=sources,
-        targets=_targets(project, wh, {n: st.tally for n, st in sources.items()}),
+        targets=_targets(project, wh, {n: st.tally for n, st in sources.items()}, exports),
         staging_version=staging_version,
         history_version=history.version() if history.exists() else None,
     )
@@ -223,10 +236,31 @@ def _metadata(
     return out
 
 
-def _targets(project: Project, wh: str, tallies: dict[str, SourceTally]) -> dict[str, TargetState]:
+def _exports(project: Project) -> dict[str, tuple[Export | None, str | None]]:
+    """Each `initial_load` source's export (`dumpling.discover`), or why it cannot be read."""
+    out: dict[str, tuple[Export | None, str | None]] = {}
+    for s in project.sources:
+        if s.initial_load is None:
+            continue
+        try:
+            out[s.name] = (dumpling.discover_for(project, s.initial_load), None)
+        except dumpling.ExportError as e:
+            out[s.name] = (None, str(e))
+    return out
+
+
+def _targets(
+    project: Project,
+    wh: str,
+    tallies: dict[str, SourceTally],
+    exports: dict[str, tuple[Export | None, str | None]],
+) -> dict[str, TargetState]:
     names: set[str] = set()
     for s in project.sources:
         tables = set(tallies.get(s.name, SourceTally()).tables) | set(project.seed_schemas)
+        export = exports.get(s.name, (None, None))[0]
+        if export is not None:
+            tables |= {(t.db, t.table) for t in export.tables.values()}
         grouped, _ = routing.targets(project, s.name, sorted(tables))
         names |= set(grouped)
     return {n: target_state(n, _find(wh, n)) for n in sorted(names)}

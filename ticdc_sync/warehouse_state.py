@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ticdc_sync.ddl.timeline import Key, Version
+from ticdc_sync.dumpling import Export
 from ticdc_sync.staged import SourceTally
 from ticdc_sync.window import DdlEvent, Marker
 
@@ -58,6 +59,10 @@ class SourceState:
     # capped just before its first open bad record; a partition missing here counts with
     # its tally's progress.
     progress: dict[tuple[str, int], int | None] = field(default_factory=dict)
+    # The source's `initial_load` export as found (`dumpling.discover`), or why it cannot
+    # be read (only an error for targets that still need loading, `plan.build`).
+    export: Export | None = None
+    export_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

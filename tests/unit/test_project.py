@@ -128,10 +128,10 @@ def test_three_planted_mistakes_in_two_files(tmp_path: Path) -> None:
     write(root / "tables" / "shop.yml", tables)
     msgs = issues_of(root)
     assert msgs == [
-        "sources/ticdc.yml:21: sources[2].protocol: 'open-protocl' is not one of the allowed "
+        "sources/ticdc.yml:31: sources[2].protocol: 'open-protocl' is not one of the allowed "
         "values (hint: use one of: canal-json, debezium, open-protocol)",
         "tables/shop.yml:5: tables[0].partiton_by: unknown key 'partiton_by' (hint: allowed keys: "
-        "ddl, description, ignore_columns, keys, name, on_bad_message, source, table_features, "
+        "ddl, description, ignore_columns, initial_load, keys, name, on_bad_message, source, table_features, "
         "upstream)",
         "tables/shop.yml:7: tables[1].source: unknown source 'debezum' "
         "(hint: sources: canal, debezium, open)",
@@ -307,13 +307,14 @@ def test_option_that_does_not_apply_is_an_error(tmp_path: Path) -> None:
     root = copy_shop(tmp_path)
     src = (root / "sources" / "ticdc.yml").read_text()
     src = src.replace(
-        "      time-zone: UTC\n\n  - name: debezium",
-        "      time-zone: UTC\n      debezium-disable-schema: true\n\n  - name: debezium",
+        "      time-zone: UTC\n    initial_load:",
+        "      time-zone: UTC\n      debezium-disable-schema: true\n    initial_load:",
+        1,
     )
     write(root / "sources" / "ticdc.yml", src)
     msgs = issues_of(root)
     assert msgs == [
-        "sources/ticdc.yml:11: sources[0].options.debezium-disable-schema: option "
+        "sources/ticdc.yml:19: sources[0].options.debezium-disable-schema: option "
         "'debezium-disable-schema' does not apply to canal-json (hint: it applies to debezium; remove it)"
     ]
 
@@ -321,15 +322,16 @@ def test_option_that_does_not_apply_is_an_error(tmp_path: Path) -> None:
 def test_canal_without_tidb_extension_is_a_warning(tmp_path: Path) -> None:
     root = copy_shop(tmp_path)
     src = (root / "sources" / "ticdc.yml").read_text()
-    write(
-        root / "sources" / "ticdc.yml",
-        src.replace("enable-tidb-extension: true", "enable-tidb-extension: false", 1),
-    )
+    src = src.replace("enable-tidb-extension: true", "enable-tidb-extension: false", 1)
+    # Without commit_ts a source cannot join the stream at an export's snapshot (an error,
+    # tests/unit/test_initial_load_config.py): this one starts from the changefeed alone.
+    src = src.replace("    initial_load: {dumpling: dumpling, options: {filetype: csv}}\n", "", 1)
+    write(root / "sources" / "ticdc.yml", src)
     p = load_project(root)
     found = [w for w in p.warnings if "enable-tidb-extension" in w]
     assert len(found) == 1
     assert found[0].startswith(
-        "sources/ticdc.yml:4: sources[0]: warning: canal-json without enable-tidb-extension"
+        "sources/ticdc.yml:12: sources[0]: warning: canal-json without enable-tidb-extension"
     )
 
 

@@ -4,6 +4,7 @@
 asks `value_sql(protocol, col, raw, options)` for the expression that converts it to
 `datatypes.delta_type(col)` and `fits_sql(...)` for the check that it converted without
 loss. `infer` builds upstream columns from protocol metadata when no DDL history exists.
+`dumpling` converts the values of a Dumpling export (an initial load) the same way.
 Pure Python: nothing here imports pyspark or touches rows.
 """
 

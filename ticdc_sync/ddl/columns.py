@@ -220,6 +220,7 @@ class ColumnDef:
     column: Column
     primary: bool = False
     unique: bool = False
+    generated: bool = False  # GENERATED ALWAYS AS: computed upstream, never in an export
 
 
 _CURRENT_TS = ("CURRENT_TIMESTAMP", "NOW", "LOCALTIME", "LOCALTIMESTAMP")
@@ -337,6 +338,7 @@ def parse_column_def(
                 p.skip_balanced()
         elif p.accept("GENERATED", "ALWAYS", "AS") or p.accept("AS"):
             p.skip_balanced()
+            out.generated = True
         elif p.accept("VIRTUAL") or p.accept("STORED") or p.accept("PERSISTENT"):
             pass
         elif p.accept("COLUMN_FORMAT") or p.accept("STORAGE") or p.accept("SRID"):

@@ -28,6 +28,8 @@ class CreateTableParse:
     like: tuple[str, str] | None = None
 
 
+# `TableSchema.extra` key: the generated columns' names, tab-separated (CREATE TABLE only).
+GENERATED = "generated"
 _INDEX_WORDS = ("KEY", "INDEX", "FULLTEXT", "SPATIAL", "VECTOR", "COLUMNAR", "CLUSTERED")
 
 
@@ -150,6 +152,10 @@ def build_schema(
     pk_low = {n.lower() for n in pk}
     cols = [c.with_(nullable=False) if c.name.lower() in pk_low else c for c in cols]
     extra = {"charset": charset} if charset else {}
+    generated = [d.column.name for d in defs if d.generated]
+    if generated:
+        # Dumpling leaves generated columns out of its data files (`dumpling.data_columns`).
+        extra[GENERATED] = "\t".join(generated)
     schema = TableSchema(
         db=db, table=table, columns=tuple(cols), primary_key=tuple(pk), comment=comment, extra=extra
     )

@@ -8,8 +8,9 @@ rows stop: all of it is decided here, from the same inputs for `ticdc-sync plan`
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -20,8 +21,10 @@ from ticdc_sync.codecs.infer import schema_from_meta
 from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl import policy
 from ticdc_sync.ddl.delta_sql import delta_sql
-from ticdc_sync.ddl.timeline import DdlGroup, Key, TableEffect, Timeline, key
+from ticdc_sync.ddl.timeline import DdlGroup, Key, TableEffect, Timeline, Version, key
 from ticdc_sync.ddl.timeline import build as build_timeline
+from ticdc_sync.dumpling import Export, data_columns
+from ticdc_sync.errors import PlanError
 from ticdc_sync.locations import target_location, warehouse_path
 from ticdc_sync.model import DdlKind, Project, Source, TableEntry, TransportKind
 from ticdc_sync.plan.model import (
@@ -37,6 +40,8 @@ from ticdc_sync.plan.model import (
     WAITING,
     ChangeStep,
     DeltaPart,
+    Load,
+    LoadTable,
     Plan,
     SourcePlan,
     TargetDdl,
@@ -46,18 +51,30 @@ from ticdc_sync.secrets import IN_PLANS, redacted
 from ticdc_sync.sqlgen import quote, sql_string, table_ref
 from ticdc_sync.upstream import TableSchema
 from ticdc_sync.warehouse_state import SourceState, WarehouseState
+from ticdc_sync.window import Marker
 
 
-def build_plan(project: Project, state: WarehouseState | None = None) -> Plan:
-    """The plan of `project` over `state` (None: a warehouse no run has written yet)."""
+def build_plan(
+    project: Project,
+    state: WarehouseState | None = None,
+    *,
+    reload: Sequence[str] = (),
+    force: bool = False,
+) -> Plan:
+    """The plan of `project` over `state` (None: a warehouse no run has written yet).
+
+    `reload`: target names (fnmatch globs) to load again from their source's export
+    (`run --reload`); refused for a target that has applied changes after the export's
+    snapshot unless `force`."""
     state = state or WarehouseState()
     warehouse = warehouse_path(project)
     warnings: list[str] = list(project.warnings)
     sources: list[SourcePlan] = []
     targets: list[TargetPlan] = []
     used_overrides: set[int] = set()
+    reloads = _Reloads(tuple(reload), force)
     for source in sorted(project.sources, key=lambda s: s.name):
-        sp, tps = _source_plan(project, source, state, warehouse, warnings)
+        sp, tps = _source_plan(project, source, state, warehouse, warnings, reloads)
         sources.append(sp)
         targets.extend(tps)
         for g in sp.timeline.groups:
@@ -68,13 +85,14 @@ def build_plan(project: Project, state: WarehouseState | None = None) -> Plan:
                 f"{o.origin.render()}: ddl_overrides: no staged DDL of {o.upstream} at "
                 f"commit_ts {o.commit_ts} (yet); the override is unused"
             )
+    reloads.check_all_matched(targets)
     return Plan(
         project=project.name,
         target=project.output.name,
         warehouse=warehouse,
         output=_output(project),
         defaults=_defaults(project),
-        routes=tuple(_routes(project, warnings)),
+        routes=tuple(_routes(project, warnings, _export_tables(project, state))),
         overrides=tuple(_override_dict(o) for o in project.ddl_overrides),
         sources=tuple(sources),
         targets=tuple(sorted(targets, key=lambda t: (t.name, t.source))),
@@ -102,14 +120,28 @@ def resolved_ts(source: Source, state: SourceState) -> int | None:
 
 
 def _source_plan(
-    project: Project, source: Source, state: WarehouseState, warehouse: str, warnings: list[str]
+    project: Project,
+    source: Source,
+    state: WarehouseState,
+    warehouse: str,
+    warnings: list[str],
+    reloads: _Reloads,
 ) -> tuple[SourcePlan, list[TargetPlan]]:
     ss = state.source(source.name)
     tables = set(ss.tally.tables) | {
         (db, tbl) for db, tbl in project.seed_schemas if project.route(source.name, db, tbl)
     }
+    if source.initial_load is not None and ss.export is not None:
+        tables |= {
+            (t.db, t.table)
+            for t in ss.export.tables.values()
+            if project.route(source.name, t.db, t.table)
+        }
     grouped, skipped = routing.targets(project, source.name, sorted(tables))
-    timeline = build_timeline(project, source.name, ss.ddl_events, ss.recorded)
+    loads = _loads(project, source, ss, grouped, state, reloads)
+    timeline = build_timeline(
+        project, source.name, ss.ddl_events, _with_snapshots(ss.recorded, loads.values())
+    )
     inferred = _inferred(source, ss, grouped, timeline)
     if inferred:
         # Replayed again over the inferred schemas: an ALTER of a table whose CREATE was
@@ -122,7 +154,17 @@ def _source_plan(
     if resolved == -1:
         notes.append("no watermark on every partition yet; nothing is resolved")
     plans = [
-        _target_plan(project, source, tr, timeline, state, resolved, warehouse, inferred)
+        _target_plan(
+            project,
+            source,
+            tr,
+            timeline,
+            state,
+            resolved,
+            warehouse,
+            inferred,
+            loads.get(tr.target),
+        )
         for tr in grouped.values()
     ]
     counts = ss.tally.tables
@@ -181,25 +223,43 @@ def _target_plan(
     resolved: int | None,
     warehouse: str,
     inferred: dict[Key, TableSchema],
+    load: Load | None,
 ) -> TargetPlan:
     ts_ = state.target(tr.target)
     marker = ts_.marker
+    # Rows and DDL continue from the load's snapshot when the target is loaded first.
+    start = load.marker if load is not None else marker
     location = ts_.location or target_location(warehouse, tr.target)
     ref = table_ref(location)
-    lo = max(marker.applied_ts, 0)
+    lo = max(start.applied_ts, 0)
     schema = next(
         (s for s in (timeline.at(db, tbl, lo) for db, tbl in tr.upstreams) if s is not None), None
     )
     notes: list[str] = []
     settings = project.table_features(tr.entry)
+    il = source.initial_load
+    if il is not None and tr.entry.initial_load and load is None and not ts_.exists:
+        notes.append(
+            f"not in the Dumpling export {il.dumpling}: starts from the changefeed (its "
+            "CREATE TABLE, or a schema/*.sql seed)"
+        )
+    for lt in load.tables if load is not None else ():
+        left_out = [c.name for c in lt.schema.columns if c.name not in data_columns(lt.schema)]
+        if left_out:
+            notes.append(
+                f"generated column(s) {', '.join(left_out)} of {lt.db}.{lt.table} are not in "
+                "a Dumpling export: loaded rows hold NULL there until their next change"
+            )
     # A target created from a known schema exists before its first DDL.
     will_exist = ts_.exists or schema is not None
-    ddl = _target_ddl(project, source, tr, timeline, will_exist, marker, resolved, ref, notes)
+    ddl = _target_ddl(project, source, tr, timeline, will_exist, start, resolved, ref, notes)
     create, create_from = None, None
     if not ts_.exists and schema is not None:
         create = schema
         k = next(key(db, tbl) for db, tbl in tr.upstreams if timeline.at(db, tbl, lo) is not None)
-        if k in timeline.versions:
+        if load is not None:
+            create_from = "export"
+        elif k in timeline.versions:
             create_from = "history"
         elif k in inferred:
             create_from = "inferred"
@@ -215,7 +275,9 @@ def _target_plan(
     stop: int | None = None
     if resolved is not None and resolved >= 0:
         stop = resolved if blocked is None else min(resolved, blocked.commit_ts - 1)
-    if ts_.exists:
+    if load is not None and load.reload and schema is not None:
+        columns = tuple((c.name, datatypes.delta_type(c)) for c in schema.columns)
+    elif ts_.exists:
         columns = ts_.columns
     elif create is not None:
         columns = tuple((c.name, datatypes.delta_type(c)) for c in create.columns)
@@ -265,6 +327,7 @@ def _target_plan(
         notes=tuple(notes),
         settings=settings,
         feature_parts=feature_parts,
+        load=load,
     )
 
 
@@ -307,6 +370,147 @@ def _features_added(ddl: list[TargetDdl], have: set[str], settings) -> list[Targ
                 cols = (datatypes.delta_type(c) for c in p.schema.columns)
                 have |= set(tf.created_with(cols, settings))
         out.append(_with(d, features_added=tuple(sorted(set(added)))) if added else d)
+    return out
+
+
+# --------------------------------------------------------------------------- initial loads
+
+
+@dataclass
+class _Reloads:
+    """`--reload` patterns, and which of them matched a target."""
+
+    patterns: tuple[str, ...]
+    force: bool
+    matched: set[str] | None = None
+
+    def wants(self, name: str) -> bool:
+        hit = [p for p in self.patterns if fnmatch.fnmatchcase(name, p)]
+        if hit:
+            self.matched = (self.matched or set()) | set(hit)
+        return bool(hit)
+
+    def check_all_matched(self, targets: list[TargetPlan]) -> None:
+        missing = [p for p in self.patterns if p not in (self.matched or set())]
+        if missing:
+            names = ", ".join(sorted(t.name for t in targets)) or "none"
+            raise PlanError(
+                f"--reload {' '.join(missing)} matches no target (targets: {names}) (hint: "
+                "`ticdc-sync plan` lists them; globs like 'canal_*' work)"
+            )
+
+
+def _loads(
+    project: Project,
+    source: Source,
+    ss: SourceState,
+    grouped: dict[str, routing.TargetRoute],
+    state: WarehouseState,
+    reloads: _Reloads,
+) -> dict[str, Load]:
+    """The targets of `source` loaded from its Dumpling export by this run: those whose
+    marker shows nothing applied yet (never loaded, or a load that did not commit) and whose
+    upstream tables are in the export, and those `--reload` names."""
+    il = source.initial_load
+    if il is not None and ss.export is None and ss.export_error is None:
+        return {}  # a plan without the warehouse's state (no export read): no loads
+    if il is not None and ss.export is None:
+        # Which tables the export holds is unknown: only a source whose targets are all
+        # loaded already can go on without it.
+        started = [
+            state.target(tr.target)
+            for tr in grouped.values()
+            if tr.entry.initial_load and state.target(tr.target).exists
+        ]
+        if (
+            not started
+            or any(t.marker == Marker() for t in started)
+            or len(started) < len([tr for tr in grouped.values() if tr.entry.initial_load])
+        ):
+            raise _unreadable(source, ss, "its targets are not all loaded yet")
+    out: dict[str, Load] = {}
+    for name, tr in sorted(grouped.items()):
+        wanted = reloads.wants(name)
+        if il is None or not tr.entry.initial_load:
+            if wanted:
+                why = (
+                    f"source {source.name} has no `initial_load`"
+                    if il is None
+                    else f"its table entry ({tr.entry.origin.render()}) sets initial_load: false"
+                )
+                raise PlanError(f"--reload {name}: the target is not loaded from an export: {why}")
+            continue
+        ts_ = state.target(name)
+        if not (wanted or not ts_.exists or ts_.marker == Marker()):
+            continue  # loaded already, or following the changefeed
+        export = ss.export
+        if export is None:
+            raise _unreadable(source, ss, f"target {name} may need loading from it")
+        tables = [t for t in (export.table(db, tbl) for db, tbl in tr.upstreams) if t]
+        if not tables:
+            if wanted:
+                raise PlanError(
+                    f"--reload {name}: the export {export.shown} holds none of its upstream "
+                    f"tables ({', '.join(f'{db}.{t}' for db, t in tr.upstreams)})"
+                )
+            continue
+        applied = ts_.marker.applied_ts
+        if wanted and ts_.exists and applied > export.snapshot_ts and not reloads.force:
+            raise PlanError(
+                f"--reload {name}: the target has applied changes up to commit_ts {applied}, "
+                f"after the export's snapshot {export.snapshot_ts}; a reload puts it back to "
+                "the snapshot, and only the changes still staged are applied again (hint: add "
+                "--force to reload anyway, or load a newer export)"
+            )
+        out[name] = Load(
+            export=export.shown,
+            location=export.location,
+            snapshot_ts=export.snapshot_ts,
+            options=il.options,
+            tables=tuple(
+                LoadTable(t.db, t.table, t.schema, t.schema_file, t.files) for t in tables
+            ),
+            reload=wanted and ts_.exists,
+        )
+    return out
+
+
+def _unreadable(source: Source, ss: SourceState, why: str) -> PlanError:
+    il = source.initial_load
+    assert il is not None
+    return PlanError(
+        f"source {source.name}: {why}, but the Dumpling export of its initial_load "
+        f"({il.origin.render()}) cannot be read: {ss.export_error}"
+    )
+
+
+def _with_snapshots(
+    recorded: dict[Key, list[Version]], loads: Iterable[Load]
+) -> dict[Key, list[Version]]:
+    """The recorded schema history plus, for the tables loaded by this run, their version
+    at the export's snapshot (the load records it; DDL after the snapshot applies on top)."""
+    out = {k: list(v) for k, v in recorded.items()}
+    for load in loads:
+        for t in load.tables:
+            k = key(t.db, t.table)
+            versions = [v for v in out.get(k, []) if v.commit_ts != load.snapshot_ts]
+            versions.append(Version(load.snapshot_ts, t.schema, snapshot_ddl(load, t)))
+            out[k] = sorted(versions, key=lambda v: v.commit_ts)
+    return out
+
+
+def snapshot_ddl(load: Load, t: LoadTable) -> str:
+    """The schema history's DDL text for a table's version at an export's snapshot."""
+    return f"-- initial load: {load.export}/{t.schema_file}"
+
+
+def _export_tables(project: Project, state: WarehouseState) -> set[tuple[str, str]]:
+    """(db, table) of every table the sources' exports describe (lower-cased)."""
+    out: set[tuple[str, str]] = set()
+    for s in project.sources:
+        export: Export | None = state.source(s.name).export
+        if s.initial_load is not None and export is not None:
+            out |= set(export.tables)
     return out
 
 
@@ -707,7 +911,9 @@ def policy_diff(project: Project, entry: TableEntry) -> dict[str, str]:
     }
 
 
-def _routes(project: Project, warnings: list[str]) -> Iterable[dict[str, Any]]:
+def _routes(
+    project: Project, warnings: list[str], exported: set[tuple[str, str]]
+) -> Iterable[dict[str, Any]]:
     from ticdc_sync.project import is_shard_merge
 
     for e in project.tables:  # declaration order: routes match first-wins
@@ -728,7 +934,7 @@ def _routes(project: Project, warnings: list[str]) -> Iterable[dict[str, Any]]:
                 f"{e.origin.render()}: route {e.upstream} -> {e.name} merges shards: keys of a "
                 "shard-merged route must be unique across shards"
             )
-        seeded = [k for k in project.seed_schemas if e.matches(*k)]
+        seeded = [k for k in (*project.seed_schemas, *exported) if e.matches(*k)]
         if not e.is_pattern and not seeded:
             warnings.append(
                 f"no schema known for {e.upstream}; it will be created from the first CREATE TABLE "

@@ -13,7 +13,8 @@ from typing import Any
 from ticdc_sync.ddl.changes import DeltaChange
 from ticdc_sync.ddl.policy import Decision
 from ticdc_sync.ddl.timeline import DdlGroup, Timeline
-from ticdc_sync.model import Source, TableEntry, TableFeatures
+from ticdc_sync.dumpling import DataFile
+from ticdc_sync.model import DumplingOptions, Source, TableEntry, TableFeatures
 from ticdc_sync.upstream import TableSchema
 from ticdc_sync.window import Marker
 
@@ -95,6 +96,45 @@ class TargetDdl:
 
 
 @dataclass(frozen=True, slots=True)
+class LoadTable:
+    """One upstream table of an initial load: its schema at the snapshot and its files."""
+
+    db: str
+    table: str
+    schema: TableSchema
+    schema_file: str
+    files: tuple[DataFile, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """The initial load of one target from a Dumpling export, before anything else: the
+    export's rows as of `snapshot_ts` in one Delta commit whose marker says the target is at
+    that TSO, so the changefeed's events at or below it are replays (`marker`)."""
+
+    export: str  # as the project names it (shown in plans)
+    location: str  # the export's folder; never rendered
+    snapshot_ts: int
+    options: DumplingOptions
+    tables: tuple[LoadTable, ...]
+    reload: bool = False  # `--reload`: replaces what the target holds (and its columns)
+
+    @property
+    def files(self) -> tuple[DataFile, ...]:
+        return tuple(f for t in self.tables for f in t.files)
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def marker(self) -> Marker:
+        """The target's marker once loaded: every row change and DDL up to the snapshot is
+        in the table (`Marker.ddl_done` holds for staged DDL at or below it)."""
+        return Marker(self.snapshot_ts, self.snapshot_ts, 0, 1)
+
+
+@dataclass(frozen=True, slots=True)
 class TargetPlan:
     """One target: where it stands and what the next run does to it."""
 
@@ -109,7 +149,7 @@ class TargetPlan:
     keys_from: str
     schema: TableSchema | None  # upstream schema as of the target's applied TSO
     create: TableSchema | None  # created from this schema before anything else
-    create_from: str | None  # "seed", "history", "inferred" (with `create`)
+    create_from: str | None  # "seed", "history", "inferred", "export" (with `create`)
     columns: tuple[tuple[str, str], ...]  # the target's Delta columns now (without _commit_ts)
     features: tuple[str, ...]  # its Delta table features now (as created, for a new target)
     ddl: tuple[TargetDdl, ...]
@@ -120,10 +160,16 @@ class TargetPlan:
     # Commits that bring an existing target's features to `settings` (DROP FEATURE, or
     # enabling deletion vectors again), before anything else; each keeps the marker.
     feature_parts: tuple[DeltaPart, ...] = ()
+    load: Load | None = None  # loaded from a Dumpling export first
 
     @property
     def to_create(self) -> bool:
         return not self.exists
+
+    @property
+    def start(self) -> Marker:
+        """The marker the row and DDL steps start from: after the load, if there is one."""
+        return self.load.marker if self.load is not None else self.marker
 
     @property
     def pending(self) -> tuple[TargetDdl, ...]:
@@ -163,5 +209,8 @@ class Plan:
 
     @property
     def has_pending(self) -> bool:
-        """Changes a run would make: targets to create or DDL to apply (or blocked)."""
-        return any(t.to_create or t.pending or t.feature_parts for t in self.targets)
+        """Changes a run would make: targets to create or load, DDL to apply (or blocked),
+        table features to change."""
+        return any(
+            t.to_create or t.pending or t.feature_parts or t.load is not None for t in self.targets
+        )

@@ -152,7 +152,11 @@ def target_status(t: TargetPlan) -> str:
         return "blocked"
     if t.to_create:
         return "create"
-    if t.feature_parts or any(d.status in (READY, WAITING) for d in t.pending):
+    if (
+        t.feature_parts
+        or t.load is not None
+        or any(d.status in (READY, WAITING) for d in t.pending)
+    ):
         return "change"
     return "unchanged"
 
@@ -200,6 +204,33 @@ def _target_dict(plan: Plan, t: TargetPlan) -> dict[str, Any]:
         "rows_up_to": t.stop_ts,
         "blocked": t.blocked,
         "notes": list(t.notes),
+        "load": _load_dict(t),
+    }
+
+
+def _load_dict(t: TargetPlan) -> dict[str, Any] | None:
+    load = t.load
+    if load is None:
+        return None
+    o = load.options
+    return {
+        "from": "dumpling",
+        "export": load.export,
+        "snapshot_ts": load.snapshot_ts,
+        "filetype": o.filetype.value,
+        "reload": load.reload,
+        "files": len(load.files),
+        "bytes": load.bytes,
+        "tables": [
+            {
+                "upstream": f"{lt.db}.{lt.table}",
+                "schema_file": lt.schema_file,
+                "files": [{"name": f.name, "bytes": f.size} for f in lt.files],
+            }
+            for lt in load.tables
+        ],
+        "commit_ts": load.snapshot_ts,
+        "then": f"changes with commit_ts > {load.snapshot_ts}",
     }
 
 
@@ -403,12 +434,16 @@ def _target_text(t: TargetPlan, td: dict[str, Any]) -> list[str]:
         what = (
             f"to create from {t.create_from}" if t.create_from else "to create by its CREATE TABLE"
         )
+        if t.load is not None:
+            what = f"to create and load from the export at {t.load.snapshot_ts}"
         if t.create is None and not any(
             s.decision.action != policy.BLOCK for d in t.ddl for s in d.steps
         ):
             what = "to create: no schema known yet"
     else:
         what = f"applied up to {t.marker.applied_ts}"
+        if t.load is not None:
+            what += f"; to {'reload' if t.load.reload else 'load'} at {t.load.snapshot_ts}"
     if td["ddl"]:
         what += f", {len(td['ddl'])} DDL pending"
     out = [f"{_MARK[status]} {t.name} <- {ups} via {t.source}  [{what}]"]
@@ -436,12 +471,37 @@ def _target_text(t: TargetPlan, td: dict[str, Any]) -> list[str]:
             out += [f"      {c['name']}: {c['lossy']}" for c in lossy]
     for n in td["notes"]:
         out.append(f"    note: {n}")
+    if td["load"]:
+        out += _load_text(td["load"])
     if td["create_sql"]:
         out += ["    create:", _indent(td["create_sql"], 6)]
     for dd in td["ddl"]:
         out += _ddl_text(dd)
     if td["merge_sql"] and status != "unchanged":
         out += ["    merge (per window segment):", _indent(td["merge_sql"], 6)]
+    return out
+
+
+# Files listed per table in the text plan; the JSON plan lists them all.
+MAX_FILES_SHOWN = 10
+
+
+def _load_text(ld: dict[str, Any]) -> list[str]:
+    what = "reload (replaces its rows and columns)" if ld["reload"] else "load"
+    out = [
+        f"    {what}: Dumpling export {ld['export']} at snapshot TSO {ld['snapshot_ts']}: "
+        f"{ld['files']} {ld['filetype']} file(s), {ld['bytes']} bytes, one commit "
+        f"(_commit_ts = {ld['snapshot_ts']}); then {ld['then']}"
+    ]
+    for t in ld["tables"]:
+        out.append(f"      {t['upstream']}: schema {t['schema_file']}, {len(t['files'])} file(s)")
+        for f in t["files"][:MAX_FILES_SHOWN]:
+            out.append(f"        {f['name']} ({f['bytes']} bytes)")
+        if len(t["files"]) > MAX_FILES_SHOWN:
+            out.append(
+                f"        ... and {len(t['files']) - MAX_FILES_SHOWN} more (plan --format json "
+                "lists every file)"
+            )
     return out
 
 

@@ -1,4 +1,4 @@
-"""One target's run as steps: create, row segments split at its DDL, the DDL, or a stop.
+"""One target's run as steps: create, load, row segments split at its DDL, the DDL, or a stop.
 
 Rows before a DDL are merged with the old schema, then the DDL, then the rows after it
 (DESIGN.md §2); a blocked DDL ends the steps just before it. Purely additive DDL (ADD
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ticdc_sync.plan.model import BLOCKED, READY, DeltaPart, TargetDdl, TargetPlan
+from ticdc_sync.plan.model import BLOCKED, READY, DeltaPart, Load, TargetDdl, TargetPlan
 from ticdc_sync.upstream import TableSchema
 
 
@@ -27,6 +27,13 @@ class Features:
     FEATURE, or enable deletion vectors again): commits that keep the marker as it is."""
 
     parts: tuple[DeltaPart, ...]
+
+
+@dataclass(frozen=True)
+class LoadRows:
+    """Load the target from a Dumpling export (`Load`): one commit, at its snapshot TSO."""
+
+    load: Load
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,13 +64,15 @@ class Stop:
     ddl: TargetDdl
 
 
-Step = Create | Features | Rows | Ddl | Stop
+Step = Create | Features | LoadRows | Rows | Ddl | Stop
 
 
 def end_ts(step: Step) -> int:
     """The commit_ts a step brings its target to (-1 for a creation)."""
     if isinstance(step, Rows):
         return step.hi
+    if isinstance(step, LoadRows):
+        return step.load.snapshot_ts
     if isinstance(step, (Ddl, Stop)):
         return step.ddl.commit_ts
     return -1
@@ -77,9 +86,11 @@ def target_steps(t: TargetPlan) -> list[Step]:
     if t.feature_parts:
         # First, between MERGEs like any DDL: a dropped feature rewrites files (DESIGN §3).
         steps.append(Features(t.feature_parts))
+    if t.load is not None:
+        steps.append(LoadRows(t.load))
     if t.stop_ts is None:
         return steps
-    lo = t.marker.applied_ts
+    lo = t.start.applied_ts
     for d in t.ddl:
         if d.status == BLOCKED and d.commit_ts - 1 <= t.stop_ts:
             if d.commit_ts - 1 > lo:

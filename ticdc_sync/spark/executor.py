@@ -21,7 +21,17 @@ from ticdc_sync.errors import BlockedError, UserError
 from ticdc_sync.lease import LeaseLost
 from ticdc_sync.model import Project
 from ticdc_sync.plan.model import Plan, TargetPlan
-from ticdc_sync.plan.steps import Create, Ddl, Features, Rows, Step, Stop, end_ts, target_steps
+from ticdc_sync.plan.steps import (
+    Create,
+    Ddl,
+    Features,
+    LoadRows,
+    Rows,
+    Step,
+    Stop,
+    end_ts,
+    target_steps,
+)
 from ticdc_sync.spark import fanout, labels
 from ticdc_sync.spark.ddl_commit import apply_ddl, apply_features, blocked_error
 from ticdc_sync.spark.rows import TargetWriter
@@ -58,6 +68,10 @@ def step_text(step: Step) -> str:
         return "merge"
     if isinstance(step, Ddl):
         return "DDL"
+    if isinstance(step, Features):
+        return "table features"
+    if isinstance(step, LoadRows):
+        return "load"
     return "blocked"
 
 
@@ -152,6 +166,10 @@ class _Progress:
             w.create(step.schema)
         elif isinstance(step, Features):
             apply_features(w, self.marker, step.parts)
+        elif isinstance(step, LoadRows):
+            from ticdc_sync.spark import load
+
+            self.marker = load.load(w, step.load)
         elif isinstance(step, Rows):
             self.marker = w.merge(self.marker, step)
         elif isinstance(step, Ddl):
@@ -241,5 +259,6 @@ def _summary(p: _Progress, out: Out) -> dict:
         "error": r.error,
         "quarantined": r.quarantined,
         "interrupted": p.interrupted,
+        "loaded": r.loaded,
         "seconds": round(p.seconds, 3),
     }

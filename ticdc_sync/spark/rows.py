@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
+from types import ModuleType
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -25,7 +26,7 @@ from ticdc_sync import codecs, datatypes, routing, table_features
 from ticdc_sync.ddl.timeline import Timeline
 from ticdc_sync.errors import UserError
 from ticdc_sync.events import KIND_ROW, OP_DELETE
-from ticdc_sync.model import BadMessagePolicy, Project, Source
+from ticdc_sync.model import BadMessagePolicy, Project, Source, SourceOptions
 from ticdc_sync.plan.model import TargetPlan
 from ticdc_sync.plan.steps import Rows
 from ticdc_sync.spark import raised
@@ -64,6 +65,7 @@ class TargetResult:
     blocked: dict | None = None
     error: str | None = None
     quarantined: int = 0
+    loaded: int | None = None  # rows of an initial load (`spark/load.py`)
 
 
 class TargetWriter:
@@ -178,13 +180,33 @@ class TargetWriter:
             df = df.unionByName(f)
         return df, keys
 
-    def _typed_one(self, ev, db, tbl, spans: list[_Span], keys, target_cols) -> DataFrame:
+    def _typed_one(
+        self,
+        ev,
+        db,
+        tbl,
+        spans: list[_Span],
+        keys,
+        target_cols,
+        *,
+        codec: ModuleType | None = None,
+        opts: SourceOptions | None = None,
+        row_error: str | None = None,
+        carry: tuple[str, ...] = (),
+    ) -> DataFrame:
         """The rows of one upstream table, typed for the target, with a fit check.
 
         All of `spans` in ONE projection over one scan: where spans type a column
         differently (a column one of them lacks, filled), the expression is chosen by the
-        row's commit_ts; a projection per span read the staged rows once per span."""
-        opts = self.source.options
+        row's commit_ts; a projection per span read the staged rows once per span.
+
+        `ev` has the staged events' columns (`after`/`after_json`, positions, op). The
+        initial load (`spark/load.py`) passes rows of a Dumpling export shaped the same
+        way, with its own `codec` and `opts`, `row_error` (SQL: why a row cannot be read at
+        all, NULL when it can; checked before its values) and `carry` (more columns kept
+        through to the result)."""
+        codec = codec or self.codec
+        opts = opts or self.source.options
         raws = _RawValues()
         images = _Images()
         per_span: list[tuple[list[str], list[tuple[str, str, str]]]] = []
@@ -200,8 +222,8 @@ class TargetWriter:
                     exprs.append(f"CAST({value} AS {ttype})")
                     continue
                 raw = raws.of(images.after(col.name))
-                exprs.append(f"CAST({self.codec.value_sql(col, raw, opts)} AS {ttype})")
-                checks.append((col.name, raw, self.codec.fits_sql(col, raw, opts)))
+                exprs.append(f"CAST({codec.value_sql(col, raw, opts)} AS {ttype})")
+                checks.append((col.name, raw, codec.fits_sql(col, raw, opts)))
             key_types = dict(target_cols)
             key_names = []
             for k in keys:
@@ -214,8 +236,8 @@ class TargetWriter:
                 raw = raws.of(images.key(col.name))
                 ktype = key_types.get(col.name) or datatypes.delta_type(col)
                 key_names.append(col.name)
-                exprs.append(f"CAST({self.codec.value_sql(col, raw, opts)} AS {ktype})")
-                checks.append((col.name, raw, self.codec.fits_sql(col, raw, opts)))
+                exprs.append(f"CAST({codec.value_sql(col, raw, opts)} AS {ktype})")
+                checks.append((col.name, raw, codec.fits_sql(col, raw, opts)))
             per_span.append((exprs, checks))
         names = [quote("v_" + n) for n, _ in target_cols] + [quote("b_" + k) for k in key_names]
         # Spans follow each other in commit_ts order: the first bound a row is under.
@@ -232,11 +254,13 @@ class TargetWriter:
             for i, name in enumerate(names)
         ]
         ignored = self.plan.entry.ignore_columns
+        first = f"{row_error}, " if row_error else ""
         errors = [
-            f"coalesce({_unknown_column_error(span.schema, ignored)}, {_fit_error(checks)})"
+            f"coalesce({first}{_unknown_column_error(span.schema, ignored)}, {_fit_error(checks)})"
             for span, (_, checks) in zip(spans, per_span, strict=True)
         ]
         carried = ["topic", "`partition`", "`offset`", "idx", "commit_ts", "op", "db", "tbl"]
+        carried += [quote(c) for c in carry]
         # The row's text (what a quarantined value keeps), whichever way it was staged.
         text = "coalesce(after_json, to_json(after)) AS after_text"
         has_before = "before IS NOT NULL OR before_json IS NOT NULL AS has_before"
@@ -252,6 +276,23 @@ class TargetWriter:
                 *carried, "after_text", "has_before", *columns, f"{by_span(errors)} AS __err"
             )
         )
+
+    def typed_rows(
+        self,
+        frame: DataFrame,
+        db: str,
+        tbl: str,
+        schema: TableSchema,
+        target_cols: list[tuple[str, str]],
+        commit_ts: int,
+        **how,
+    ) -> DataFrame:
+        """Rows that are not staged events but shaped like them (`frame`, all at
+        `commit_ts` under `schema`), typed for the target exactly as change events are:
+        the initial load (`spark/load.py`). `how`: `_typed_one`'s codec, opts, row_error,
+        carry."""
+        span = _Span(commit_ts - 1, commit_ts, schema, {})
+        return self._typed_one(frame, db, tbl, [span], (), target_cols, **how)
 
     def merge(self, marker: Marker, step: Rows) -> Marker:
         """Apply one row segment in one MERGE (or INSERT) whose commit carries the new marker."""

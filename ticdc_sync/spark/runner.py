@@ -64,6 +64,8 @@ def run(
     saved_plan: tuple[str, str] | None = None,
     console: Console | None = None,
     wait: float | None = None,
+    reload: tuple[str, ...] = (),
+    force: bool = False,
 ) -> int:
     """Consume what is available, apply what is resolved, exit (or keep going with follow).
 
@@ -73,7 +75,8 @@ def run(
     makes a plain run stop at the next step on Ctrl-C (at once on the second); with
     `follow` it prints one line per batch, the details going to the log. `wait`:
     seconds to wait for the warehouse's run lease while another run holds it (default:
-    the profile's `run_lease.wait_seconds`).
+    the profile's `run_lease.wait_seconds`). `reload`/`force`: targets to load again from
+    their export (`plan.build_plan`), in the first batch only.
     Returns the exit code: 0, 1 (errors), 130 (interrupted)."""
     from ticdc_sync.interrupts import Interrupts
     from ticdc_sync.lease import RunLease
@@ -84,8 +87,9 @@ def run(
         out = console.detail if console is not None else print
     wh = warehouse_path(project)
     saved = None
+    reloading = {"reload": reload, "force": force}
     if saved_plan is not None:
-        saved = _check_saved_plan(project, *saved_plan)
+        saved = _check_saved_plan(project, *saved_plan, **reloading)
     progress = RunProgress(spark, console)
     lease = RunLease(
         wh,
@@ -138,19 +142,20 @@ def run(
                 progress,
                 console,
                 partial,
+                reloading,
             )
         finally:
             if console is not None:
                 console.progress_off()
 
 
-def _check_saved_plan(project: Project, text: str, where: str) -> dict:
+def _check_saved_plan(project: Project, text: str, where: str, **reloading) -> dict:
     """The saved plan, if a plan made now (before anything is staged) is that plan."""
     from ticdc_sync import warehouse
     from ticdc_sync.plan import build_plan, check_saved, load_saved
 
     saved = load_saved(text, where)
-    check_saved(saved, build_plan(project, warehouse.read_state(project)), where)
+    check_saved(saved, build_plan(project, warehouse.read_state(project), **reloading), where)
     return saved
 
 
@@ -169,6 +174,7 @@ def _run_locked(
     progress,
     console,
     partial,
+    reloading,
 ) -> int:
     from ticdc_sync.interrupts import EXIT_INTERRUPTED
     from ticdc_sync.spark import labels
@@ -204,6 +210,7 @@ def _run_locked(
                 should_stop=step_stop,
                 progress=progress,
                 result=partial,
+                **(reloading if batches == 0 else {}),
             )
         except BaseException as e:
             # --follow outlives a Kafka outage: a batch that failed reading Kafka staged
@@ -325,6 +332,8 @@ def run_once(
     should_stop: Callable[[], bool] = lambda: False,
     progress: RunProgress | None = None,
     result: dict | None = None,
+    reload: tuple[str, ...] = (),
+    force: bool = False,
 ):
     """One batch: stage every source, plan, execute. Fills `result` (the run_results
     body) as it goes; when `should_stop` says so it stops before the next source or step
@@ -370,7 +379,12 @@ def run_once(
     if should_stop():
         return _stopped(result, t0, exit_code)
     with labels_phase(spark, "plan"), progress.phase("plan", groups=["plan"]):
-        plan = build_plan(project, warehouse.read_state(project, tallies=tallies, progress=capped))
+        plan = build_plan(
+            project,
+            warehouse.read_state(project, tallies=tallies, progress=capped),
+            reload=reload,
+            force=force,
+        )
         if saved is not None:
             plan = hold_unreviewed(plan, saved)
     names = [t.name for t in plan.targets]

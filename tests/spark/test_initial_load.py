@@ -1,0 +1,421 @@
+"""Initial load from a Dumpling export, then the changefeed: overlap, DDL, formats, bad input."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+
+from testkit.dumpling import DumplingFlags, write_export
+from testkit.encode import make_tso
+from tests.spark.engine_harness import canal_row, load, make_project, read_target, write_captures
+from tests.spark.engine_harness import canal_watermark as wm
+from ticdc_sync.spark import runner
+from ticdc_sync.upstream import Column, TableSchema
+
+pytestmark = pytest.mark.spark
+
+MS = 1_700_000_000_000
+
+
+def ts(n: int) -> int:
+    return make_tso(MS + n * 1000)
+
+
+S = ts(10)  # the export's snapshot
+T = TableSchema(
+    "shop",
+    "t",
+    (
+        Column("id", "int", nullable=False),
+        Column("v", "varchar", length=10),
+        Column("n", "decimal", precision=10, scale=2),
+    ),
+    ("id",),
+)
+MT = {"id": "int", "v": "varchar", "n": "decimal"}
+
+
+def row(op: str, at: int, data: dict, old: dict | None = None, table: str = "t") -> bytes:
+    return canal_row("shop", table, op, at, data, MT, ["id"], old)
+
+
+def ddl(at: int, sql: str, table: str = "t", kind: str = "ALTER") -> bytes:
+    return json.dumps(
+        {
+            "id": 0,
+            "database": "shop",
+            "table": table,
+            "pkNames": None,
+            "isDdl": True,
+            "type": kind,
+            "es": at >> 18,
+            "ts": 0,
+            "sql": sql,
+            "sqlType": None,
+            "mysqlType": None,
+            "data": None,
+            "old": None,
+            "_tidb": {"commitTs": at},
+        }
+    ).encode()
+
+
+def project_with_export(tmp_path, rows, flags: DumplingFlags | None = None, extra: str = ""):
+    flags = flags or DumplingFlags()
+    root = make_project(tmp_path / "p", protocol="canal-json")
+    write_export(root / "export", [(T, rows)], S, flags)
+    opts = f"        filetype: {flags.filetype}\n" if flags.filetype != "sql" else ""
+    src = (root / "sources" / "s.yml").read_text()
+    src += "    initial_load:\n      dumpling: export\n"
+    if opts or extra:
+        src += "      options:\n" + opts + extra
+    (root / "sources" / "s.yml").write_text(src)
+    return root
+
+
+def out_lines():
+    lines: list[str] = []
+    return lines, lines.append
+
+
+def test_load_then_stream_with_overlap_ddl_and_a_new_table(spark, tmp_path):
+    exported = [
+        {"id": 1, "v": "a2", "n": Decimal("1.50")},
+        {"id": 2, "v": "b", "n": None},
+        {"id": 4, "v": 'q"\\,x\ny', "n": Decimal("-4.00")},
+    ]
+    root = project_with_export(tmp_path, exported, DumplingFlags(filetype="csv", rows_per_file=2))
+    # The changefeed started before the snapshot: its first events are already in the
+    # export and must not be applied again.
+    recs = [
+        (0, 0, None, row("INSERT", ts(2), {"id": "1", "v": "a", "n": "1.50"})),
+        (
+            0,
+            1,
+            None,
+            row("UPDATE", ts(3), {"id": "1", "v": "a2", "n": "1.50"}, {"id": "1", "v": "a"}),
+        ),
+        (0, 2, None, row("INSERT", ts(4), {"id": "3", "v": "gone", "n": None})),
+        (0, 3, None, row("DELETE", ts(5), {"id": "3", "v": "gone", "n": None})),
+        (0, 4, None, wm(ts(5))),
+        (0, 5, None, ddl(ts(11), "ALTER TABLE t ADD COLUMN extra INT NOT NULL DEFAULT 7")),
+        (
+            0,
+            6,
+            None,
+            row(
+                "UPDATE",
+                ts(12),
+                {"id": "2", "v": "b2", "n": None, "extra": "8"},
+                {"id": "2", "v": "b"},
+            ),
+        ),
+        (0, 7, None, row("DELETE", ts(12), {"id": "4", "v": "x", "n": None, "extra": "7"})),
+        (
+            0,
+            8,
+            None,
+            ddl(ts(13), "CREATE TABLE u (id INT PRIMARY KEY, v VARCHAR(10))", "u", "CREATE"),
+        ),
+        (0, 9, None, row("INSERT", ts(14), {"id": "9", "v": "new"}, table="u")),
+        (0, 10, None, wm(ts(15))),
+    ]
+    write_captures(root, "t", recs)
+    project = load(root)
+    lines, out = out_lines()
+    assert runner.run(project, spark=spark, out=out) == 0
+    assert any("loaded 3 row(s) from 2 file(s)" in x for x in lines), lines
+    got = read_target(spark, project, "t", "id")
+    assert [(r["id"], r["v"], r["n"], r["extra"], r["_commit_ts"]) for r in got] == [
+        (1, "a2", Decimal("1.50"), 7, S),
+        (2, "b2", None, 8, ts(12)),
+    ]
+    assert [(r["id"], r["v"]) for r in read_target(spark, project, "u", "id")] == [(9, "new")]
+    results = json.loads((root / "target" / "run_results.json").read_text())
+    assert results["targets"]["t"]["loaded"] == 3
+    # A second run does not load again.
+    lines.clear()
+    assert runner.run(project, spark=spark, out=out) == 0
+    assert not any("loaded" in x for x in lines), lines
+    assert len(read_target(spark, project, "t", "id")) == 2
+
+
+# One export per dialect, each feeding its own source and targets, loaded in one run.
+DIALECTS = {
+    "sqlplain": DumplingFlags(),
+    "csvplain": DumplingFlags(filetype="csv"),
+    "csvodd": DumplingFlags(
+        filetype="csv",
+        csv_separator="|",
+        csv_delimiter="",
+        csv_null_value="NULL",
+        no_header=True,
+        csv_line_terminator="\n",
+        compress="gzip",
+        time_zone="Asia/Shanghai",
+    ),
+    "sqlzst": DumplingFlags(compress="zstd", rows_per_file=7, rows_per_statement=3),
+    "csvmulti": DumplingFlags(
+        filetype="csv", csv_separator=";;", csv_delimiter="'", compress="zstd", rows_per_file=9
+    ),
+}
+
+
+def _options_yaml(f: DumplingFlags) -> str:
+    lines = [f"        filetype: {f.filetype}"]
+    if f.filetype == "csv":
+        lines += [
+            f"        csv-separator: {json.dumps(f.csv_separator)}",
+            f"        csv-delimiter: {json.dumps(f.csv_delimiter)}",
+            f"        csv-null-value: {json.dumps(f.csv_null_value)}",
+            f"        csv-line-terminator: {json.dumps(f.csv_line_terminator)}",
+            f"        no-header: {json.dumps(f.no_header)}",
+        ]
+    lines.append(f"        time-zone: {f.time_zone}")
+    return "\n".join(lines) + "\n"
+
+
+def test_every_type_in_every_dialect_loads_exactly(spark, tmp_path):
+    import random
+
+    from testkit.history import default_tables, gen_value
+    from tests.spark.truth import assert_table_equals
+
+    tables = default_tables("app")
+    rng = random.Random(7)
+    data = {}
+    for t in tables:
+        rows = []
+        keys = set()
+        while len(rows) < 25:
+            r = {c.name: gen_value(c, rng) for c in t.columns}
+            k = tuple(r[n] for n in t.primary_key)
+            if k not in keys and all(v is not None for v in k):
+                keys.add(k)
+                rows.append(r)
+        data[t.qualified] = rows
+    root = tmp_path / "p"
+    (root / "sources").mkdir(parents=True)
+    (root / "tables").mkdir()
+    (root / "ticdc_sync.yml").write_text("name: test\nprofile: test\n")
+    from tests.spark.engine_harness import PROFILES
+
+    (root / "profiles.yml").write_text(PROFILES)
+    sources, entries = ["sources:"], ["tables:"]
+    for name, flags in DIALECTS.items():
+        write_export(root / name, [(t, data[t.qualified]) for t in tables], S, flags)
+        sources.append(
+            f"  - name: {name}\n    protocol: debezium\n    topics: [{name}]\n"
+            f"    initial_load:\n      dumpling: {name}\n      options:\n"
+            + _options_yaml(flags).rstrip("\n")
+        )
+        entries.append(f'  - upstream: "app.*"\n    source: {name}\n    name: "{name}_{{table}}"')
+    (root / "sources" / "s.yml").write_text("\n".join(sources) + "\n")
+    (root / "tables" / "t.yml").write_text("\n".join(entries) + "\n")
+    project = load(root)
+    lines, out = out_lines()
+    assert runner.run(project, spark=spark, out=out) == 0, [x for x in lines if "error" in x]
+    for name in DIALECTS:
+        for t in tables:
+            truth = [{**r, "_commit_ts": S} for r in data[t.qualified]]
+            got = read_target(spark, project, f"{name}_{t.table}", ",".join(t.primary_key))
+            assert_table_equals(got, truth, t, f"{name}_{t.table}")
+
+
+def _history_marker(spark, location):
+    from ticdc_sync.window import Marker
+
+    rows = spark.sql(f"DESCRIBE HISTORY delta.`{location}`").collect()
+    return [Marker.from_user_metadata(r["userMetadata"]) for r in rows]
+
+
+def test_bad_rows_fail_naming_file_and_line_and_nothing_is_committed(spark, tmp_path):
+    from ticdc_sync.locations import target_location, warehouse_path
+
+    rows = [{"id": i, "v": f"v{i}", "n": Decimal(i)} for i in range(1, 7)]
+    root = project_with_export(tmp_path, rows, DumplingFlags(filetype="csv", rows_per_file=3))
+    f = root / "export" / "shop.t.000000001.csv"
+    lines = f.read_bytes().split(b"\r\n")
+    # Line 3 of the second file: a value that does not fit DECIMAL(10,2).
+    lines[2] = b'5,"v5",123456789012.5'
+    f.write_bytes(b"\r\n".join(lines))
+    project = load(root)
+    got, out = out_lines()
+    assert runner.run(project, spark=spark, out=out) == 1
+    err = next(x for x in got if x.startswith("error:"))
+    assert "export/shop.t.000000001.csv:3: table shop.t: value does not fit its column: n = " in err
+    assert "nothing of this load was committed" in err
+    loc = target_location(warehouse_path(project), "t")
+    assert spark.read.format("delta").load(loc).count() == 0
+    assert not any(m is not None and m.applied_ts >= 0 for m in _history_marker(spark, loc))
+
+    # A line with a field too many, and one cut short (a quoted value never closed).
+    lines[2] = b'5,"v5",5,6'
+    lines[1] = b'4,"v4,4'
+    f.write_bytes(b"\r\n".join(lines))
+    got.clear()
+    assert runner.run(project, spark=spark, out=out) == 1
+    err = next(x for x in got if x.startswith("error:"))
+    assert "export/shop.t.000000001.csv:2: table shop.t: cannot read this line" in err or (
+        "export/shop.t.000000001.csv:3: table shop.t: the line has 4 fields, but shop.t has 3"
+        in err
+    ), err
+
+    # Quarantine: the other rows load; the bad lines are kept with their bytes, once.
+    (root / "tables" / "t.yml").write_text(
+        'tables:\n  - upstream: "shop.*"\n    name: "{table}"\n    on_bad_message: quarantine\n'
+    )
+    project = load(root)
+    got.clear()
+    assert runner.run(project, spark=spark, out=out) == 0, got
+    assert [r["id"] for r in read_target(spark, project, "t", "id")] == [1, 2, 3, 6]
+    q = spark.read.format("delta").load(str(root / "warehouse" / "_ticdc_sync" / "quarantine"))
+    kept = sorted(bytes(r["raw_value"]) for r in q.collect())
+    assert kept == [b'4,"v4,4', b'5,"v5",5,6']
+    assert all(r["topic"] == "dumpling:export/shop.t.000000001.csv" for r in q.collect())
+
+
+def test_sql_export_with_generated_columns_and_a_foreign_insert_line(spark, tmp_path):
+    from ticdc_sync.ddl import parse_schema_sql
+
+    (g,) = parse_schema_sql(
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10), w INT AS (id * 2) STORED, "
+        "n DECIMAL(10,2))",
+        "shop",
+        "x",
+    )
+    root = make_project(tmp_path / "p", protocol="canal-json")
+    write_export(root / "export", [(g, [{"id": 1, "v": "it's", "n": 1}])], S)
+    data = (root / "export" / "shop.t.000000000.sql").read_text()
+    assert "INSERT INTO `t` (`id`,`v`,`n`) VALUES\n(1,'it\\'s',1.00);\n" in data
+    src = (root / "sources" / "s.yml").read_text()
+    (root / "sources" / "s.yml").write_text(src + "    initial_load:\n      dumpling: export\n")
+    project = load(root)
+    got, out = out_lines()
+    assert runner.run(project, spark=spark, out=out) == 0, [x for x in got if "error" in x]
+    (r,) = read_target(spark, project, "t", "id")
+    assert (r["id"], r["v"], r["w"], r["n"], r["_commit_ts"]) == (1, "it's", None, 1, S)
+
+    # An INSERT into another table in this table's file is not loaded silently.
+    (root / "export" / "shop.t.000000000.sql").write_text(
+        data.replace("INSERT INTO `t` (`id`,`v`,`n`)", "INSERT INTO `t2` (`id`,`v`,`n`)")
+    )
+    (root / "warehouse").rename(root / "old-warehouse")
+    got.clear()
+    assert runner.run(load(root), spark=spark, out=out) == 1
+    err = next(x for x in got if x.startswith("error:"))
+    assert "export/shop.t.000000000.sql:2: table shop.t: not a line of a Dumpling INSERT" in err
+
+
+def test_kill_9_during_the_load_then_run_again(spark, tmp_path):
+    """SIGKILL the whole run (JVM included) while the load writes its files: no commit, so
+    the next run loads again, and the target has every row once."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from ticdc_sync.locations import target_location, warehouse_path
+
+    n = 60_000
+    rows = [{"id": i, "v": f"v{i % 97}", "n": Decimal(i) / 4} for i in range(n)]
+    root = project_with_export(tmp_path, rows, DumplingFlags(filetype="csv", rows_per_file=n // 6))
+    write_captures(
+        root,
+        "t",
+        [
+            (0, 0, None, row("DELETE", ts(12), {"id": "5", "v": "v5", "n": "1.25"})),
+            (0, 1, None, row("INSERT", ts(3), {"id": "5", "v": "replay", "n": None})),
+            (0, 2, None, wm(ts(12))),
+        ],
+    )
+    project = load(root)
+    table = target_location(warehouse_path(project), "t")
+    env = dict(os.environ, TZ="UTC", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ticdc_sync.cli", "run", "--project", str(root)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
+    killed = False
+    try:
+        deadline = time.monotonic() + 900
+        while proc.poll() is None and time.monotonic() < deadline:
+            # The load's data files land in the table's folder before its commit.
+            if os.path.isdir(table) and any(p.endswith(".parquet") for p in os.listdir(table)):
+                os.killpg(proc.pid, signal.SIGKILL)
+                killed = True
+                break
+            time.sleep(0.05)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert killed, "the run ended before its load wrote a file"
+    # The killed load left files but no commit: the table holds nothing, and shows no load.
+    assert spark.read.format("delta").load(table).count() == 0
+    assert not any(m is not None and m.applied_ts >= 0 for m in _history_marker(spark, table))
+    assert runner.run(project, spark=spark, out=lambda _: None) == 0
+    got = read_target(spark, project, "t", "id")
+    assert len(got) == n - 1 and 5 not in {r["id"] for r in got}
+    assert {r["_commit_ts"] for r in got} == {S}
+    assert got[0]["v"] == "v0" and got[-1]["id"] == n - 1
+
+
+def test_reload_a_target_from_a_newer_export(spark, tmp_path, capsys):
+    from ticdc_sync import cli
+
+    root = project_with_export(tmp_path, [{"id": 1, "v": "a", "n": None}])
+    write_captures(
+        root,
+        "t",
+        [
+            (0, 0, None, row("INSERT", ts(12), {"id": "2", "v": "b", "n": None})),
+            (0, 1, None, ddl(ts(13), "ALTER TABLE t ADD COLUMN extra INT DEFAULT 1")),
+            (0, 2, None, wm(ts(14))),
+        ],
+    )
+    assert cli.main(["run", "--project", str(root)]) == 0
+    project = load(root)
+    assert [(r["id"], r["extra"]) for r in read_target(spark, project, "t", "id")] == [
+        (1, 1),
+        (2, 1),
+    ]
+    capsys.readouterr()
+    # The target applied changes after the snapshot: a reload needs --force.
+    assert cli.main(["run", "--project", str(root), "--reload", "t"]) == 1
+    assert "add --force" in capsys.readouterr().err
+    # A newer export (after the ADD COLUMN): reload it; only later changes apply on top.
+    s2 = ts(14)
+    newer = TableSchema(
+        "shop", "t", (*T.columns, Column("extra", "int", has_default=True, default="1")), ("id",)
+    )
+    import shutil
+
+    shutil.rmtree(root / "export")
+    write_export(
+        root / "export",
+        [(newer, [{"id": 1, "v": "a", "n": None, "extra": 1}, {"id": 3, "v": "c", "extra": 9}])],
+        s2,
+    )
+    write_captures(
+        root,
+        "t",
+        [
+            (0, 3, None, row("INSERT", ts(14), {"id": "2", "v": "b", "n": None})),  # replay
+            (0, 4, None, row("INSERT", ts(15), {"id": "4", "v": "d", "n": None, "extra": "4"})),
+            (0, 5, None, wm(ts(16))),
+        ],
+    )
+    assert cli.main(["run", "--project", str(root), "--reload", "t"]) == 0
+    got = read_target(spark, project, "t", "id")
+    assert [(r["id"], r["extra"], r["_commit_ts"]) for r in got] == [
+        (1, 1, s2),
+        (3, 9, s2),
+        (4, 4, ts(15)),
+    ]
