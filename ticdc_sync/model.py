@@ -1,6 +1,6 @@
 """The declared project as frozen dataclasses: what the YAML files say, checked and typed.
 
-`project.py` builds these; `plan.py` and the Spark runner read them. Enum values are the
+`project` builds these; `plan` and the Spark runner read them. Enum values are the
 words users write in YAML. No I/O and no pyspark here.
 """
 

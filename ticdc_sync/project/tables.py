@@ -1,0 +1,189 @@
+"""Table entries of tables/*.yml -> `TableEntry`; ticdc_sync.yml's `defaults` and
+`ddl_overrides`; the seed schemas of schema/*.sql.
+
+Checks what one entry can say about itself; checks across entries are `checks`. This
+module never reads the warehouse or a topic.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ticdc_sync.errors import DdlError, Issue
+from ticdc_sync.model import (
+    DEFAULT_DDL_POLICY,
+    Action,
+    BadMessagePolicy,
+    DdlKind,
+    DdlOverride,
+    Defaults,
+    FeatureUse,
+    Origin,
+    OverrideAction,
+    TableEntry,
+    TableFeatures,
+)
+from ticdc_sync.project.context import Ctx
+from ticdc_sync.project.yaml_lines import line_of
+from ticdc_sync.upstream import TableSchema
+
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+
+
+def parse_defaults(d: Any) -> Defaults:
+    if not d:
+        return Defaults()
+    policy = dict(DEFAULT_DDL_POLICY)
+    policy.update({DdlKind(k): Action(v) for k, v in (d.get("ddl") or {}).items()})
+    return Defaults(
+        ddl=policy,
+        on_bad_message=BadMessagePolicy(d.get("on_bad_message", BadMessagePolicy.FAIL.value)),
+        table_features=TableFeatures().with_overrides(_table_features(d)),
+    )
+
+
+def _table_features(d: Any) -> dict[str, object]:
+    """`table_features` of a defaults block or a table entry, as TableFeatures fields."""
+    out: dict[str, object] = {}
+    for k, v in (d.get("table_features") or {}).items():
+        out[k] = v if k == "deletion_vectors" else FeatureUse(v)
+    return out
+
+
+def parse_table(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> TableEntry:
+    name = item.get("name", "{table}")
+    bad = sorted({p for p in _PLACEHOLDER.findall(name) if p not in ("db", "table")})
+    if bad:
+        ctx.issues.append(
+            Issue(
+                file,
+                item.key_lines.get("name", line),
+                f"{kp}.name",
+                f"unknown placeholder {{{bad[0]}}} in {name!r}",
+                "only {db} and {table} are available",
+            )
+        )
+    return TableEntry(
+        upstream=item["upstream"],
+        name=name,
+        source=item.get("source"),
+        keys=tuple(item.get("keys") or ()),
+        ddl={DdlKind(k): Action(v) for k, v in (item.get("ddl") or {}).items()},
+        on_bad_message=BadMessagePolicy(item["on_bad_message"])
+        if "on_bad_message" in item
+        else None,
+        ignore_columns=tuple(str(c).lower() for c in item.get("ignore_columns") or ()),
+        table_features=_table_features(item),
+        origin=Origin(file, line),
+        initial_load=bool(item.get("initial_load", True)),
+    )
+
+
+def parse_ddl_overrides(ctx: Ctx, data: Any, file: str) -> list[DdlOverride]:
+    """`ddl_overrides` of ticdc_sync.yml; the SQL of apply_as/applied must be readable."""
+    from ticdc_sync.ddl import parse_ddl
+    from ticdc_sync.ddl.statements import Unknown
+
+    out: list[DdlOverride] = []
+    seen: dict[tuple[str | None, str, int], int] = {}
+    for i, item in enumerate(data.get("ddl_overrides") or []):
+        kp = f"ddl_overrides[{i}]"
+        line = line_of(data, ("ddl_overrides", i))
+        action = OverrideAction(item["action"])
+        sql = item.get("sql")
+        upstream = str(item["upstream"])
+        if action is not OverrideAction.SKIP and not sql:
+            ctx.issues.append(
+                Issue(
+                    file,
+                    line,
+                    kp,
+                    f"action {action.value} needs `sql`",
+                    "give the DDL as "
+                    "ticdc-sync should read it, e.g. the statement without the option it cannot read",
+                )
+            )
+            continue
+        if sql:
+            db = upstream.split(".", 1)[0]
+            unknown = [s for s in parse_ddl(sql, db) if isinstance(s, Unknown)]
+            if unknown:
+                ctx.issues.append(
+                    Issue(
+                        file,
+                        item.key_lines.get("sql", line),
+                        f"{kp}.sql",
+                        f"not understood by ticdc-sync either: {unknown[0].reason}",
+                        "write plain MySQL DDL (ALTER TABLE ... ADD COLUMN ...)",
+                    )
+                )
+                continue
+        key = (item.get("source"), upstream.lower(), int(item["commit_ts"]))
+        if key in seen:
+            ctx.issues.append(
+                Issue(
+                    file,
+                    line,
+                    kp,
+                    f"a second override of {upstream} at commit_ts "
+                    f"{key[2]} (first at line {seen[key]})",
+                    "keep one",
+                )
+            )
+            continue
+        seen[key] = line or 0
+        out.append(
+            DdlOverride(
+                upstream=upstream,
+                commit_ts=int(item["commit_ts"]),
+                action=action,
+                sql=sql,
+                source=item.get("source"),
+                note=item.get("note"),
+                origin=Origin(file, line),
+            )
+        )
+    return out
+
+
+def seed_schemas(ctx: Ctx, root: Path) -> dict[tuple[str, str], TableSchema]:
+    files = sorted((root / "schema").glob("*.sql"))
+    if not files:
+        return {}
+    # Imported here so a project without schema/ needs nothing from the DDL module.
+    from ticdc_sync.ddl import parse_schema_sql
+
+    out: dict[tuple[str, str], TableSchema] = {}
+    seen: dict[tuple[str, str], str] = {}
+    for path in files:
+        file = ctx.rel(path)
+        try:
+            schemas = parse_schema_sql(path.read_text("utf-8"), path.stem, file)
+        except DdlError as exc:
+            ctx.issues.append(
+                Issue(file, _line_from(str(exc)), "", str(exc), "fix the SQL or remove the file")
+            )
+            continue
+        for s in schemas:
+            k = (s.db.lower(), s.table.lower())
+            if k in out:
+                ctx.issues.append(
+                    Issue(
+                        file,
+                        None,
+                        "",
+                        f"table {s.qualified} is already defined in {seen[k]}",
+                        "define it once",
+                    )
+                )
+                continue
+            out[k] = s
+            seen[k] = file
+    return dict(sorted(out.items()))
+
+
+def _line_from(message: str) -> int | None:
+    m = re.search(r"\bline (\d+)", message)
+    return int(m.group(1)) if m else None
