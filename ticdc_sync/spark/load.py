@@ -36,7 +36,7 @@ from ticdc_sync.dumpling import data_columns
 from ticdc_sync.errors import UserError
 from ticdc_sync.events import OP_INSERT
 from ticdc_sync.model import BadMessagePolicy, DumplingOptions, ExportFiletype, SourceOptions
-from ticdc_sync.plan.build import snapshot_ddl
+from ticdc_sync.plan.loads import snapshot_ddl
 from ticdc_sync.plan.model import Load, LoadTable
 from ticdc_sync.spark import raised
 from ticdc_sync.spark.conf import commit_marker

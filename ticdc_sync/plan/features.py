@@ -1,0 +1,56 @@
+"""Table features in a target's plan: the commits that bring an existing target to its
+`table_features` setting, and which features each DDL adds (`table_features` decides
+which features exist and their SQL; this module only places them in the plan).
+
+Pure: never reads or writes anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ticdc_sync import datatypes
+from ticdc_sync import table_features as tf
+from ticdc_sync.plan.model import OP_CREATE, OP_SQL, DeltaPart, TargetDdl
+
+
+def feature_setting_parts(features: tuple[str, ...], settings, ref: str) -> tuple[DeltaPart, ...]:
+    """Commits that bring an existing target's table features to its `table_features`
+    setting, in both directions: a feature the setting keeps off is dropped, deletion
+    vectors switched on again are enabled (column mapping and type widening come with the
+    DDL that needs them)."""
+    parts = [
+        DeltaPart(
+            f"drop table feature {f} ({tf.DROP_COST[f]}; `table_features`)",
+            OP_SQL,
+            tf.drop_sql(f, ref),
+            tolerate=tf.DROP_DONE,
+            feature_dropped=f,
+        )
+        for f in tf.unwanted(features, settings)
+    ]
+    parts += [
+        DeltaPart(
+            f"enable table feature {f} (`table_features`)", OP_SQL, tf.enable_sql(f, ref), feature=f
+        )
+        for f in tf.missing(features, settings)
+    ]
+    return tuple(parts)
+
+
+def features_added(ddl: list[TargetDdl], have: set[str], settings) -> list[TargetDdl]:
+    """Each DDL with the table features it adds to the target (those it has not got by then:
+    the enabling part is in every such DDL, so that part numbers stay stable on resume)."""
+    out = []
+    for d in ddl:
+        added: list[str] = []
+        for p in d.parts:
+            if p.feature:
+                new = [f for f in tf.enabled_by(p.feature) if f not in have]
+                added += new
+                have |= set(new)
+            if p.op == OP_CREATE and p.schema is not None:
+                cols = (datatypes.delta_type(c) for c in p.schema.columns)
+                have |= set(tf.created_with(cols, settings))
+        out.append(replace(d, features_added=tuple(sorted(set(added)))) if added else d)
+    return out

@@ -1,0 +1,161 @@
+"""Initial loads in the plan: which targets this run loads from their source's Dumpling
+export (first loads and `--reload`), and the schema versions those loads record at the
+export's snapshot.
+
+Refuses (`PlanError`) what cannot be loaded exactly: an unreadable export a target still
+needs, a `--reload` that matches nothing or would lose applied changes. Never reads the
+export itself (`dumpling` did) and never writes.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ticdc_sync import routing
+from ticdc_sync.ddl.timeline import Key, Version, key
+from ticdc_sync.dumpling import Export
+from ticdc_sync.errors import PlanError
+from ticdc_sync.model import Project, Source
+from ticdc_sync.plan.model import Load, LoadTable, TargetPlan
+from ticdc_sync.warehouse_state import SourceState, WarehouseState
+from ticdc_sync.window import Marker
+
+
+@dataclass
+class Reloads:
+    """`--reload` patterns, and which of them matched a target."""
+
+    patterns: tuple[str, ...]
+    force: bool
+    matched: set[str] | None = None
+
+    def wants(self, name: str) -> bool:
+        hit = [p for p in self.patterns if fnmatch.fnmatchcase(name, p)]
+        if hit:
+            self.matched = (self.matched or set()) | set(hit)
+        return bool(hit)
+
+    def check_all_matched(self, targets: list[TargetPlan]) -> None:
+        missing = [p for p in self.patterns if p not in (self.matched or set())]
+        if missing:
+            names = ", ".join(sorted(t.name for t in targets)) or "none"
+            raise PlanError(
+                f"--reload {' '.join(missing)} matches no target (targets: {names}) (hint: "
+                "`ticdc-sync plan` lists them; globs like 'canal_*' work)"
+            )
+
+
+def plan_loads(
+    project: Project,
+    source: Source,
+    ss: SourceState,
+    grouped: dict[str, routing.TargetRoute],
+    state: WarehouseState,
+    reloads: Reloads,
+) -> dict[str, Load]:
+    """The targets of `source` loaded from its Dumpling export by this run: those whose
+    marker shows nothing applied yet (never loaded, or a load that did not commit) and whose
+    upstream tables are in the export, and those `--reload` names."""
+    il = source.initial_load
+    if il is not None and ss.export is None and ss.export_error is None:
+        return {}  # a plan without the warehouse's state (no export read): no loads
+    if il is not None and ss.export is None:
+        # Which tables the export holds is unknown: only a source whose targets are all
+        # loaded already can go on without it.
+        started = [
+            state.target(tr.target)
+            for tr in grouped.values()
+            if tr.entry.initial_load and state.target(tr.target).exists
+        ]
+        if (
+            not started
+            or any(t.marker == Marker() for t in started)
+            or len(started) < len([tr for tr in grouped.values() if tr.entry.initial_load])
+        ):
+            raise _unreadable(source, ss, "its targets are not all loaded yet")
+    out: dict[str, Load] = {}
+    for name, tr in sorted(grouped.items()):
+        wanted = reloads.wants(name)
+        if il is None or not tr.entry.initial_load:
+            if wanted:
+                why = (
+                    f"source {source.name} has no `initial_load`"
+                    if il is None
+                    else f"its table entry ({tr.entry.origin.render()}) sets initial_load: false"
+                )
+                raise PlanError(f"--reload {name}: the target is not loaded from an export: {why}")
+            continue
+        ts_ = state.target(name)
+        if not (wanted or not ts_.exists or ts_.marker == Marker()):
+            continue  # loaded already, or following the changefeed
+        export = ss.export
+        if export is None:
+            raise _unreadable(source, ss, f"target {name} may need loading from it")
+        tables = [t for t in (export.table(db, tbl) for db, tbl in tr.upstreams) if t]
+        if not tables:
+            if wanted:
+                raise PlanError(
+                    f"--reload {name}: the export {export.shown} holds none of its upstream "
+                    f"tables ({', '.join(f'{db}.{t}' for db, t in tr.upstreams)})"
+                )
+            continue
+        applied = ts_.marker.applied_ts
+        if wanted and ts_.exists and applied > export.snapshot_ts and not reloads.force:
+            raise PlanError(
+                f"--reload {name}: the target has applied changes up to commit_ts {applied}, "
+                f"after the export's snapshot {export.snapshot_ts}; a reload puts it back to "
+                "the snapshot, and only the changes still staged are applied again (hint: add "
+                "--force to reload anyway, or load a newer export)"
+            )
+        out[name] = Load(
+            export=export.shown,
+            location=export.location,
+            snapshot_ts=export.snapshot_ts,
+            options=il.options,
+            tables=tuple(
+                LoadTable(t.db, t.table, t.schema, t.schema_file, t.files) for t in tables
+            ),
+            reload=wanted and ts_.exists,
+        )
+    return out
+
+
+def _unreadable(source: Source, ss: SourceState, why: str) -> PlanError:
+    il = source.initial_load
+    assert il is not None
+    return PlanError(
+        f"source {source.name}: {why}, but the Dumpling export of its initial_load "
+        f"({il.origin.render()}) cannot be read: {ss.export_error}"
+    )
+
+
+def with_snapshots(
+    recorded: dict[Key, list[Version]], loads: Iterable[Load]
+) -> dict[Key, list[Version]]:
+    """The recorded schema history plus, for the tables loaded by this run, their version
+    at the export's snapshot (the load records it; DDL after the snapshot applies on top)."""
+    out = {k: list(v) for k, v in recorded.items()}
+    for load in loads:
+        for t in load.tables:
+            k = key(t.db, t.table)
+            versions = [v for v in out.get(k, []) if v.commit_ts != load.snapshot_ts]
+            versions.append(Version(load.snapshot_ts, t.schema, snapshot_ddl(load, t)))
+            out[k] = sorted(versions, key=lambda v: v.commit_ts)
+    return out
+
+
+def snapshot_ddl(load: Load, t: LoadTable) -> str:
+    """The schema history's DDL text for a table's version at an export's snapshot."""
+    return f"-- initial load: {load.export}/{t.schema_file}"
+
+
+def export_tables(project: Project, state: WarehouseState) -> set[tuple[str, str]]:
+    """(db, table) of every table the sources' exports describe (lower-cased)."""
+    out: set[tuple[str, str]] = set()
+    for s in project.sources:
+        export: Export | None = state.source(s.name).export
+        if s.initial_load is not None and export is not None:
+            out |= set(export.tables)
+    return out

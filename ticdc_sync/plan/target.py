@@ -1,0 +1,148 @@
+"""One target's plan: where it is, what it is created from (an export, the DDL history, a
+seed, or inferred metadata), its merge keys, columns and table features, its DDL with
+decisions, and where its rows stop.
+
+Called once per routed target by `build`. Decides from the inputs it is given; never
+reads the warehouse or project files itself, never writes.
+"""
+
+from __future__ import annotations
+
+from ticdc_sync import datatypes, routing
+from ticdc_sync import table_features as tf
+from ticdc_sync.ddl import changes as ch
+from ticdc_sync.ddl.timeline import Key, Timeline, key
+from ticdc_sync.dumpling import data_columns
+from ticdc_sync.locations import target_location
+from ticdc_sync.model import Project, Source
+from ticdc_sync.plan.features import feature_setting_parts, features_added
+from ticdc_sync.plan.model import BLOCKED, DeltaPart, Load, TargetDdl, TargetPlan
+from ticdc_sync.plan.target_ddl import target_ddl
+from ticdc_sync.sqlgen import table_ref
+from ticdc_sync.upstream import TableSchema
+from ticdc_sync.warehouse_state import WarehouseState
+
+
+def target_plan(
+    project: Project,
+    source: Source,
+    tr: routing.TargetRoute,
+    timeline: Timeline,
+    state: WarehouseState,
+    resolved: int | None,
+    warehouse: str,
+    inferred: dict[Key, TableSchema],
+    load: Load | None,
+) -> TargetPlan:
+    ts_ = state.target(tr.target)
+    marker = ts_.marker
+    # Rows and DDL continue from the load's snapshot when the target is loaded first.
+    start = load.marker if load is not None else marker
+    location = ts_.location or target_location(warehouse, tr.target)
+    ref = table_ref(location)
+    lo = max(start.applied_ts, 0)
+    schema = next(
+        (s for s in (timeline.at(db, tbl, lo) for db, tbl in tr.upstreams) if s is not None), None
+    )
+    notes: list[str] = []
+    settings = project.table_features(tr.entry)
+    il = source.initial_load
+    if il is not None and tr.entry.initial_load and load is None and not ts_.exists:
+        notes.append(
+            f"not in the Dumpling export {il.dumpling}: starts from the changefeed (its "
+            "CREATE TABLE, or a schema/*.sql seed)"
+        )
+    for lt in load.tables if load is not None else ():
+        left_out = [c.name for c in lt.schema.columns if c.name not in data_columns(lt.schema)]
+        if left_out:
+            notes.append(
+                f"generated column(s) {', '.join(left_out)} of {lt.db}.{lt.table} are not in "
+                "a Dumpling export: loaded rows hold NULL there until their next change"
+            )
+    # A target created from a known schema exists before its first DDL.
+    will_exist = ts_.exists or schema is not None
+    ddl = target_ddl(project, source, tr, timeline, will_exist, start, resolved, ref, notes)
+    create, create_from = None, None
+    if not ts_.exists and schema is not None:
+        create = schema
+        k = next(key(db, tbl) for db, tbl in tr.upstreams if timeline.at(db, tbl, lo) is not None)
+        if load is not None:
+            create_from = "export"
+        elif k in timeline.versions:
+            create_from = "history"
+        elif k in inferred:
+            create_from = "inferred"
+            notes.append(
+                f"no DDL or schema/*.sql for {schema.qualified}: columns inferred from "
+                f"{source.protocol.value} metadata (lossy: lengths and enum members may be unknown)"
+            )
+        else:
+            create_from = "seed"
+    keyed = schema or create or _first_created(ddl)
+    keys, keys_from = routing.merge_keys(tr.entry, keyed) if keyed else ((), "none")
+    blocked = next((d for d in ddl if d.status == BLOCKED), None)
+    stop: int | None = None
+    if resolved is not None and resolved >= 0:
+        stop = resolved if blocked is None else min(resolved, blocked.commit_ts - 1)
+    if load is not None and load.reload and schema is not None:
+        columns = tuple((c.name, datatypes.delta_type(c)) for c in schema.columns)
+    elif ts_.exists:
+        columns = ts_.columns
+    elif create is not None:
+        columns = tuple((c.name, datatypes.delta_type(c)) for c in create.columns)
+    else:
+        columns = ()
+    feature_parts: tuple[DeltaPart, ...] = ()
+    if ts_.exists:
+        features = ts_.features
+        if marker.ddl_part < marker.ddl_parts - 1:
+            # A DDL is half applied: its remaining parts were planned with the features the
+            # table has now (a column-mapped rename needs column mapping).
+            if feature_setting_parts(features, settings, ref):
+                notes.append(
+                    f"table features follow `table_features` once the DDL at commit_ts "
+                    f"{marker.ddl_ts} is applied"
+                )
+        else:
+            feature_parts = feature_setting_parts(features, settings, ref)
+        have = set(features) - {p.feature_dropped for p in feature_parts}
+        have |= {f for p in feature_parts if p.feature for f in tf.enabled_by(p.feature)}
+    else:
+        features = tf.created_with((t for _, t in columns), settings) if create else ()
+        have = set(features)
+    ddl = features_added(ddl, have, settings)
+    return TargetPlan(
+        name=tr.target,
+        source=source.name,
+        entry=tr.entry,
+        upstreams=tr.upstreams,
+        location=location,
+        exists=ts_.exists,
+        marker=marker,
+        keys=tuple(keys),
+        keys_from=keys_from,
+        schema=schema,
+        create=create,
+        create_from=create_from,
+        columns=columns,
+        features=features,
+        ddl=tuple(ddl),
+        stop_ts=stop,
+        blocked=(
+            f"blocked at commit_ts {blocked.commit_ts} by DDL `{blocked.sql}`: {blocked.reason}"
+            if blocked
+            else None
+        ),
+        notes=tuple(notes),
+        settings=settings,
+        feature_parts=feature_parts,
+        load=load,
+    )
+
+
+def _first_created(ddl: list[TargetDdl]) -> TableSchema | None:
+    for d in ddl:
+        for s in d.steps:
+            if isinstance(s.change, ch.CreateTarget):
+                return s.change.schema
+    return None

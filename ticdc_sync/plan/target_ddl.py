@@ -1,0 +1,205 @@
+"""A target's DDL: the upstream DDL groups that concern one target, oldest first, each with
+a decision per change (`ddl.policy`) and a status (ready, blocked, held, waiting).
+
+Renames that move a table between targets are taken net over their group. The Delta
+commits of each decided change come from `ddl_parts`. Pure: never reads or writes anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ticdc_sync import routing
+from ticdc_sync.ddl import changes as ch
+from ticdc_sync.ddl import policy
+from ticdc_sync.ddl.timeline import DdlGroup, Key, TableEffect, Timeline, key
+from ticdc_sync.model import Project, Source
+from ticdc_sync.plan.ddl_parts import change_parts, record_part, rename_in, rename_out
+from ticdc_sync.plan.model import BLOCKED, HELD, READY, WAITING, ChangeStep, TargetDdl
+
+
+def target_ddl(
+    project: Project,
+    source: Source,
+    tr: routing.TargetRoute,
+    timeline: Timeline,
+    exists: bool,
+    marker,
+    resolved: int | None,
+    ref: str,
+    notes: list[str],
+) -> list[TargetDdl]:
+    """The DDL groups that concern target `tr`, oldest first, each with its decisions."""
+    out: list[TargetDdl] = []
+    held_by: TargetDdl | None = None
+    touched = {key(db, t) for db, t in tr.upstreams}
+    for g in timeline.groups:
+        part = _Part.of(project, source.name, tr.target, g)
+        keyed_here = any(key(e.db, e.tbl) in touched for e in g.events)
+        if part.empty and not (g.problem and keyed_here) and not _skipped_here(g, touched):
+            continue
+        if marker.ddl_done(g.commit_ts):
+            continue
+        d = _decide_group(project, tr, g, part, ref, exists)
+        done = marker.parts_done(g.commit_ts)
+        if done and d.status != BLOCKED and len(d.parts) != marker.ddl_parts:
+            # Half applied under other settings (a policy or `table_features` changed in
+            # between): resuming at part `done` of a different list of commits would skip
+            # or repeat a change.
+            d = replace(
+                d,
+                status=BLOCKED,
+                reason=f"half applied ({done} of its {marker.ddl_parts} Delta commits) under "
+                f"other settings, which now give it {len(d.parts)} commits",
+                setting="the `ddl` and `table_features` settings this DDL started with (as "
+                "they were at that run), until it is applied",
+            )
+        if held_by is not None:
+            d = replace(
+                d, status=HELD, reason=f"after the blocked DDL at commit_ts {held_by.commit_ts}"
+            )
+        elif d.status == BLOCKED:
+            held_by = d
+        elif resolved is None or g.commit_ts > resolved:
+            d = replace(
+                d, status=WAITING, reason="beyond the resolved TSO (no watermark past it yet)"
+            )
+        out.append(replace(d, parts_done=done) if done else d)
+    return out
+
+
+def _skipped_here(g: DdlGroup, touched: set[Key]) -> bool:
+    """A group whose only event for this target was skipped by an override (no effects)."""
+    return any(key(*o.upstream.split(".", 1)) in touched for o in g.overrides)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """How one DDL group concerns one target. Renames that move a table from one target to
+    another are taken net over the group (a -> tmp, b -> a, tmp -> b is a swap of a and b;
+    tmp is never involved), so the order of the renames inside it cannot matter."""
+
+    own: tuple[TableEffect, ...]  # effects on this target's tables that stay in it
+    incoming: tuple[tuple[str | None, TableEffect], ...]  # (from target, effect): rows move in
+    outgoing: tuple[str, ...]  # where this target's table went (a target, or not routed)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.own or self.incoming or self.outgoing)
+
+    @staticmethod
+    def of(project: Project, source: str, target: str, g: DdlGroup) -> _Part:
+        def tgt(name: tuple[str, str] | None) -> str | None:
+            return routing.target_of(project, source, *name) if name else None
+
+        def moves(e: TableEffect) -> bool:
+            return (
+                e.old is not None
+                and e.new is not None
+                and key(*e.old) != key(*e.new)
+                and tgt(e.old) != tgt(e.new)
+            )
+
+        own = tuple(e for e in g.effects if not moves(e) and target in (tgt(e.old), tgt(e.new)))
+        incoming: list[tuple[str | None, TableEffect]] = []
+        outgoing: list[str] = []
+        for old_key, new_name in sorted(g.renames().items()):
+            old_name = next(e.old for e in g.effects if e.old and key(*e.old) == old_key)
+            src, dst = tgt(old_name), tgt(new_name)
+            if src == dst:
+                continue
+            if dst == target and new_name is not None:
+                last = [e for e in g.effects if e.new and key(*e.new) == key(*new_name)][-1]
+                incoming.append((src, last))
+            if src == target:
+                where = f"{new_name[0]}.{new_name[1]} (not routed)" if new_name else "gone"
+                outgoing.append(dst or where)
+        return _Part(own, tuple(incoming), tuple(outgoing))
+
+
+def _decide_group(
+    project: Project,
+    tr: routing.TargetRoute,
+    g: DdlGroup,
+    part: _Part,
+    ref: str,
+    exists: bool,
+) -> TargetDdl:
+    entry = tr.entry
+    effects = [*part.own, *(e for _, e in part.incoming)]
+    mine = {key(*u) for u in tr.upstreams}
+    names = {f"{n[0]}.{n[1]}" for e in effects for n in (e.old, e.new) if n is not None}
+    names |= {f"{e.db}.{e.tbl}" for e in g.events if key(e.db, e.tbl) in mine}
+    upstreams = tuple(sorted(names))
+    if g.problem:
+        problem = g.problem.split(" (hint: ")[0]
+        return TargetDdl(
+            g.commit_ts,
+            g,
+            upstreams,
+            (),
+            (record_part(ref, g.commit_ts),),
+            BLOCKED,
+            reason=f"cannot replay the DDL: {problem}",
+            setting="a schema/*.sql seed for the table, or a `ddl_overrides` entry for this DDL",
+        )
+    steps: list[ChangeStep] = []
+    for e in part.own:
+        for c in e.changes:
+            decision = policy.decide(project, entry, c)
+            steps.append(ChangeStep(c, decision, tuple(change_parts(c, decision, ref))))
+    rename_from: str | None = None
+    for src, e in part.incoming:
+        assert e.new is not None
+        c = ch.RenameTarget(*e.new)
+        decision = policy.decide(project, entry, c)
+        rename_from = src or ""
+        steps.append(ChangeStep(c, decision, rename_in(decision, e, src, ref, g)))
+    renamed_to = part.outgoing[0] if part.outgoing else None
+    if renamed_to is not None:
+        c = ch.RenameTarget("", renamed_to)
+        decision = policy.decide(project, entry, c)
+        # With rows moving in as well (a swap), the replace that brings them clears these.
+        moved = () if part.incoming else rename_out(decision, renamed_to, ref)
+        steps.append(ChangeStep(c, decision, moved))
+    blocked = next((s.decision for s in steps if s.decision.blocks), None)
+    parts = tuple(p for s in steps for p in s.parts) or (record_part(ref, g.commit_ts),)
+    additive = (
+        exists
+        and blocked is None
+        and not part.incoming
+        and not part.outgoing
+        and bool(steps)
+        and all(_is_additive(s) for s in steps)
+        and all(_same_key(e) for e in part.own)
+    )
+    return TargetDdl(
+        commit_ts=g.commit_ts,
+        group=g,
+        upstreams=upstreams,
+        steps=tuple(steps),
+        parts=parts,
+        status=BLOCKED if blocked else READY,
+        reason=blocked.reason if blocked else None,
+        setting=blocked.setting if blocked else None,
+        rename_from=rename_from or None,
+        renamed_to=renamed_to,
+        additive=additive,
+    )
+
+
+# Changes that leave every existing column as it is: rows on both sides of such a DDL can
+# share one MERGE (window.fuse_additive). SetDefault affects future upstream inserts only.
+def _is_additive(s: ChangeStep) -> bool:
+    c, d = s.change, s.decision
+    if d.action == policy.NONE:
+        return True
+    if d.action != policy.APPLY:
+        return False
+    return isinstance(c, (ch.AddColumn, ch.NoOp, ch.SetDefault))
+
+
+def _same_key(e: TableEffect) -> bool:
+    if e.before is None or e.after is None:
+        return False
+    return e.before.handle_key() == e.after.handle_key()
