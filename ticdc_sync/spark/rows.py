@@ -8,7 +8,9 @@ also deletes the old key), collapsed to each key's last change and merged (a pla
 into a target without data files). A value that does not fit its column, or a row that
 carries a column the upstream schema does not have, fails the MERGE or is quarantined, by
 the table's `on_bad_message`. Rows stay in Spark. Decides nothing the plan has not decided:
-keys and policies come from `routing` and the plan.
+keys and policies come from `routing` and the plan. The SQL that types a row image is
+`row_typing`; the rest stays one module because it is one class, `TargetWriter`, whose
+typing, bad-value handling, collapse and MERGE share one target's state.
 """
 
 from __future__ import annotations
@@ -32,6 +34,15 @@ from ticdc_sync.plan.steps import Rows
 from ticdc_sync.spark import raised
 from ticdc_sync.spark.conf import before_commit, commit_marker, session_conf
 from ticdc_sync.spark.delta_log import has_data_files, table_exists, target_marker
+from ticdc_sync.spark.row_typing import (
+    ROW_NAMES,
+    Images,
+    RawValues,
+    Span,
+    added_later,
+    fit_error,
+    unknown_column_error,
+)
 from ticdc_sync.spark.state import State
 from ticdc_sync.sqlgen import (
     COMMIT_TS,
@@ -168,7 +179,7 @@ class TargetWriter:
             # A segment across ADD COLUMN DDLs (window.fuse_additive): each row is typed with
             # the schema of its commit_ts; a column added later gets its ADD's backfill.
             typed = [
-                _Span(s_lo, s_hi, s_schema, _added_later(s_schema, [s for *_, s in spans[i + 1 :]]))
+                Span(s_lo, s_hi, s_schema, added_later(s_schema, [s for *_, s in spans[i + 1 :]]))
                 for i, (s_lo, s_hi, s_schema) in enumerate(spans)
                 if s_schema is not None
             ]
@@ -185,7 +196,7 @@ class TargetWriter:
         ev,
         db,
         tbl,
-        spans: list[_Span],
+        spans: list[Span],
         keys,
         target_cols,
         *,
@@ -207,8 +218,8 @@ class TargetWriter:
         through to the result)."""
         codec = codec or self.codec
         opts = opts or self.source.options
-        raws = _RawValues()
-        images = _Images()
+        raws = RawValues()
+        images = Images()
         per_span: list[tuple[list[str], list[tuple[str, str, str]]]] = []
         key_names: list[str] = []
         for span in spans:
@@ -256,7 +267,7 @@ class TargetWriter:
         ignored = self.plan.entry.ignore_columns
         first = f"{row_error}, " if row_error else ""
         errors = [
-            f"coalesce({first}{_unknown_column_error(span.schema, ignored)}, {_fit_error(checks)})"
+            f"coalesce({first}{unknown_column_error(span.schema, ignored)}, {fit_error(checks)})"
             for span, (_, checks) in zip(spans, per_span, strict=True)
         ]
         carried = ["topic", "`partition`", "`offset`", "idx", "commit_ts", "op", "db", "tbl"]
@@ -291,7 +302,7 @@ class TargetWriter:
         `commit_ts` under `schema`), typed for the target exactly as change events are:
         the initial load (`spark/load.py`). `how`: `_typed_one`'s codec, opts, row_error,
         carry."""
-        span = _Span(commit_ts - 1, commit_ts, schema, {})
+        span = Span(commit_ts - 1, commit_ts, schema, {})
         return self._typed_one(frame, db, tbl, [span], (), target_cols, **how)
 
     def merge(self, marker: Marker, step: Rows) -> Marker:
@@ -486,139 +497,6 @@ def _inserted(spark: SparkSession, location: str) -> dict[str, int]:
     last = spark.sql(f"DESCRIBE HISTORY {table_ref(location)} LIMIT 1").collect()[0]
     metrics = last["operationMetrics"] or {}
     return {"num_inserted_rows": int(metrics.get("numOutputRows") or 0)}
-
-
-class _RawValues:
-    """Each raw value a row's typing reads (`after['c']`, a key's before-or-after), looked
-    up once in a projection of its own. The typing and fit checks then read plain columns:
-    Spark does not share a map lookup between the branches of the fit check's CASE, and a
-    map lookup scans the row's keys (benchmarks/README.md has the measurements)."""
-
-    def __init__(self) -> None:
-        self._alias: dict[str, str] = {}
-
-    def of(self, sql: str) -> str:
-        """The column (quoted name) holding `sql`'s value."""
-        if sql not in self._alias:
-            self._alias[sql] = f"__raw{len(self._alias)}"
-        return quote(self._alias[sql])
-
-    def columns(self) -> list[str]:
-        return [f"{sql} AS {quote(alias)}" for sql, alias in self._alias.items()]
-
-
-class _Images:
-    """Where a row's raw values come from: the staged maps (`before`/`after`), or the JSON
-    text of each image (`before_json`/`after_json`, `events`), parsed here once per row
-    into a struct of just the columns this target reads (`__a`, and `__b` for keys). A
-    row has one or the other, so each value is the first non-NULL of the two lookups.
-
-    A key's old value is its value in `before`, else in `after`: TiCDC's Canal `old`
-    holds every column, and a partial `old` (only-output-updated-columns, codec facts
-    1.5) lacks the columns that did not change. From text, a key present in `old` with
-    null reads as absent: a key column is not NULL."""
-
-    def __init__(self) -> None:
-        self._after: list[str] = []
-        self._keys: list[str] = []
-
-    def after(self, name: str) -> str:
-        """SQL: the column's raw value after the change."""
-        if name not in self._after:
-            self._after.append(name)
-        return f"coalesce(__a.{quote(name)}, after[{sql_string(name)}])"
-
-    def key(self, name: str) -> str:
-        """SQL: a key column's raw value before the change (else after it)."""
-        self.after(name)
-        if name not in self._keys:
-            self._keys.append(name)
-        lit = sql_string(name)
-        return f"coalesce(__b.{quote(name)}, __a.{quote(name)}, before[{lit}], after[{lit}])"
-
-    def parsed(self) -> list:
-        """The struct columns `__a` and `__b` (call after every `after`/`key`)."""
-        from pyspark.sql.types import StringType, StructField, StructType
-
-        def struct(names: list[str]) -> StructType:
-            return StructType([StructField(n, StringType()) for n in names])
-
-        def parse(column: str, names: list[str], alias: str):
-            if not names:
-                return F.lit(None).cast("STRUCT<__none: STRING>").alias(alias)
-            return F.from_json(column, struct(names)).alias(alias)
-
-        return [parse("after_json", self._after, "__a"), parse("before_json", self._keys, "__b")]
-
-
-@dataclass(frozen=True)
-class _Span:
-    """Rows with lo < commit_ts <= hi are typed with `schema`; `fill` gives SQL literals
-    for target columns it lacks (default NULL)."""
-
-    lo: int
-    hi: int
-    schema: TableSchema
-    fill: dict[str, str]
-
-
-BAD_VALUE_HINT = (
-    " (hint: fix the schema in schema/*.sql, or set on_bad_message: quarantine on the table "
-    "entry or in defaults)"
-)
-
-
-def _fit_error(checks: list[tuple[str, str, str]]) -> str:
-    """SQL: the reason for the first of `checks` (column, raw value, fits SQL) a row fails,
-    naming `column = value`; NULL when the row fits."""
-    if not checks:
-        return "CAST(NULL AS STRING)"
-    whens = " ".join(
-        f"WHEN NOT ({fits}) THEN concat("
-        f"{sql_string('value does not fit its column: ' + c + ' = ')}, coalesce({raw}, 'NULL'), "
-        f"{sql_string(BAD_VALUE_HINT)})"
-        for c, raw, fits in checks
-    )
-    return f"CASE {whens} END"
-
-
-# The lower-cased column names a row image carries, whichever way it was staged.
-ROW_NAMES = (
-    "transform(coalesce(json_object_keys(after_json), map_keys(after)), k -> lower(k)) AS __names"
-)
-
-
-def _unknown_column_error(schema: TableSchema, ignored: tuple[str, ...]) -> str:
-    """SQL: the reason when an inserted or updated row carries a column that the upstream
-    schema in force at its commit_ts lacks (a DDL that added it was not understood, or
-    skipped by an override): applying the row without it would lose its values silently.
-    NULL when every column of the row is known, or the user chose to ignore it."""
-    known = sorted({c.name.lower() for c in schema.columns} | set(ignored))
-    extra = f"array_except(__names, array({', '.join(sql_string(k) for k in known)}))"
-    reason = (
-        f"concat('the row carries column ', element_at({extra}, 1), "
-        f"{sql_string(f', which the schema of {schema.qualified} in force at this commit_ts does not have: a DDL that added it was not applied')}, "
-        f"{sql_string(' (hint: add a `ddl_overrides` entry for that DDL with `action: apply_as` and the statement as ticdc-sync should read it, or list the column under `ignore_columns` on the table entry to drop its values)')})"
-    )
-    return f"CASE WHEN op <> 'D' AND size({extra}) > 0 THEN {reason} END"
-
-
-def _added_later(schema: TableSchema, later: list[TableSchema | None]) -> dict[str, str]:
-    """Backfill literals (lowercased name -> SQL) of the columns that a later schema in a
-    fused segment adds to `schema`, from the version that adds each (ddl.backfill_sql)."""
-    from ticdc_sync.ddl import backfill_sql
-
-    fill: dict[str, str] = {}
-    for version in later:
-        if version is None:
-            continue
-        for col in version.columns:
-            key = col.name.lower()
-            if key in fill or schema.column(col.name) is not None:
-                continue
-            value = backfill_sql(col)
-            fill[key] = value if value is not None else "NULL"
-    return fill
 
 
 _RANGE_TYPES = ("tinyint", "smallint", "int", "bigint", "string")
