@@ -598,7 +598,7 @@ PROFILE_FUNCS = (
     ("rows.py", "_target_columns"),
     ("rows.py", "_handle_bad_values"),
     ("ddl_commit.py", "apply_ddl"),
-    ("runner.py", "run_once"),
+    ("batch.py", "run_once"),
 )
 
 
