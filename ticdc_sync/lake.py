@@ -15,6 +15,9 @@ never from project files.
 
 Must not: import pyspark/py4j, write anything, or hold rows of large tables (`read` is
 for the small state tables and the DDL rows of the staged events).
+
+It stays one module: the delta-rs path and the `_delta_log` fallback answer the same
+questions behind one `LakeTable`, which picks between them per table.
 """
 
 from __future__ import annotations

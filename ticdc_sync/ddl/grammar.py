@@ -3,6 +3,8 @@ typed statements (`statements`).
 
 Every statement becomes one of the frozen dataclasses of `statements`; what the grammar does
 not understand becomes `Unknown(sql, reason)`, never a guess. Pure Python; no pyspark.
+It stays one module: it is one recursive-descent parser, and splitting it would scatter
+clause rules that call each other.
 """
 
 from __future__ import annotations

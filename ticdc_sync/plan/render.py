@@ -5,6 +5,8 @@ and what the next run changes (+ added, ~ changed, - dropped), its pending DDL w
 decision on every change (BLOCKED ones with the setting that lets them through); a target
 to create shows its CREATE TABLE. Deterministic bytes: sorted, no timestamps, no absolute
 paths (the warehouse is shown as `<warehouse>`). Pure Python; never imports pyspark.
+It stays one module: the text is rendered from the same `plan_dict` as the JSON, and
+keeping the two side by side keeps what they show in step.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ Open Protocol's binary batch framing (codec facts 2.1) is split by an Arrow-vect
 Every record yields at least one event row; a record that cannot be decoded becomes a
 `bad` event with the reason and its raw key/value. Typed value conversion is not done
 here (see `ticdc_sync.codecs`). This module must not apply, order or deduplicate events.
+It stays one module: the three protocols' decoders share its column helpers and `_finish`,
+which gives every staged event row its one shape.
 """
 
 from __future__ import annotations
