@@ -60,7 +60,7 @@ class SourceState:
     # its tally's progress.
     progress: dict[tuple[str, int], int | None] = field(default_factory=dict)
     # The source's `initial_load` export as found (`dumpling.discover`), or why it cannot
-    # be read (only an error for targets that still need loading, `plan.build`).
+    # be read (only an error for targets that still need loading, `plan.loads`).
     export: Export | None = None
     export_error: str | None = None
 

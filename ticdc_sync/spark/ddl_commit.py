@@ -1,11 +1,12 @@
 """Commit one planned DDL to one target: its Delta parts, each its own commit with the marker.
 
-The plan decided everything (`plan.build`: the changes, the decisions, the parts); this
-module only carries the parts out. Every part is a Delta commit carrying the target's marker
-with the part's index, so a run killed half-way through a multi-clause ALTER resumes at the
-next part. The upstream schema versions the DDL made are recorded in the schema history
-first. Must not decide policy, and must not touch any target but its own, except to read
-(time travel) the rows of a target whose upstream table was renamed onto this one.
+The plan decided everything (`plan.target_ddl` and `plan.ddl_parts`: the changes, the
+decisions, the parts); this module only carries the parts out. Every part is a Delta commit
+carrying the target's marker with the part's index, so a run killed half-way through a
+multi-clause ALTER resumes at the next part. The upstream schema versions the DDL made are
+recorded in the schema history first. Must not decide policy, and must not touch any target
+but its own, except to read (time travel) the rows of a target whose upstream table was
+renamed onto this one.
 """
 
 from __future__ import annotations
