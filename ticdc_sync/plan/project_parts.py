@@ -14,7 +14,6 @@ from typing import Any
 
 from ticdc_sync.model import DdlKind, Project, TableEntry, TransportKind
 from ticdc_sync.secrets import IN_PLANS, redacted
-from ticdc_sync.sqlgen import quote
 
 
 def project_digest(project: Project) -> str:
@@ -133,7 +132,3 @@ def override_dict(o) -> dict[str, Any]:
         "note": o.note,
         "origin": o.origin.render(),
     }
-
-
-def quote_ident(name: str) -> str:
-    return quote(name)
