@@ -25,6 +25,7 @@ import json
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ticdc_sync.model import Project, TransportKind
@@ -32,6 +33,8 @@ from ticdc_sync.spark.batch import Out, run_once
 
 if TYPE_CHECKING:
     from ticdc_sync.console import Console
+    from ticdc_sync.interrupts import Interrupts
+    from ticdc_sync.spark.progress import RunProgress
 
 
 def _session(project: Project, jvm_output: Callable[[str], None] | None = None):
@@ -126,21 +129,23 @@ def run(
             console.progress_from(progress.line)
         try:
             return _run_locked(
-                project,
+                _Run(
+                    project=project,
+                    warehouse=wh,
+                    select=select,
+                    exclude=exclude,
+                    follow=follow,
+                    out=out,
+                    poll_seconds=poll_seconds,
+                    max_batches=max_batches,
+                    saved=saved,
+                    stop=stop,
+                    progress=progress,
+                    console=console,
+                    partial=partial,
+                    reloading=reloading,
+                ),
                 spark,
-                wh,
-                select,
-                exclude,
-                follow,
-                out,
-                poll_seconds,
-                max_batches,
-                saved,
-                stop,
-                progress,
-                console,
-                partial,
-                reloading,
             )
         finally:
             if console is not None:
@@ -157,76 +162,80 @@ def _check_saved_plan(project: Project, text: str, where: str, **reloading) -> d
     return saved
 
 
-def _run_locked(
-    project,
-    spark,
-    wh,
-    select,
-    exclude,
-    follow,
-    out,
-    poll_seconds,
-    max_batches,
-    saved,
-    stop,
-    progress,
-    console,
-    partial,
-    reloading,
-) -> int:
+@dataclass(frozen=True)
+class _Run:
+    """What `run` was asked to do, and the parts it set up before Spark starts."""
+
+    project: Project
+    warehouse: str
+    select: tuple[str, ...]
+    exclude: tuple[str, ...]
+    follow: bool
+    out: Out
+    poll_seconds: float
+    max_batches: int | None
+    saved: dict | None
+    stop: Interrupts | None
+    progress: RunProgress
+    console: Console | None
+    partial: dict  # the batch's run_results so far, for an interrupted run
+    reloading: dict  # reload= and force= for the first batch's plan
+
+
+def _run_locked(r: _Run, spark) -> int:
     from ticdc_sync.interrupts import EXIT_INTERRUPTED
     from ticdc_sync.spark import labels
     from ticdc_sync.spark.state import State
 
     def stopping() -> bool:
-        return stop is not None and stop.requested
+        return r.stop is not None and r.stop.requested
 
     if spark is None:
-        with progress.phase("starting Spark"):
-            spark = _session(project, console.jvm_line if console is not None else None)
-        if stop is not None:
-            stop.reinstall()
-    progress.attach(spark)
-    with labels.phase(spark, "open state"), progress.phase("open state", groups=["open state"]):
-        state = State(spark, wh)
+        with r.progress.phase("starting Spark"):
+            spark = _session(r.project, r.console.jvm_line if r.console is not None else None)
+        if r.stop is not None:
+            r.stop.reinstall()
+    r.progress.attach(spark)
+    with labels.phase(spark, "open state"), r.progress.phase("open state", groups=["open state"]):
+        state = State(spark, r.warehouse)
     batches = 0
     code, failures = 0, 0
     while True:
         # A plain run stops between steps when asked; --follow finishes its batch.
-        step_stop = (lambda: False) if follow else stopping
+        step_stop = (lambda: False) if r.follow else stopping
         try:
             if step_stop():
                 raise KeyboardInterrupt
             code, result = run_once(
-                project,
+                r.project,
                 spark,
                 state,
-                select=select,
-                exclude=exclude,
-                out=out,
-                saved=saved,
+                select=r.select,
+                exclude=r.exclude,
+                out=r.out,
+                saved=r.saved,
                 should_stop=step_stop,
-                progress=progress,
-                result=partial,
-                **(reloading if batches == 0 else {}),
+                progress=r.progress,
+                result=r.partial,
+                **(r.reloading if batches == 0 else {}),
             )
         except BaseException as e:
             # --follow outlives a Kafka outage: a batch that failed reading Kafka staged
             # nothing (staging is one commit), so it is simply read again.
             if (
-                not follow
+                not r.follow
                 or stopping()
                 or not isinstance(e, Exception)
-                or not _kafka_unavailable(project, e)
+                or not _kafka_unavailable(r.project, e)
             ):
-                write_results(project, _failed(project, e, partial))
+                write_results(r.project, _failed(r.project, e, r.partial))
                 if isinstance(e, KeyboardInterrupt) and stopping():
-                    _interrupted(console, out)
+                    _interrupted(r.console, r.out)
                     return EXIT_INTERRUPTED
                 raise
             failures += 1
-            wait = min(FOLLOW_MAX_BACKOFF_S, poll_seconds * 2**failures)
-            out(
+            wait = min(FOLLOW_MAX_BACKOFF_S, r.poll_seconds * 2**failures)
+            r.out(
                 f"warning: Kafka unavailable ({_first_line(e)}); nothing was staged "
                 f"from this batch; retrying in {wait:.0f}s (attempt {failures})"
             )
@@ -235,18 +244,18 @@ def _run_locked(
                 return code
             continue
         failures = 0
-        interrupted = not follow and stopping()
+        interrupted = not r.follow and stopping()
         result["outcome"] = "interrupted" if interrupted else "blocked or failed" if code else "ok"
-        write_results(project, result)
+        write_results(r.project, result)
         batches += 1
-        if follow and console is not None:
-            console.result(batch_line(batches, result))
+        if r.follow and r.console is not None:
+            r.console.result(batch_line(batches, result))
         if interrupted:
-            _interrupted(console, out)
+            _interrupted(r.console, r.out)
             return EXIT_INTERRUPTED
-        if not follow or stopping() or (max_batches is not None and batches >= max_batches):
+        if not r.follow or stopping() or (r.max_batches is not None and batches >= r.max_batches):
             return code
-        _sleep_unless(stopping, poll_seconds)
+        _sleep_unless(stopping, r.poll_seconds)
         if stopping():
             return code
 
