@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ticdc_sync.ddl.changes import ChangeColumnType, DeltaChange, DropColumn, RenameColumn
+from ticdc_sync.ddl.changes import (
+    AddColumn,
+    ChangeColumnType,
+    DeltaChange,
+    DropColumn,
+    RenameColumn,
+)
 from ticdc_sync.model import FeatureUse, TableFeatures
 
 COLUMN_MAPPING = "columnMapping"
@@ -51,25 +57,44 @@ DROP_COST = {
 }
 
 
-def create_properties(settings: TableFeatures) -> dict[str, str]:
+# Characters Delta accepts in a column name only under column mapping (its error
+# DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES); MySQL allows them in quoted identifiers.
+_MAPPED_ONLY = frozenset(" ,;{}()\n\t=")
+
+
+def name_needs_mapping(name: str) -> bool:
+    """Whether Delta can hold a column of this name only with column mapping."""
+    return any(ch in _MAPPED_ONLY for ch in name)
+
+
+def create_properties(settings: TableFeatures, names: Iterable[str] = ()) -> dict[str, str]:
     """TBLPROPERTIES of a new target. Nothing else: column mapping and type widening come
-    with the first DDL that needs them; timestampNtz comes with a TIMESTAMP_NTZ column (at
-    CREATE by itself; an ADD COLUMN enables it, `ddl.delta_sql`). No column defaults: an
-    ADD COLUMN backfills with an UPDATE and every row the sink writes names every column."""
+    with the first DDL that needs them (column mapping at CREATE only when a column name
+    needs it); timestampNtz comes with a TIMESTAMP_NTZ column (at CREATE by itself; an ADD
+    COLUMN enables it, `ddl.delta_sql`). No column defaults: an ADD COLUMN backfills with
+    an UPDATE and every row the sink writes names every column."""
+    props: dict[str, str] = {}
     if settings.deletion_vectors:
         # A MERGE marks the rows it replaces instead of rewriting whole files: its cost
         # follows the batch, not the table (benchmarks/README.md).
-        return {"delta.enableDeletionVectors": "true"}
-    return {}
+        props["delta.enableDeletionVectors"] = "true"
+    if any(name_needs_mapping(n) for n in names):
+        # With timestampNtz, as `_ENABLE` explains: the reader protocol stays at 3.
+        props["delta.feature.timestampNtz"] = "supported"
+        props["delta.columnMapping.mode"] = "name"
+    return props
 
 
-def created_with(column_types: Iterable[str], settings: TableFeatures) -> tuple[str, ...]:
-    """The features Spark lists for a target created with these Delta column types."""
+def created_with(columns: Iterable[tuple[str, str]], settings: TableFeatures) -> tuple[str, ...]:
+    """The features Spark lists for a target created with these (name, Delta type) columns."""
+    columns = list(columns)
     found = set(LEGACY)
     if settings.deletion_vectors:
         found.add(DELETION_VECTORS)
-    if any("TIMESTAMP_NTZ" in t.upper() for t in column_types):
+    if any("TIMESTAMP_NTZ" in t.upper() for _, t in columns):
         found.add(TIMESTAMP_NTZ)
+    if any(name_needs_mapping(n) for n, _ in columns):
+        found |= {COLUMN_MAPPING, TIMESTAMP_NTZ}
     return tuple(sorted(found))
 
 
@@ -77,9 +102,17 @@ def needed_by(change: DeltaChange) -> str | None:
     """The feature a change needs to be a metadata-only commit (else a rewrite)."""
     if isinstance(change, (DropColumn, RenameColumn)):
         return COLUMN_MAPPING
+    if isinstance(change, AddColumn) and name_needs_mapping(change.name):
+        return COLUMN_MAPPING
     if isinstance(change, ChangeColumnType) and change.change == "widen":
         return TYPE_WIDENING
     return None
+
+
+def rebuild_avoids(change: DeltaChange) -> bool:
+    """Whether rewriting the table (`rebuild`) makes the change without its feature: not
+    for a column whose name needs column mapping."""
+    return not isinstance(change, AddColumn)
 
 
 def use(settings: TableFeatures, feature: str) -> FeatureUse:

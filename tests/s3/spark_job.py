@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from ticdc_sync import sqlgen
+from ticdc_sync.locations import target_location
 from ticdc_sync.model import Output
 from ticdc_sync.spark.session import build_session
 
@@ -55,7 +56,7 @@ def table_state(spark, ref: str) -> dict:
 
 
 def write(spark, warehouse: str) -> dict:
-    ref = sqlgen.table_ref(sqlgen.target_location(warehouse, TARGET))
+    ref = sqlgen.table_ref(target_location(warehouse, TARGET))
     spark.sql(sqlgen.create_table_sql(ref, COLUMNS))
     names = [n for n, _ in COLUMNS]
     spark.createDataFrame(
@@ -83,7 +84,7 @@ def example(spark, warehouse: str, project_root: str) -> dict:
 
 
 def read(spark, warehouse: str) -> dict:
-    return table_state(spark, sqlgen.table_ref(sqlgen.target_location(warehouse, TARGET)))
+    return table_state(spark, sqlgen.table_ref(target_location(warehouse, TARGET)))
 
 
 def _second_close(spark, path: str, conditional: bool) -> str:

@@ -161,12 +161,16 @@ def test_no_secret_in_any_output_and_nothing_outside_the_bucket(
     for text in [killed["output"], planned["output"], *(r["output"] for r in reruns)]:
         assert s3_server.secret_key not in text
     # The runs started in `work`: only the project is there, and in it only its own files
-    # and `target/` (run_results.json): no local warehouse, no folder named like `s3a:`.
+    # and `target/` (run_results.json, and Spark's log in logs/): no local warehouse, no
+    # folder named like `s3a:`.
     assert sorted(p.name for p in work.iterdir()) == ["shop"]
     assert not [p for p in work.rglob("*") if ":" in p.name]
     copied = {p.name for p in EXAMPLE.iterdir()} - {"warehouse", "target"}
     assert {p.name for p in (work / "shop").iterdir()} - copied == {"target"}
-    assert sorted(p.name for p in (work / "shop" / "target").iterdir()) == ["run_results.json"]
+    assert sorted(p.name for p in (work / "shop" / "target").iterdir()) == [
+        "logs",
+        "run_results.json",
+    ]
     assert not (ROOT / "s3a:").exists() and not (Path.cwd() / "s3a:").exists()
 
 

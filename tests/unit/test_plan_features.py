@@ -229,3 +229,36 @@ def test_a_ddl_half_applied_under_other_settings_blocks_until_they_are_back(
     (d,) = build_plan(project, state).target_plan("canal_orders").ddl
     assert d.status == "ready" and d.parts_done == 1
     assert d.parts[1].describe == "rename column note to remark"
+
+
+def test_a_column_name_delta_allows_only_under_column_mapping_brings_it(tmp_path: Path) -> None:
+    # MySQL allows `a b.c` in a quoted identifier; Delta only with column mapping
+    # (DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES), so the target has it from its CREATE or
+    # from the ADD COLUMN that brings such a name.
+    project = _project(tmp_path)
+    (tmp_path / "shop" / "schema" / "odd.sql").write_text(
+        "CREATE TABLE shop.odd (id INT PRIMARY KEY, `a b.c` VARCHAR(10));\n"
+    )
+    project = load_project(tmp_path / "shop")
+    plan = build_plan(project)
+    odd = plan.target_plan("canal_odd")
+    assert "columnMapping" in odd.features and "timestampNtz" in odd.features
+    d = next(x for x in json.loads(render_json(plan))["targets"] if x["name"] == "canal_odd")
+    assert "'delta.columnMapping.mode' = 'name'" in d["create_sql"]
+    orders = next(
+        x for x in json.loads(render_json(plan))["targets"] if x["name"] == "canal_orders"
+    )
+    assert "columnMapping" not in orders["create_sql"]
+
+    odd_add = DdlEvent("shop", "orders", 11, "ALTER TABLE orders ADD COLUMN `x=y` INT")
+    plan = build_plan(project, _state(project, [odd_add]))
+    (add,) = plan.target_plan("canal_orders").ddl
+    assert add.features_added == ("columnMapping",)  # timestampNtz it has already
+    assert add.parts[0].describe == "enable table feature columnMapping"
+    # A rewrite cannot avoid it: `rebuild` blocks with the settings that let it through.
+    project = _project(tmp_path, features="    column_mapping: rebuild\n")
+    plan = build_plan(project, _state(project, [odd_add]))
+    (add,) = plan.target_plan("canal_orders").ddl
+    assert add.status == "blocked"
+    assert "no rewrite avoids" in (add.reason or "")
+    assert "table_features.column_mapping: enable" in (add.setting or "")

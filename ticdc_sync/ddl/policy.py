@@ -127,6 +127,13 @@ def decide(project: Project, entry: TableEntry, change: DeltaChange) -> Decision
         return Decision(APPLY, kind, cls, what)
     key = table_features.SETTING[feature]
     use = table_features.use(project.table_features(entry), feature)
+    if use is FeatureUse.REBUILD and not table_features.rebuild_avoids(change):
+        return block(
+            f"{what} needs the Delta table feature {feature} (a column name with characters "
+            f"Delta allows only under column mapping), which no rewrite avoids",
+            f"`table_features.{key}: enable` in defaults or on the table entry, or "
+            f"`{kind.value}: skip`",
+        )
     if use is FeatureUse.REBUILD:
         return Decision(
             REBUILD, kind, cls, f"{what} (rewrites the table: `table_features.{key}: rebuild`)"

@@ -50,7 +50,7 @@ def features_added(ddl: list[TargetDdl], have: set[str], settings) -> list[Targe
                 added += new
                 have |= set(new)
             if p.op == OP_CREATE and p.schema is not None:
-                cols = (datatypes.delta_type(c) for c in p.schema.columns)
+                cols = ((c.name, datatypes.delta_type(c)) for c in p.schema.columns)
                 have |= set(tf.created_with(cols, settings))
         out.append(replace(d, features_added=tuple(sorted(set(added)))) if added else d)
     return out

@@ -102,7 +102,7 @@ def _create_sql(plan: Plan, t: TargetPlan) -> str | None:
     if not t.to_create or t.create is None:
         return None
     cols = [(c.name, datatypes.delta_type(c)) for c in t.create.columns]
-    props = table_features.create_properties(t.settings)
+    props = table_features.create_properties(t.settings, (n for n, _ in cols))
     return _shown(plan, create_table_sql(table_ref(t.location), cols, t.create.comment, props))
 
 

@@ -108,7 +108,7 @@ def target_plan(
         have = set(features) - {p.feature_dropped for p in feature_parts}
         have |= {f for p in feature_parts if p.feature for f in tf.enabled_by(p.feature)}
     else:
-        features = tf.created_with((t for _, t in columns), settings) if create else ()
+        features = tf.created_with(columns, settings) if create else ()
         have = set(features)
     ddl = features_added(ddl, have, settings)
     return TargetPlan(

@@ -99,7 +99,11 @@ def run_once(
     for sp in plan.sources:
         s_res = result["sources"][sp.source.name]
         s_res["resolved_ts"] = sp.resolved_ts
-        s_res["partitions"] = sp.partitions
+        # Where the next run continues: the last staged offset of each partition.
+        s_res["partitions"] = {
+            f"{topic}/{part}": pt.last_offset
+            for (topic, part), pt in sorted(tallies[sp.source.name].partitions.items())
+        }
         if sp.skipped:
             s_res["skipped_tables"] = {f"{db}.{t}": n for db, t, n in sp.skipped}
             out(

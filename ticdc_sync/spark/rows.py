@@ -121,7 +121,7 @@ class TargetWriter:
         cols = [(c.name, datatypes.delta_type(c)) for c in schema.columns]
         before_commit()
         if not table_exists(self.spark, self.location):
-            props = table_features.create_properties(self.plan.settings)
+            props = table_features.create_properties(self.plan.settings, (n for n, _ in cols))
             self.spark.sql(create_table_sql(self.ref, cols, schema.comment, props))
             return
         ddl = ", ".join(f"{quote(n)} {t}" for n, t in [*cols, (COMMIT_TS, "BIGINT")])
