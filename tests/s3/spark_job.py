@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from ticdc_sync import sqlgen
-from ticdc_sync.locations import target_location
+from ticdc_sync.locations import join_uri, target_location
 from ticdc_sync.model import Output
 from ticdc_sync.spark.session import build_session
 
@@ -113,7 +113,7 @@ def _second_close(spark, path: str, conditional: bool) -> str:
 
 
 def probe(spark, warehouse: str) -> dict:
-    base = sqlgen.join_uri(warehouse, "_probe")
+    base = join_uri(warehouse, "_probe")
     plain = f"{base}/plain.json"
     conditional = f"{base}/conditional.json"
     fs_text = spark.sparkContext.textFile  # read back what the file holds after both writers
