@@ -141,13 +141,19 @@ def drop_sql(feature: str, ref: str) -> str:
 DROP_DONE = ("DELTA_FEATURE_DROP_FEATURE_NOT_PRESENT",)
 
 
-def unwanted(features: Iterable[str], settings: TableFeatures) -> tuple[str, ...]:
-    """The features an existing target has that the setting keeps off it."""
+def unwanted(
+    features: Iterable[str], settings: TableFeatures, names: Iterable[str] = ()
+) -> tuple[str, ...]:
+    """The features an existing target has that the setting keeps off it. Column mapping
+    stays while a column's name needs it (`name_needs_mapping`): Delta cannot drop it then."""
     have = set(features)
     out = []
     if not settings.deletion_vectors and DELETION_VECTORS in have:
         out.append(DELETION_VECTORS)
+    kept = any(name_needs_mapping(n) for n in names)
     for feature in (COLUMN_MAPPING, TYPE_WIDENING):
+        if feature == COLUMN_MAPPING and kept:
+            continue
         if feature in have and use(settings, feature) is not FeatureUse.ENABLE:
             out.append(feature)
     return tuple(out)

@@ -262,3 +262,19 @@ def test_a_column_name_delta_allows_only_under_column_mapping_brings_it(tmp_path
     assert add.status == "blocked"
     assert "no rewrite avoids" in (add.reason or "")
     assert "table_features.column_mapping: enable" in (add.setting or "")
+
+
+def test_column_mapping_stays_while_a_column_name_needs_it(tmp_path: Path) -> None:
+    # `column_mapping: rebuild` drops the feature from an existing target, but not from one
+    # whose column name Delta allows only under column mapping (it could not be dropped).
+    project = _project(tmp_path, features="    column_mapping: rebuild\n")
+    have = (*CREATED, "columnMapping")
+    plan = build_plan(project, _state(project, [], features=have))
+    assert [p.feature_dropped for p in plan.target_plan("canal_orders").feature_parts] == [
+        "columnMapping"
+    ]
+    state = _state(project, [], features=have)
+    t = state.targets["canal_orders"]
+    odd = replace(t, columns=(*t.columns, ("a b.c", "string")))
+    state = replace(state, targets={"canal_orders": odd})
+    assert build_plan(project, state).target_plan("canal_orders").feature_parts == ()

@@ -14,11 +14,14 @@ from ticdc_sync import table_features as tf
 from ticdc_sync.plan.model import OP_CREATE, OP_SQL, DeltaPart, TargetDdl
 
 
-def feature_setting_parts(features: tuple[str, ...], settings, ref: str) -> tuple[DeltaPart, ...]:
+def feature_setting_parts(
+    features: tuple[str, ...], settings, ref: str, names: tuple[str, ...] = ()
+) -> tuple[DeltaPart, ...]:
     """Commits that bring an existing target's table features to its `table_features`
-    setting, in both directions: a feature the setting keeps off is dropped, deletion
-    vectors switched on again are enabled (column mapping and type widening come with the
-    DDL that needs them)."""
+    setting, in both directions: a feature the setting keeps off is dropped (column mapping
+    not while one of the target's column `names` needs it), deletion vectors switched on
+    again are enabled (column mapping and type widening come with the DDL that needs
+    them)."""
     parts = [
         DeltaPart(
             f"drop table feature {f} ({tf.DROP_COST[f]}; `table_features`)",
@@ -27,7 +30,7 @@ def feature_setting_parts(features: tuple[str, ...], settings, ref: str) -> tupl
             tolerate=tf.DROP_DONE,
             feature_dropped=f,
         )
-        for f in tf.unwanted(features, settings)
+        for f in tf.unwanted(features, settings, names)
     ]
     parts += [
         DeltaPart(

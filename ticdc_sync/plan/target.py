@@ -93,18 +93,19 @@ def target_plan(
     else:
         columns = ()
     feature_parts: tuple[DeltaPart, ...] = ()
+    names = tuple(n for n, _ in ts_.columns)
     if ts_.exists:
         features = ts_.features
         if marker.ddl_part < marker.ddl_parts - 1:
             # A DDL is half applied: its remaining parts were planned with the features the
             # table has now (a column-mapped rename needs column mapping).
-            if feature_setting_parts(features, settings, ref):
+            if feature_setting_parts(features, settings, ref, names):
                 notes.append(
                     f"table features follow `table_features` once the DDL at commit_ts "
                     f"{marker.ddl_ts} is applied"
                 )
         else:
-            feature_parts = feature_setting_parts(features, settings, ref)
+            feature_parts = feature_setting_parts(features, settings, ref, names)
         have = set(features) - {p.feature_dropped for p in feature_parts}
         have |= {f for p in feature_parts if p.feature for f in tf.enabled_by(p.feature)}
     else:
