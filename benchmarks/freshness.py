@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -351,29 +352,43 @@ def measure_freshness(
             raise SystemExit(f"warm-up not applied within 600s:\n{_tail(log)}")
         print(f"  follower warm ({time.monotonic() - t0:.0f}s incl. JVM start)", flush=True)
 
+        b0 = len(_batches(log))
         lo, hi, achieved = prod.run_for(rate, seconds)
+        b1 = len(_batches(log))
         drained = prod.idle_until(
             lambda: (alive(), _all_visible(root, prod, hi, names)())[1], DRAIN_LIMIT_S
         )
         vis = visibility(root / "warehouse", names)
         lag, _ = lags_ms(prod, lo, hi, vis, names)
-        res["steady"] = {**_stats(lag), "achieved": achieved, "drain": drained}
+        res["steady"] = {
+            **_stats(lag),
+            "achieved": achieved,
+            "drain": drained,
+            **_batch_summary(_batches(log)[b0:b1]),
+        }
         print(f"  steady {rate:,.0f} ev/s for {seconds:.0f}s: {res['steady']}", flush=True)
 
         for r in ramp:
+            b0 = len(_batches(log))
             lo, hi, achieved = prod.run_for(r, ramp_seconds)
+            b1 = len(_batches(log))
             drained = prod.idle_until(
                 lambda hi=hi: (alive(), _all_visible(root, prod, hi, names)())[1],
                 DRAIN_LIMIT_S,
             )
             vis = visibility(root / "warehouse", names)
             lag, cms = lags_ms(prod, lo, hi, vis, names)
-            step = {"rate": r, "achieved": achieved, **_stats(lag), **_kept_up(lag, cms, drained)}
+            step = {
+                "rate": r,
+                "achieved": achieved,
+                **_stats(lag),
+                **_kept_up(lag, cms, drained),
+                **_batch_summary(_batches(log)[b0:b1]),
+            }
             res["ramp"].append(step)
             print(f"  ramp {r:,.0f} ev/s for {ramp_seconds:.0f}s: {step}", flush=True)
             if drained is None:
                 break  # not drained: a higher rate will not be kept up either
-        res["batches"] = _batch_lines(log)
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=180)
@@ -395,7 +410,27 @@ def _tail(log: Path, n: int = 40) -> str:
     return "\n".join(lines[-n:])
 
 
-def _batch_lines(log: Path) -> list[str]:
-    """The follower's one-line-per-batch output (kept in benchmarks/out/ as a whole)."""
+BATCH_LINE = re.compile(r"batch (\d+): (\d+) event\(s\) staged, .* ([\d.]+)s\s*$")
+
+
+def _batches(log: Path) -> list[tuple[int, float]]:
+    """(events staged, seconds) of each batch the follower reported so far
+    (runner.batch_line; the whole log is kept in benchmarks/out/)."""
     text = log.read_text(errors="replace") if log.exists() else ""
-    return [x for x in text.splitlines() if x.startswith("batch ")][-12:]
+    return [
+        (int(m.group(2)), float(m.group(3)))
+        for m in (BATCH_LINE.search(x) for x in text.splitlines())
+        if m
+    ]
+
+
+def _batch_summary(batches: list[tuple[int, float]]) -> dict:
+    """How many batches a phase took, their mean length and size."""
+    if not batches:
+        return {"batches": 0}
+    return {
+        "batches": len(batches),
+        "batch_s": sum(b[1] for b in batches) / len(batches),
+        "batch_events": sum(b[0] for b in batches) / len(batches),
+        "batch_s_max": max(b[1] for b in batches),
+    }

@@ -662,11 +662,22 @@ def growth_rows(res: dict) -> list[tuple[str, str, str, str]]:
         else:
             value, ok = f"no change became visible ({st})", False
         rows.append((label, value, "p99 <= 10s", met(ok)))
+        if st.get("batches"):
+            rows.append(
+                (
+                    "  follower batches in that time: count, mean / max length, mean size",
+                    f"{st['batches']}, {st['batch_s']:.1f} / {st['batch_s_max']:.1f} s, "
+                    f"{st['batch_events']:,.0f} events",
+                    "",
+                    "",
+                )
+            )
         kept = [s for s in f["ramp"] if s.get("ok")]
         steps = "; ".join(
             f"{s['rate']:,.0f}: "
             + (
-                f"median lag {s['mid']:.1f}s -> {s['last']:.1f}s, drained {s['drain']:.0f}s"
+                f"median lag {s['mid']:.1f}s -> {s['last']:.1f}s, drained {s['drain']:.0f}s, "
+                f"batches {s.get('batch_s', 0):.1f}s"
                 if s.get("mid") is not None
                 else ("not drained" if s.get("drain") is None else "lag not measured")
             )
