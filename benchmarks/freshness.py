@@ -195,16 +195,24 @@ def _project(root: Path, bootstrap: str, tables: int) -> Path:
     return root
 
 
-def _applied(root: Path) -> dict[str, int]:
-    try:
-        r = json.loads((root / "target" / "run_results.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return {k: int(v.get("applied_ts", -1)) for k, v in (r.get("targets") or {}).items()}
+def _latest_applied(wh: Path, name: str) -> int:
+    """`applied_ts` of the newest ticdc-sync commit of target `name` (-1 if none yet),
+    from its `_delta_log` files, newest first."""
+    from ticdc_sync.locations import target_location
+    from ticdc_sync.window import Marker
+
+    log = Path(target_location(str(wh), name)) / "_delta_log"
+    for f in sorted(log.glob("*.json"), reverse=True):
+        for line in f.read_text().splitlines():
+            if line.startswith('{"commitInfo"'):
+                m = Marker.from_user_metadata(json.loads(line)["commitInfo"].get("userMetadata"))
+                if m is not None and m.applied_ts >= 0:
+                    return m.applied_ts
+    return -1
 
 
 def _all_visible(root: Path, prod: Producer, upto: int, names: list[str]):
-    """Whether every change before index `upto` is in its target (by run_results.json)."""
+    """A check: is every change before index `upto` in its target (by the Delta logs)?"""
     last: dict[int, int] = {}
     for i in range(upto - 1, -1, -1):
         t = prod.table_of[i]
@@ -214,8 +222,8 @@ def _all_visible(root: Path, prod: Producer, upto: int, names: list[str]):
                 break
 
     def cond() -> bool:
-        got = _applied(root)
-        return all(got.get(names[t], -1) >= ts for t, ts in last.items())
+        wh = root / "warehouse"
+        return all(_latest_applied(wh, names[t]) >= ts for t, ts in last.items())
 
     return cond
 
