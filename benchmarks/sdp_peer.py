@@ -137,7 +137,9 @@ def run_peer(cap: W.Capture, work: Path) -> dict:
     cli = Path(pyspark.__file__).parent / "bin" / "spark-pipelines"
     cmd = [
         str(cli),
-        "--master",
+        # spark-pipelines runs through Spark Connect: `--remote local[2]` starts the local
+        # server on 2 cores (it refuses `--master` beside its own `--remote local`).
+        "--remote",
         "local[2]",
         "--conf",
         "spark.ui.enabled=false",
