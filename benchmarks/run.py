@@ -1028,8 +1028,13 @@ def main() -> None:
     print()
     print(
         f"# {time.strftime('%Y-%m-%d')} {platform.node()} {os.cpu_count()} cores, "
-        f"load avg during run {min(loads):.1f}-{max(loads):.1f}; {n:,} row events/pass "
-        f"({records:,} records pass 1, {records2:,} pass 2), {a.protocol}, best of {a.repeat}; "
+        f"load avg during run {min(loads):.1f}-{max(loads):.1f}; "
+        + (
+            f"{n:,} row events/pass ({records:,} records pass 1, {records2:,} pass 2), "
+            if cap
+            else ""
+        )
+        + f"{a.protocol}, best of {a.repeat}; "
         f"total {time.perf_counter() - t_start:.0f}s"
     )
     w = max(len(r[0]) for r in rows) if rows else 10
