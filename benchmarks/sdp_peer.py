@@ -131,7 +131,8 @@ def run_peer(cap: W.Capture, work: Path) -> dict:
     wh = work / "spark-warehouse"
     (pipe / "pipeline.yml").write_text(
         "name: bench_cdc\n"
-        f"storage: {work / 'storage'}\n"
+        # SDP wants the storage root (its checkpoints) as a URI.
+        f"storage: {(work / 'storage').as_uri()}\n"
         "libraries:\n  - glob:\n      include: transformations/**\n"
     )
     cli = Path(pyspark.__file__).parent / "bin" / "spark-pipelines"
