@@ -104,13 +104,26 @@ for table, cols in TABLES.items():
 '''
 
 
-def _jar_args() -> list[str]:
+def _delta_classpath() -> str:
+    """Delta's jars (delta-spark, delta-storage) for the launch classpath of the
+    `spark-pipelines` JVM: it calls spark-submit inside the JVM `spark-class` started, and
+    the Spark Connect server it runs does not see `--jars`/`spark.jars` (the pipeline
+    then fails with DATA_SOURCE_NOT_FOUND: delta). `spark-class` adds
+    SPARK_DIST_CLASSPATH to that JVM's classpath."""
     from ticdc_sync.spark.session import jar_conf
 
-    args = []
-    for k, v in sorted(jar_conf(None, kafka=False).items()):
-        args += ["--conf", f"{k}={v}"]
-    return args
+    conf = jar_conf(None, kafka=False)
+    jars = [j for j in conf.get("spark.jars", "").split(",") if j]
+    if not jars:  # resolved from Maven by Ivy: the jars are in Ivy's cache
+        from ticdc_sync.spark.session import ivy_home
+
+        jars = [str(p) for p in (ivy_home(conf) / "jars").glob("io.delta_delta-*.jar")]
+    keep = [
+        j
+        for j in jars
+        if Path(j).name.startswith(("io.delta_delta-spark", "io.delta_delta-storage"))
+    ]
+    return os.pathsep.join(sorted(keep))
 
 
 def run_peer(cap: W.Capture, work: Path) -> dict:
@@ -152,13 +165,17 @@ def run_peer(cap: W.Capture, work: Path) -> dict:
         f"spark.sql.warehouse.dir={wh}",
         "--conf",
         f"spark.driver.extraJavaOptions=-Dderby.system.home={work}",
-        *_jar_args(),
         "run",
         "--spec",
         str(pipe / "pipeline.yml"),
     ]
     log = W.OUT / "sdp-peer.log"
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_DIST_CLASSPATH": _delta_classpath(),
+    }
     t0 = time.perf_counter()
     with open(log, "w") as fh:
         r = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=work, env=env)
