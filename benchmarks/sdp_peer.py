@@ -14,7 +14,9 @@ markers of ticdc-sync's kind.
 Beside it, `ticdc-sync run` runs the same capture as a user runs it: `python -m
 ticdc_sync.cli run` in a subprocess. Both are cold processes with `local[2]` and the same
 jars, timed wall clock from start to exit; each target's rows are counted afterwards.
-`why_not(...)` says in one line why the peer cannot run here, if it cannot.
+`why_not(...)` says in one line why the peer cannot run here, if it cannot; with
+pyspark 4.2.0 and delta-spark 4.4.0 the flow itself refuses a Delta target
+(NO_DELTA_MERGE), which the row then reports.
 Not part of the test suite.
 """
 
@@ -30,6 +32,16 @@ import workload as W
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+
+
+# What `spark-pipelines run` answers when the AUTO CDC target is a Delta table
+# (pyspark 4.2.0 with delta-spark 4.4.0): its flows MERGE through DataSource V2's
+# row-level operations, which Delta's tables do not implement (Delta's MERGE is its own
+# command).
+NO_DELTA_MERGE = (
+    "Spark 4.2's AUTO CDC flow refuses a Delta target: AUTOCDC_TARGET_DOES_NOT_SUPPORT_MERGE "
+    "(it needs a DataSource V2 table with row-level MERGE; delta-spark 4.4's tables are not)"
+)
 
 
 def why_not() -> str | None:
@@ -147,6 +159,10 @@ def run_peer(cap: W.Capture, work: Path) -> dict:
         # SDP wants the storage root (its checkpoints) as a URI.
         f"storage: {(work / 'storage').as_uri()}\n"
         "libraries:\n  - glob:\n      include: transformations/**\n"
+        # The pipeline's own session: without Delta's catalog there, `spark_catalog`
+        # creates the tables as plain data source tables, which Delta refuses.
+        "configuration:\n"
+        "  spark.sql.catalog.spark_catalog: org.apache.spark.sql.delta.catalog.DeltaCatalog\n"
     )
     cli = Path(pyspark.__file__).parent / "bin" / "spark-pipelines"
     cmd = [
@@ -181,6 +197,9 @@ def run_peer(cap: W.Capture, work: Path) -> dict:
         r = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=work, env=env)
     dt = time.perf_counter() - t0
     if r.returncode != 0:
+        text = log.read_text(errors="replace")
+        if "AUTOCDC_TARGET_DOES_NOT_SUPPORT_MERGE" in text:
+            return {"unavailable": NO_DELTA_MERGE}
         return {"error": f"{_first_error(log)} (exit {r.returncode}; {log})", "seconds": dt}
     return {"seconds": dt, "warehouse": wh, "tables": list(tables)}
 
@@ -235,6 +254,9 @@ def measure_peer(spark, cap: W.Capture, tmp: Path) -> dict:
     work.mkdir()
     want = cap.meta["passes"][0]["live_rows"]
     peer = run_peer(cap, work)
+    if "unavailable" in peer:
+        print(f"  spark-pipelines AUTO CDC: cannot run: {peer['unavailable']}", flush=True)
+        return {"unavailable": peer["unavailable"]}
     print(f"  spark-pipelines AUTO CDC: {peer.get('error') or _secs(peer)}", flush=True)
     ours = run_ticdc_cli(cap, work)
     print(f"  ticdc-sync run (CLI): {ours.get('error') or _secs(ours)}", flush=True)
