@@ -17,6 +17,13 @@ Measures, in one run and on one local[2] SparkSession (best of --repeat each):
   plan     `ticdc-sync plan` wall time on projects_example/shop (a subprocess, no JVM)
   load     initial load of a Dumpling CSV export (10M rows; --quick 500k) against plain
            spark.read.csv(...).write.format("delta") of the same files (initial_load.py)
+  freshness  `run --follow` consuming a live producer in a real Kafka broker: lag per change
+           at a steady rate, then a rate ramp (freshness.py)
+  flat     --flat-runs consecutive runs of --flat-events each into one project: last / 2nd
+           run time, and disk use against the live rows (growth.py)
+  tables   the same events over 3 and 300 tables; a --follow-sized batch over 50 (growth.py)
+  peer     Spark Declarative Pipelines' AUTO CDC flow vs `ticdc-sync run`, both as CLIs, on
+           pass 1 (sdp_peer.py)
 `--profile` also runs e2e pass 1 once under cProfile and prints where the driver waited.
 Not part of the test suite. Captures are cached under benchmarks/out/ (gitignored).
 """
@@ -110,12 +117,12 @@ def point_captures(root: Path, cap: W.Capture, n: int) -> None:
     link.symlink_to(cap.captures(n) / W.TOPIC, target_is_directory=True)
 
 
-def target_counts(spark, wh: Path) -> dict[str, int]:
+def target_counts(spark, wh: Path, tables: int = 3) -> dict[str, int]:
     from ticdc_sync.locations import target_location
 
     return {
         t.table: spark.read.format("delta").load(target_location(str(wh), t.table)).count()
-        for t in W.bench_tables()
+        for t in W.bench_tables(tables)
     }
 
 
@@ -623,6 +630,145 @@ def profile_e2e(spark, cap: W.Capture, tmp: Path) -> str:
     return text + "\n  runner output:\n" + "\n".join("    " + x for x in lines)
 
 
+# ------------------------------------------------------------------------------ issue 31 rows
+
+
+def _mib(b: float) -> str:
+    return f"{b / 2**20:,.0f} MiB"
+
+
+def growth_rows(res: dict) -> list[tuple[str, str, str, str]]:
+    """Table rows of the freshness, flat, tables and peer figures (those measured)."""
+
+    def met(ok: bool) -> str:
+        return "MET" if ok else "NOT MET"
+
+    rows: list[tuple[str, str, str, str]] = []
+    if "freshness" in res:
+        f = res["freshness"]
+        st = f.get("steady", {})
+        label = (
+            f"freshness, run --follow, {f['rate']:,.0f} ev/s for {f['seconds']:.0f}s "
+            f"over {f['tables']} tables: lag p50 / p99 / max"
+        )
+        if "p99" in st:
+            value = (
+                f"{st['p50']:.1f} / {st['p99']:.1f} / {st['max']:.1f} s "
+                f"({st['n']:,} changes, {st['achieved']:,.0f} ev/s produced"
+                + (f", {st['missing']:,} never visible" if st["missing"] else "")
+                + ")"
+            )
+            ok = st["p99"] <= 10 and not st["missing"]
+        else:
+            value, ok = f"no change became visible ({st})", False
+        rows.append((label, value, "p99 <= 10s", met(ok)))
+        if st.get("batches"):
+            rows.append(
+                (
+                    "  follower batches in that time: count, mean / max length, mean size",
+                    f"{st['batches']}, {st['batch_s']:.1f} / {st['batch_s_max']:.1f} s, "
+                    f"{st['batch_events']:,.0f} events",
+                    "",
+                    "",
+                )
+            )
+        kept = [s for s in f["ramp"] if s.get("ok")]
+        steps = "; ".join(
+            f"{s['rate']:,.0f}: "
+            + (
+                f"median lag {s['mid']:.1f}s -> {s['last']:.1f}s, drained {s['drain']:.0f}s, "
+                f"batches {s.get('batch_s', 0):.1f}s"
+                if s.get("mid") is not None
+                else ("not drained" if s.get("drain") is None else "lag not measured")
+            )
+            + (" (kept up)" if s.get("ok") else " (fell behind)")
+            for s in f["ramp"]
+        )
+        top = max((s["rate"] for s in kept), default=0.0)
+        rows.append(
+            (
+                "  highest rate the follower keeps up with (ramp)",
+                f"{top:,.0f} ev/s [{steps}]",
+                ">= 10,000",
+                met(top >= 10_000),
+            )
+        )
+    if "flat" in res:
+        fl = res["flat"]
+        t = fl["times"]
+        if len(t) >= 2:
+            ratio = t[-1] / t[1]
+            rows.append(
+                (
+                    f"{fl['runs']} runs of {fl['events']:,} events into one project: "
+                    f"run {fl['runs']} / run 2",
+                    f"{t[-1]:.1f}s / {t[1]:.1f}s = {ratio:.2f}x (median "
+                    f"{sorted(t[1:])[len(t[1:]) // 2]:.1f}s)",
+                    "<= 1.1x",
+                    met(ratio <= 1.1),
+                )
+            )
+        rows.append(
+            (
+                f"  warehouse on disk after {fl['runs']} runs / the live rows' own size",
+                f"{_mib(fl['warehouse'])} / {_mib(fl['live'])} = "
+                f"{fl['warehouse'] / max(fl['live'], 1):.1f}x (targets {_mib(fl['targets'])}, "
+                f"staging and state {_mib(fl['internal'])})",
+                "",
+                "",
+            )
+        )
+    if "tables" in res:
+        tb = res["tables"]
+        a3, a300 = tb[3]["seconds"], tb[300]["seconds"]
+        rows.append(
+            (
+                f"{tb['events']:,} events over 300 tables vs over 3",
+                f"{a300:.1f}s / {a3:.1f}s = {a300 / a3:.2f}x",
+                "<= 2x",
+                met(a300 / a3 <= 2),
+            )
+        )
+        b3, b50 = tb["batch3"]["seconds"], tb["batch50"]["seconds"]
+        rows.append(
+            (
+                f"  a {tb['batch']:,}-event batch into populated targets: 50 tables vs 3",
+                f"{b50:.1f}s / {b3:.1f}s = {b50 / b3:.2f}x",
+                "",
+                "",
+            )
+        )
+    if "peer" in res:
+        pr = res["peer"]
+        label = "Spark Declarative Pipelines AUTO CDC vs ticdc-sync run (both CLIs, pass 1)"
+        if "unavailable" in pr:
+            rows.append((label, f"cannot run here: {pr['unavailable']}", ">= 1.0x", "NOT MET"))
+        elif "error" in pr["peer"] or "error" in pr["ticdc"]:
+            err = pr["peer"].get("error") or pr["ticdc"].get("error")
+            rows.append((label, f"FAILED: {err}", ">= 1.0x", "NOT MET"))
+        else:
+            p, o = pr["peer"]["seconds"], pr["ticdc"]["seconds"]
+            counts_ok = pr.get("peer_counts") == pr["want"] == pr.get("ticdc_counts")
+            rows.append(
+                (
+                    label,
+                    f"{p:.1f}s / {o:.1f}s = ticdc-sync {p / o:.2f}x its rate",
+                    ">= 1.0x",
+                    met(p / o >= 1.0),
+                )
+            )
+            rows.append(
+                (
+                    "  target rows: AUTO CDC / ticdc-sync / generator",
+                    f"{sum(pr.get('peer_counts', {}).values()):,} / "
+                    f"{sum(pr.get('ticdc_counts', {}).values()):,} / {sum(pr['want'].values()):,}",
+                    "equal",
+                    met(counts_ok),
+                )
+            )
+    return rows
+
+
 # ------------------------------------------------------------------------------ main
 
 
@@ -631,7 +777,30 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=None, help="row events per pass (1,000,000)")
     ap.add_argument("--quick", action="store_true", help="scaled-down smoke run")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", default="decode,e2e,baseline,merge,memory,plan,load")
+    ap.add_argument(
+        "--only",
+        default="decode,e2e,baseline,merge,memory,plan,load,freshness,flat,tables,peer",
+    )
+    ap.add_argument(
+        "--freshness-seconds", type=float, default=None, help="steady phase (300; --quick 60)"
+    )
+    ap.add_argument("--freshness-rate", type=float, default=2000.0, help="events/s (2,000)")
+    ap.add_argument(
+        "--ramp", default="2000,5000,10000", help="ramp rates, events/s (2000,5000,10000)"
+    )
+    ap.add_argument(
+        "--ramp-seconds", type=float, default=None, help="each ramp step (60; --quick 30)"
+    )
+    ap.add_argument("--flat-runs", type=int, default=None, help="consecutive runs (30; --quick 6)")
+    ap.add_argument(
+        "--flat-events", type=int, default=None, help="events per run (100,000; --quick 20,000)"
+    )
+    ap.add_argument(
+        "--tables-events",
+        type=int,
+        default=None,
+        help="events over 3 vs 300 tables (1,000,000; --quick 100,000)",
+    )
     ap.add_argument("--load-rows", type=int, default=None, help="rows of the load export")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--protocol", default="canal-json")
@@ -651,6 +820,13 @@ def main() -> None:
     load_rows = a.load_rows or (500_000 if a.quick else 10_000_000)
     mem_sizes = (n, 5 * n)
     only = set(a.only.split(","))
+    fresh_s = a.freshness_seconds or (60.0 if a.quick else 300.0)
+    ramp_s = a.ramp_seconds or (30.0 if a.quick else 60.0)
+    ramp = tuple(float(x) for x in a.ramp.split(",") if x)
+    flat_runs = a.flat_runs or (6 if a.quick else 30)
+    flat_events = a.flat_events or (20_000 if a.quick else 100_000)
+    tables_events = a.tables_events or (100_000 if a.quick else 1_000_000)
+    follow_batch = 10_000
     t_start = time.perf_counter()
     print(
         f"ticdc-sync benchmark: {n:,} events/pass, {a.protocol}, best of {a.repeat}; "
@@ -658,9 +834,11 @@ def main() -> None:
         flush=True,
     )
     print(f"fast Canal path == real encoder on {W.verify_fast_path():,} sample lines", flush=True)
-    cap = W.ensure_captures(W.Params(events=n, protocol=a.protocol))
-    records = cap.meta["passes"][0]["records"]
-    records2 = cap.meta["passes"][1]["records"]
+    # The N-event capture, unless only rows with streams of their own were asked for.
+    needs_cap = bool(only & {"decode", "e2e", "baseline", "memory", "peer"}) or a.profile
+    cap = W.ensure_captures(W.Params(events=n, protocol=a.protocol)) if needs_cap else None
+    records = cap.meta["passes"][0]["records"] if cap else 0
+    records2 = cap.meta["passes"][1]["records"] if cap else 0
     rows: list[tuple[str, str, str, str]] = []  # figure, value, target, met
     loads = [os.getloadavg()[0]]
 
@@ -669,7 +847,7 @@ def main() -> None:
 
     res: dict = {}
     spark = None
-    if only & {"decode", "e2e", "baseline", "merge", "load"} or a.profile:
+    if only & {"decode", "e2e", "baseline", "merge", "load", "flat", "tables", "peer"} or a.profile:
         spark = session()
     with tempfile.TemporaryDirectory(prefix="ticdc-bench-") as tmpd:
         tmp = Path(tmpd)
@@ -691,9 +869,32 @@ def main() -> None:
             print(f"load fast path == testkit's Dumpling writer on {L.verify_fast_path():,} rows")
             res["load"] = L.measure_load(spark, load_rows, a.repeat, tmp)
             loads.append(os.getloadavg()[0])
+        if "flat" in only:
+            import growth
+
+            res["flat"] = growth.measure_flat(spark, flat_runs, flat_events, tmp)
+            loads.append(os.getloadavg()[0])
+        if "tables" in only:
+            import growth
+
+            res["tables"] = growth.measure_tables(spark, tables_events, follow_batch, tmp)
+            loads.append(os.getloadavg()[0])
+        if "peer" in only:
+            import sdp_peer
+
+            res["peer"] = sdp_peer.measure_peer(spark, cap, tmp)
+            loads.append(os.getloadavg()[0])
         profile = profile_e2e(spark, cap, tmp) if a.profile else None
     if spark is not None:
         spark.stop()
+    if "freshness" in only:
+        import freshness
+
+        with tempfile.TemporaryDirectory(prefix="ticdc-bench-fresh-") as ftmp:
+            res["freshness"] = freshness.measure_freshness(
+                fresh_s, a.freshness_rate, ramp, ramp_s, 20, Path(ftmp)
+            )
+        loads.append(os.getloadavg()[0])
     if "memory" in only:
         res["memory"] = [measure_memory(m, a.protocol, a.repeat, a.mem_heap) for m in mem_sizes]
         loads.append(os.getloadavg()[0])
@@ -822,11 +1023,18 @@ def main() -> None:
             )
         )
 
+    rows += growth_rows(res)
+
     print()
     print(
         f"# {time.strftime('%Y-%m-%d')} {platform.node()} {os.cpu_count()} cores, "
-        f"load avg during run {min(loads):.1f}-{max(loads):.1f}; {n:,} row events/pass "
-        f"({records:,} records pass 1, {records2:,} pass 2), {a.protocol}, best of {a.repeat}; "
+        f"load avg during run {min(loads):.1f}-{max(loads):.1f}; "
+        + (
+            f"{n:,} row events/pass ({records:,} records pass 1, {records2:,} pass 2), "
+            if cap
+            else ""
+        )
+        + f"{a.protocol}, best of {a.repeat}; "
         f"total {time.perf_counter() - t_start:.0f}s"
     )
     w = max(len(r[0]) for r in rows) if rows else 10

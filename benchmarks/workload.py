@@ -50,8 +50,19 @@ TOPIC = "bench"
 OUT = Path(__file__).resolve().parent / "out"
 
 
-def bench_tables() -> tuple[TableSchema, ...]:
-    """Three tables with the types a typical OLTP schema has (ASCII text, no floats)."""
+def bench_tables(n: int = 3) -> tuple[TableSchema, ...]:
+    """`n` tables with the types a typical OLTP schema has (ASCII text, no floats).
+
+    The default three are `accounts`, `orders`, `events`. With more, table i is shaped as
+    table i % 3 and named `<shape>_<i>` (`accounts_000`, `orders_001`, ...): the stream
+    stays the same mix, spread over more tables."""
+    base = _three_tables()
+    if n == 3:
+        return base
+    return tuple(base[i % 3].with_(table=f"{base[i % 3].table}_{i:03d}") for i in range(n))
+
+
+def _three_tables() -> tuple[TableSchema, ...]:
     C = Column
     accounts = TableSchema(
         DB,
@@ -115,7 +126,7 @@ def schema_sql(schema: TableSchema) -> str:
 _STATUS = ("new", "active", "closed", "frozen")
 _KINDS = ("click", "view", "buy", "login", "logout")
 _ORDER = {OP_D: 0, OP_U: 1, OP_I: 2}
-_BASE_COLS = tuple(len(t.columns) for t in bench_tables())
+_BASE_COLS = tuple(len(t.columns) for t in _three_tables())
 _DAYS = tuple(
     f"2024-{1 + i % 12:02d}-{1 + i % 28:02d} {i % 24:02d}:{i * 7 % 60:02d}:{i * 13 % 60:02d}"
     for i in range(4096)
@@ -133,11 +144,14 @@ class Params:
     ddl_count: int = 3  # ADD COLUMN, spread over the first pass
     protocol: str = "canal-json"
     passes: int = 2  # the second pass continues the stream into populated tables
+    tables: int = 3  # the stream spread over this many tables (bench_tables)
 
     def key(self) -> str:
+        # The three-table key stays as it was: cached captures keep their folders.
+        t = "" if self.tables == 3 else f"-t{self.tables}"
         return (
             f"{self.protocol}-n{self.events}x{self.passes}-s{self.seed}-k{self.hot_keys}-p{self.partitions}"
-            f"-w{self.watermark_every}-d{self.ddl_count}-v{GEN_VERSION}"
+            f"-w{self.watermark_every}-d{self.ddl_count}{t}-v{GEN_VERSION}"
         )
 
 
@@ -164,14 +178,16 @@ class BenchGenerator:
     """Seeded logical stream; rows are tuples in the table's current column order."""
 
     p: Params
-    tables: list[TableSchema] = field(default_factory=lambda: list(bench_tables()))
+    tables: list[TableSchema] = field(default_factory=list)
     rows_emitted: int = 0
-    live: list[int] = field(default_factory=lambda: [0, 0, 0])  # live rows per table
+    live: list[int] = field(default_factory=list)  # live rows per table
 
     def __post_init__(self) -> None:
+        self.tables = self.tables or list(bench_tables(self.p.tables))
+        self.live = self.live or [0] * len(self.tables)
         self.rng = random.Random(self.p.seed)
         self._rand = self.rng.random
-        self.next_id = [1, 1, 1]
+        self.next_id = [1] * len(self.tables)
         self.pool: list[tuple[int, int]] = []  # (table, id) of hot live keys
         self.pos: dict[tuple[int, int], int] = {}  # index in pool
         self.rows: dict[tuple[int, int], tuple] = {}  # row of each hot key
@@ -199,7 +215,8 @@ class BenchGenerator:
         rand, n_ = self._rand, self._n
         n = len(self.tables[t].columns)
         day = _DAYS[n_(len(_DAYS))]
-        if t == 0:
+        shape = t % 3
+        if shape == 0:
             row = (
                 i,
                 f"user{i}",
@@ -210,7 +227,7 @@ class BenchGenerator:
                 day,
                 None,
             )
-        elif t == 1:
+        elif shape == 1:
             row = (
                 i,
                 1 + n_(100_000),
@@ -228,19 +245,20 @@ class BenchGenerator:
     def _updated(self, t: int, old: tuple) -> tuple:
         rand, n_ = self._rand, self._n
         new = list(old)
-        if t == 0:
+        shape = t % 3
+        if shape == 0:
             new[3] = self._cents(10**9)
             if rand() < 0.3:
                 new[4] = _STATUS[n_(4)]
             new[5] = (old[5] or 0) + 1
             new[7] = _DAYS[n_(len(_DAYS))].replace("2024", "2025", 1)
-        elif t == 1:
+        elif shape == 1:
             new[4] = ("paid", "shipped", "done")[n_(3)]
             if rand() < 0.5:
                 new[2] = 1 + n_(50)
         else:
             new[2] = "y" * (10 + n_(190))
-        if len(new) > _BASE_COLS[t] and rand() < 0.5:
+        if len(new) > _BASE_COLS[shape] and rand() < 0.5:
             new[-1] = f"v{n_(1000)}"  # an added column
         return tuple(new)
 
@@ -260,7 +278,7 @@ class BenchGenerator:
         return self.rows.pop(k)
 
     def _ddl(self) -> Ddl:
-        t = self.added % 3
+        t = self.added % len(self.tables)
         self.added += 1
         s = self.tables[t]
         name = f"c_added{self.added}"
@@ -279,6 +297,7 @@ class BenchGenerator:
     def stream(self, n_rows: int) -> Iterator[Txn | Ddl | Watermark]:
         """The next `n_rows` row events (transactions are never split), then a watermark."""
         rand, n_ = self._rand, self._n
+        ntables = len(self.tables)
         target = self.rows_emitted + n_rows
         since_wm = 0
         while self.rows_emitted < target:
@@ -289,7 +308,7 @@ class BenchGenerator:
             changes = []
             touched = set()
             for _ in range(min(1 + n_(self.p.max_rows_per_txn), target - self.rows_emitted)):
-                t = n_(3)
+                t = n_(ntables)
                 x = rand()
                 if x < 0.5 or not self.pool:
                     i = self.next_id[t]
@@ -493,11 +512,11 @@ class EncoderWriter:
         files.next = dict(prod._next)
 
 
-def verify_fast_path(sample_rows: int = 3000, seed: int = 99) -> int:
+def verify_fast_path(sample_rows: int = 3000, seed: int = 99, tables: int = 3) -> int:
     """Fast Canal lines == real encoder lines on a sample (with a DDL). Returns lines checked."""
     import tempfile
 
-    p = Params(events=sample_rows, seed=seed, ddl_count=2, watermark_every=100)
+    p = Params(events=sample_rows, seed=seed, ddl_count=2, watermark_every=100, tables=tables)
     with tempfile.TemporaryDirectory() as tmp:
         outs = []
         for kind in ("fast", "real"):
@@ -530,7 +549,7 @@ class Capture:
         return self.root / f"pass{n}"
 
     def schema_sql(self) -> str:
-        return "".join(schema_sql(s) for s in bench_tables())
+        return "".join(schema_sql(s) for s in bench_tables(self.params.tables))
 
 
 def ensure_captures(params: Params, log=print) -> Capture:
@@ -555,7 +574,9 @@ def ensure_captures(params: Params, log=print) -> Capture:
             {
                 "records": files.records,
                 "row_events": g.rows_emitted,
-                "live_rows": dict(zip([s.table for s in bench_tables()], g.live, strict=True)),
+                "live_rows": dict(
+                    zip([s.table for s in bench_tables(params.tables)], g.live, strict=True)
+                ),
                 "columns": {s.table: len(s.columns) for s in g.tables},
             }
         )

@@ -1,0 +1,444 @@
+"""Freshness under `ticdc-sync run --follow`: a live producer into a real Kafka broker.
+
+A local KRaft broker (scripts/kafka.py) gets a topic of 6 partitions. A producer thread
+of this process writes TiCDC Canal-JSON (TiDB extension) at a steady rate: the
+benchmark's stream (workload.BenchGenerator, no DDL) spread over `tables` tables, with
+each transaction's commit_ts taken from the wall clock (its physical part is the time
+the producer made it), and a TIDB_WATERMARK to every partition once per second, as
+TiCDC sends its resolved ts. `ticdc-sync run --follow` runs as users run it: a
+subprocess with its own JVM (ticdc-sync's session defaults, local[2]).
+
+Lag of a change = when its row became visible in Delta minus its TiDB commit time. A
+row is visible from the first commit of its target whose ticdc-sync marker says
+`applied_ts >= commit_ts` (window.Marker: every change up to it is in the table); its
+time is that commit's `commitInfo.timestamp`, read from the target's `_delta_log`.
+Phases, one follower throughout:
+  warm-up   a few seconds of events, applied in full: creates the targets (not counted)
+  steady    `seconds` at `rate` events/s: p50/p99/max lag over every change
+  ramp      each of `ramp` rates for `ramp_seconds`, the follower drained between steps:
+            the consumer kept up at a rate if the lag did not grow over the step (the
+            median lag of the changes made in its last third is at most 1.5x that of its
+            middle third plus 2 s) and its last change became visible within
+            DRAIN_LIMIT_S of the step's end.
+The producer shares the 2 cores with the broker and the follower, as the README says.
+Needs confluent-kafka (the `bench` extra). Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from array import array
+from pathlib import Path
+
+import workload as W
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+PARTITIONS = 6
+DRAIN_LIMIT_S = 240.0
+WARMUP_S = 5.0
+
+
+def _broker_module():
+    sys.path.insert(0, str(REPO))
+    from tests.kafka.helpers import broker_module
+
+    return broker_module()
+
+
+class LiveGenerator(W.BenchGenerator):
+    """The benchmark stream with TiDB commit timestamps from the wall clock."""
+
+    def _tso(self) -> int:
+        from testkit.encode import make_tso
+
+        now = int(time.time() * 1000)
+        if now > self.ms:
+            self.ms, self.logical = now, 0
+        else:  # same millisecond: the logical part keeps TSOs strictly increasing
+            self.logical += 1
+            if self.logical >= 1 << 18:
+                self.ms, self.logical = self.ms + 1, 0
+        return make_tso(self.ms, self.logical)
+
+
+class Producer:
+    """Paced Canal-JSON producer; records each row change's (table, commit_ts)."""
+
+    def __init__(self, bootstrap: str, tables: int) -> None:
+        from confluent_kafka import Producer as KProducer
+
+        self.k = KProducer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "queue.buffering.max.messages": 1_000_000,
+            }
+        )
+        p = W.Params(
+            events=10**12, ddl_count=0, watermark_every=10**12, tables=tables, partitions=6
+        )
+        self.gen = LiveGenerator(p)
+        self.fast = W.CanalFastWriter(self.gen)
+        self.table_of: array = array("H")
+        self.ts_of: array = array("q")
+        self._lock = threading.Lock()
+        self.last_watermark = 0
+
+    def watermark(self) -> None:
+        """TIDB_WATERMARK to every partition: every change so far has a smaller commit_ts."""
+        with self._lock:
+            ts = self.gen._tso()
+            m = self.fast.enc.encode_watermark(ts)
+            assert m is not None
+            for part in range(PARTITIONS):
+                self.k.produce(W.TOPIC, value=m.value, key=m.key, partition=part)
+            self.last_watermark = ts
+        self.k.poll(0)
+
+    def rows(self, n: int) -> None:
+        tables, fast, produce = self.gen.tables, self.fast, self.k.produce
+        with self._lock:
+            for it in self.gen.stream(n):
+                if not isinstance(it, W.Txn):
+                    continue  # the stream's closing watermark: ours go out once a second
+                for t, op, before, after in it.changes:
+                    s = tables[t]
+                    part = W.partition_of(s.db, s.table, (after or before)[0], PARTITIONS)
+                    v = fast.row_value(t, op, before, after, it.ts).encode()
+                    while True:
+                        try:
+                            produce(W.TOPIC, value=v, partition=part)
+                            break
+                        except BufferError:
+                            self.k.poll(0.05)
+                    self.table_of.append(t)
+                    self.ts_of.append(it.ts)
+        self.k.poll(0)
+
+    def run_for(self, rate: float, seconds: float) -> tuple[int, int, float]:
+        """`rate` row events/s for `seconds`, a watermark each second. Returns the index
+        range of the changes made and the rate achieved."""
+        first = len(self.ts_of)
+        t0 = time.monotonic()
+        next_wm = t0 + 1.0
+        made = 0
+        while True:
+            now = time.monotonic()
+            if now >= t0 + seconds:
+                break
+            due = int(rate * (now - t0)) - made
+            if due > 0:
+                before = len(self.ts_of)
+                self.rows(due)
+                made += len(self.ts_of) - before
+            if now >= next_wm:
+                self.watermark()
+                next_wm += 1.0
+            time.sleep(0.005)
+        self.watermark()
+        self.k.flush(60)
+        return first, len(self.ts_of), made / (time.monotonic() - t0)
+
+    def idle_until(self, cond, limit: float) -> float | None:
+        """Watermarks once a second (as TiCDC sends them with no writes) until `cond()`;
+        the seconds it took, or None after `limit`."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < limit:
+            if cond():
+                return time.monotonic() - t0
+            self.watermark()
+            time.sleep(1.0)
+        return None
+
+
+def _project(root: Path, bootstrap: str, tables: int) -> Path:
+    import yaml
+
+    root.mkdir(parents=True)
+    (root / "ticdc_sync.yml").write_text("name: bench\nprofile: bench\n")
+    profile = {
+        "bench": {
+            "target": "dev",
+            "outputs": {
+                "dev": {
+                    "spark": {"master": "local[2]", "conf": {"spark.ui.enabled": "false"}},
+                    "warehouse": "warehouse",
+                    "transport": {"type": "kafka", "bootstrap_servers": bootstrap},
+                }
+            },
+        }
+    }
+    (root / "profiles.yml").write_text(yaml.safe_dump(profile, sort_keys=True))
+    (root / "sources").mkdir()
+    (root / "sources" / "s.yml").write_text(
+        f"sources:\n  - name: src\n    protocol: canal-json\n    topics: [{W.TOPIC}]\n"
+        "    options:\n      enable-tidb-extension: true\n"
+    )
+    (root / "tables").mkdir()
+    (root / "tables" / "t.yml").write_text(
+        f'tables:\n  - upstream: "{W.DB}.*"\n    name: "{{table}}"\n'
+    )
+    (root / "schema").mkdir()
+    (root / "schema" / "bench.sql").write_text(
+        "".join(W.schema_sql(s) for s in W.bench_tables(tables))
+    )
+    return root
+
+
+def _latest_applied(wh: Path, name: str) -> int:
+    """`applied_ts` of the newest ticdc-sync commit of target `name` (-1 if none yet),
+    from its `_delta_log` files, newest first."""
+    from ticdc_sync.locations import target_location
+    from ticdc_sync.window import Marker
+
+    log = Path(target_location(str(wh), name)) / "_delta_log"
+    for f in sorted(log.glob("*.json"), reverse=True):
+        for line in f.read_text().splitlines():
+            if line.startswith('{"commitInfo"'):
+                m = Marker.from_user_metadata(json.loads(line)["commitInfo"].get("userMetadata"))
+                if m is not None and m.applied_ts >= 0:
+                    return m.applied_ts
+    return -1
+
+
+def _all_visible(root: Path, prod: Producer, upto: int, names: list[str]):
+    """A check: is every change before index `upto` in its target (by the Delta logs)?"""
+    last: dict[int, int] = {}
+    for i in range(upto - 1, -1, -1):
+        t = prod.table_of[i]
+        if t not in last:
+            last[t] = prod.ts_of[i]
+            if len(last) == len(names):
+                break
+
+    def cond() -> bool:
+        wh = root / "warehouse"
+        return all(_latest_applied(wh, names[t]) >= ts for t, ts in last.items())
+
+    return cond
+
+
+def visibility(wh: Path, names: list[str]) -> dict[str, tuple[list[int], list[int]]]:
+    """Per target: its ticdc-sync commits' (applied_ts, commit time in ms), in version order."""
+    from ticdc_sync.locations import target_location
+    from ticdc_sync.window import Marker
+
+    out = {}
+    for name in names:
+        log = Path(target_location(str(wh), name)) / "_delta_log"
+        ats, tms = [], []
+        for f in sorted(log.glob("*.json")):
+            for line in f.read_text().splitlines():
+                if not line.startswith('{"commitInfo"'):
+                    continue
+                info = json.loads(line)["commitInfo"]
+                m = Marker.from_user_metadata(info.get("userMetadata"))
+                if m is not None and m.applied_ts >= 0:
+                    ats.append(m.applied_ts)
+                    tms.append(int(info["timestamp"]))
+        out[name] = (ats, tms)
+    return out
+
+
+def lags_ms(prod: Producer, lo: int, hi: int, vis, names: list[str]):
+    """Lag (ms) of changes [lo, hi): visible time minus commit_ts's physical part; None
+    for a change not visible yet. Also each change's commit time (ms)."""
+    import numpy as np
+
+    ts = np.frombuffer(prod.ts_of, dtype=np.int64)[lo:hi]
+    tb = np.frombuffer(prod.table_of, dtype=np.uint16)[lo:hi]
+    commit_ms = ts >> 18
+    lag = np.full(len(ts), -1, dtype=np.int64)
+    for t, name in enumerate(names):
+        sel = tb == t
+        if not sel.any():
+            continue
+        ats, tms = vis[name]
+        a = np.maximum.accumulate(np.array(ats, dtype=np.int64)) if ats else np.array([])
+        idx = np.searchsorted(a, ts[sel], side="left")
+        ok = idx < len(a)
+        tm = np.array(tms, dtype=np.int64)
+        got = np.full(int(sel.sum()), -1, dtype=np.int64)
+        got[ok] = tm[idx[ok]] - commit_ms[sel][ok]
+        lag[sel] = got
+    return lag, commit_ms
+
+
+def _stats(lag) -> dict:
+    import numpy as np
+
+    seen = lag[lag >= 0]
+    if not len(seen):
+        return {"n": len(lag), "missing": len(lag)}
+    return {
+        "n": int(len(lag)),
+        "missing": int((lag < 0).sum()),
+        "p50": float(np.percentile(seen, 50)) / 1000,
+        "p99": float(np.percentile(seen, 99)) / 1000,
+        "max": float(seen.max()) / 1000,
+    }
+
+
+def _kept_up(lag, commit_ms, drained: float | None) -> dict:
+    """The ramp step's verdict: the lag did not grow from its middle third to its last."""
+    import numpy as np
+
+    t0, t1 = int(commit_ms.min()), int(commit_ms.max())
+    third = (t1 - t0) / 3
+    mid = lag[(commit_ms >= t0 + third) & (commit_ms < t0 + 2 * third)]
+    last = lag[commit_ms >= t0 + 2 * third]
+    if drained is None or (mid < 0).any() or (last < 0).any() or not len(mid) or not len(last):
+        return {"ok": False, "mid": None, "last": None, "drain": drained}
+    m, la = float(np.median(mid)) / 1000, float(np.median(last)) / 1000
+    return {"ok": la <= 1.5 * m + 2.0, "mid": m, "last": la, "drain": drained}
+
+
+def measure_freshness(
+    seconds: float,
+    rate: float,
+    ramp: tuple[float, ...],
+    ramp_seconds: float,
+    tables: int,
+    tmp: Path,
+) -> dict:
+    km = _broker_module()
+    names = [s.table for s in W.bench_tables(tables)]
+    res: dict = {"rate": rate, "seconds": seconds, "tables": tables, "ramp": []}
+    broker = km.KafkaBroker(tmp / "kafka", die_with_parent=True)
+    proc: subprocess.Popen | None = None
+    log = tmp / "follow.log"
+    try:
+        bootstrap = broker.start()
+        broker.create_topic(W.TOPIC, partitions=PARTITIONS)
+        root = _project(tmp / "follow", bootstrap, tables)
+        prod = Producer(bootstrap, tables)
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        }
+        with open(log, "wb") as fh:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "ticdc_sync.cli",
+                    "run",
+                    "--follow",
+                    "-v",
+                    "--project",
+                    str(root),
+                ],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=root,
+                start_new_session=True,
+            )
+
+        def alive() -> None:
+            if proc.poll() is not None:
+                raise SystemExit(f"follower exited ({proc.returncode}):\n{_tail(log)}")
+
+        # Warm-up: the JVM starts, the targets are created; none of it is counted.
+        t0 = time.monotonic()
+        _, hi, _ = prod.run_for(rate, WARMUP_S)
+        took = prod.idle_until(lambda: (alive(), _all_visible(root, prod, hi, names)())[1], 600)
+        if took is None:
+            raise SystemExit(f"warm-up not applied within 600s:\n{_tail(log)}")
+        print(f"  follower warm ({time.monotonic() - t0:.0f}s incl. JVM start)", flush=True)
+
+        b0 = len(_batches(log))
+        lo, hi, achieved = prod.run_for(rate, seconds)
+        b1 = len(_batches(log))
+        drained = prod.idle_until(
+            lambda: (alive(), _all_visible(root, prod, hi, names)())[1], DRAIN_LIMIT_S
+        )
+        vis = visibility(root / "warehouse", names)
+        lag, _ = lags_ms(prod, lo, hi, vis, names)
+        res["steady"] = {
+            **_stats(lag),
+            "achieved": achieved,
+            "drain": drained,
+            **_batch_summary(_batches(log)[b0:b1]),
+        }
+        print(f"  steady {rate:,.0f} ev/s for {seconds:.0f}s: {res['steady']}", flush=True)
+
+        for r in ramp:
+            b0 = len(_batches(log))
+            lo, hi, achieved = prod.run_for(r, ramp_seconds)
+            b1 = len(_batches(log))
+            drained = prod.idle_until(
+                lambda hi=hi: (alive(), _all_visible(root, prod, hi, names)())[1],
+                DRAIN_LIMIT_S,
+            )
+            vis = visibility(root / "warehouse", names)
+            lag, cms = lags_ms(prod, lo, hi, vis, names)
+            step = {
+                "rate": r,
+                "achieved": achieved,
+                **_stats(lag),
+                **_kept_up(lag, cms, drained),
+                **_batch_summary(_batches(log)[b0:b1]),
+            }
+            res["ramp"].append(step)
+            print(f"  ramp {r:,.0f} ev/s for {ramp_seconds:.0f}s: {step}", flush=True)
+            if drained is None:
+                break  # not drained: a higher rate will not be kept up either
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            print("  follower did not stop within 180s of SIGTERM; killed", flush=True)
+    finally:
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        broker.close()
+        keep = W.OUT / "freshness-follow.log"
+        if log.exists():
+            keep.write_bytes(log.read_bytes())
+    return res
+
+
+def _tail(log: Path, n: int = 40) -> str:
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    return "\n".join(lines[-n:])
+
+
+BATCH_LINE = re.compile(r"batch (\d+): (\d+) event\(s\) staged, .* ([\d.]+)s\s*$")
+
+
+def _batches(log: Path) -> list[tuple[int, float]]:
+    """(events staged, seconds) of each batch the follower reported so far
+    (runner.batch_line; the whole log is kept in benchmarks/out/)."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return [
+        (int(m.group(2)), float(m.group(3)))
+        for m in (BATCH_LINE.search(x) for x in text.splitlines())
+        if m
+    ]
+
+
+def _batch_summary(batches: list[tuple[int, float]]) -> dict:
+    """How many batches a phase took, their mean length and size."""
+    if not batches:
+        return {"batches": 0}
+    return {
+        "batches": len(batches),
+        "batch_s": sum(b[1] for b in batches) / len(batches),
+        "batch_events": sum(b[0] for b in batches) / len(batches),
+        "batch_s_max": max(b[1] for b in batches),
+    }
