@@ -131,17 +131,13 @@ def semantic_checks(
             topic_owner.setdefault(t, s)
 
     for i, e in enumerate(tables):
-        where = e.origin
         if _is_glob(e.upstream_db) and "{db}" not in e.name:
-            ctx.issues.append(
-                Issue(
-                    where.file,
-                    ctx.line(e, "name"),
-                    ctx.path(e, "name"),
-                    f"{e.upstream!r} spans databases but name {e.name!r} has no {{db}}: "
-                    "tables of different databases would land in one target",
-                    'use a name like "{db}_{table}", or one entry per database',
-                )
+            ctx.entry_issue(
+                e,
+                "name",
+                f"{e.upstream!r} spans databases but name {e.name!r} has no {{db}}: "
+                "tables of different databases would land in one target",
+                'use a name like "{db}_{table}", or one entry per database',
             )
         for prev in tables[:i]:
             _pair_checks(ctx, prev, e)
@@ -149,29 +145,22 @@ def semantic_checks(
             if e.keys and e.matches(db, tbl):
                 missing = [k for k in e.keys if schema.column(k) is None]
                 if missing:
-                    ctx.issues.append(
-                        Issue(
-                            where.file,
-                            ctx.line(e, "keys"),
-                            ctx.path(e, "keys"),
-                            f"{schema.qualified} has no column {missing[0]!r}",
-                            "columns: " + ", ".join(schema.column_names()),
-                        )
+                    ctx.entry_issue(
+                        e,
+                        "keys",
+                        f"{schema.qualified} has no column {missing[0]!r}",
+                        "columns: " + ", ".join(schema.column_names()),
                     )
 
 
 def _pair_checks(ctx: Ctx, prev: TableEntry, e: TableEntry) -> None:
-    where = e.origin
     if _sources_overlap(prev, e):
         if not _is_glob(e.upstream) and e.upstream.lower() == prev.upstream.lower():
-            ctx.issues.append(
-                Issue(
-                    where.file,
-                    ctx.line(e, "upstream"),
-                    ctx.path(e, "upstream"),
-                    f"{e.upstream} is already claimed by the entry at {prev.origin.render()}",
-                    "one entry per upstream table and source; set `source:` to route sources apart",
-                )
+            ctx.entry_issue(
+                e,
+                "upstream",
+                f"{e.upstream} is already claimed by the entry at {prev.origin.render()}",
+                "one entry per upstream table and source; set `source:` to route sources apart",
             )
             return
         if (
@@ -179,15 +168,12 @@ def _pair_checks(ctx: Ctx, prev: TableEntry, e: TableEntry) -> None:
             and prev.is_pattern
             and prev.matches(e.upstream_db, e.upstream_table)
         ):
-            ctx.issues.append(
-                Issue(
-                    where.file,
-                    ctx.line(e, "upstream"),
-                    ctx.path(e, "upstream"),
-                    f"{e.upstream} is already claimed by pattern {prev.upstream!r} at {prev.origin.render()}; "
-                    "entries match in order, so this one is never used",
-                    "move this entry before the pattern (files are read in name order)",
-                )
+            ctx.entry_issue(
+                e,
+                "upstream",
+                f"{e.upstream} is already claimed by pattern {prev.upstream!r} at {prev.origin.render()}; "
+                "entries match in order, so this one is never used",
+                "move this entry before the pattern (files are read in name order)",
             )
             return
     a, b = target_glob(prev), target_glob(e)
@@ -197,12 +183,9 @@ def _pair_checks(ctx: Ctx, prev: TableEntry, e: TableEntry) -> None:
         or (not _is_glob(b) and fnmatch.fnmatchcase(b, a))
     )
     if collide:
-        ctx.issues.append(
-            Issue(
-                where.file,
-                ctx.line(e, "name"),
-                ctx.path(e, "name"),
-                f"target {e.name!r} of {e.upstream} can collide with target {prev.name!r} of {prev.upstream} at {prev.origin.render()}",
-                "give the routes distinct names, e.g. a prefix per source",
-            )
+        ctx.entry_issue(
+            e,
+            "name",
+            f"target {e.name!r} of {e.upstream} can collide with target {prev.name!r} of {prev.upstream} at {prev.origin.render()}",
+            "give the routes distinct names, e.g. a prefix per source",
         )

@@ -40,6 +40,12 @@ class Ctx:
         base = self.paths.get(id(obj), "")
         return f"{base}.{key}" if key else base
 
+    def entry_issue(self, obj: Source | TableEntry, key: str, message: str, hint: str = "") -> None:
+        """Report a problem at `key` of the entry `obj` (its file, line and key path)."""
+        self.issues.append(
+            Issue(obj.origin.file, self.line(obj, key), self.path(obj, key), message, hint)
+        )
+
     def line(self, obj: Source | TableEntry, key: str = "") -> int | None:
         """The line of `key` inside the entry `obj` (the entry's own line without a key, or
         when the key is not written there)."""
