@@ -127,6 +127,9 @@ def test_interrupts_first_asks_second_aborts(monkeypatch) -> None:
     aborted: list[bool] = []
     exits: list[int] = []
     monkeypatch.setattr("os._exit", exits.append)
+    # Whatever held SIGINT before (Python's default, or a SparkContext started earlier in
+    # this process) must hold it again afterwards.
+    before = signal.getsignal(signal.SIGINT)
     with Interrupts(said.append, lambda: aborted.append(True)) as stop:
         handler = signal.getsignal(signal.SIGINT)
         # PySpark's context takes SIGINT when it starts; reinstall takes it back.
@@ -137,4 +140,4 @@ def test_interrupts_first_asks_second_aborts(monkeypatch) -> None:
         assert stop.requested and said == [signal.SIGINT] and not aborted
         handler(signal.SIGINT, None)
         assert aborted == [True] and exits == [130]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before
