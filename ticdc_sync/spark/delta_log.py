@@ -50,29 +50,39 @@ def table_exists(spark: SparkSession, location: str) -> bool:
 
 
 def has_data_files(spark: SparkSession, location: str) -> bool:
-    """Whether the Delta table at `location` has data files: the file count of its latest
-    version.
+    """Whether the Delta table at `location` has data files in its latest version."""
+    return data_size(spark, location)[0] > 0
 
-    An empty table is known from that version's checksum file (local tables), without the
-    Spark job that rebuilds the snapshot's file list: an INSERT or a skipped
-    backfill follows, which needs no file list. Otherwise `DESCRIBE DETAIL` answers: a
-    MERGE or UPDATE follows, which rebuilds the file list anyway, and rebuilding it here
-    first measured faster than leaving it to the MERGE (benchmarks/README.md)."""
-    if checksum_num_files(location) == 0:
-        return False
+
+def data_size(spark: SparkSession, location: str) -> tuple[int, int]:
+    """(data files, bytes) of the latest version of the Delta table at `location`.
+
+    A local table's newest version checksum (`_delta_log/<version>.crc`, whose `numFiles`
+    and `tableSizeInBytes` the Delta protocol requires) answers without a Spark job; else
+    `DESCRIBE DETAIL`, which rebuilds the snapshot's file list."""
+    found = checksum_size(location)
+    if found is not None:
+        return found
     detail = spark.sql(f"DESCRIBE DETAIL {table_ref(location)}").collect()[0]
-    return int(detail["numFiles"] or 0) > 0
+    return int(detail["numFiles"] or 0), int(detail["sizeInBytes"] or 0)
 
 
 def checksum_num_files(location: str) -> int | None:
-    """`numFiles` of the newest commit's version checksum (`_delta_log/<version>.crc`, a
-    required field of that file in the Delta protocol), or None where it cannot be read:
-    a remote table, a version without a checksum, a file being written."""
+    """`numFiles` of the newest commit's version checksum, or None (`checksum_size`)."""
+    found = checksum_size(location)
+    return None if found is None else found[0]
+
+
+def checksum_size(location: str) -> tuple[int, int] | None:
+    """(`numFiles`, `tableSizeBytes`) of the newest commit's version checksum, or None
+    where it cannot be read: a remote table, a version without a checksum, a file being
+    written."""
     found = _newest_log_file(location, ".crc")
     if found is None:
         return None
     try:
-        return int(json.loads(found[1])["numFiles"])
+        crc = json.loads(found[1])
+        return int(crc["numFiles"]), int(crc["tableSizeBytes"])
     except (ValueError, KeyError, TypeError):
         return None
 

@@ -16,7 +16,7 @@ typing, bad-value handling, collapse and MERGE share one target's state.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import suppress
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -33,7 +33,7 @@ from ticdc_sync.plan.model import TargetPlan
 from ticdc_sync.plan.steps import Rows
 from ticdc_sync.spark import raised
 from ticdc_sync.spark.conf import before_commit, commit_marker, session_conf
-from ticdc_sync.spark.delta_log import has_data_files, table_exists, target_marker
+from ticdc_sync.spark.delta_log import data_size, table_exists, target_marker
 from ticdc_sync.spark.row_typing import (
     ROW_NAMES,
     Images,
@@ -137,8 +137,9 @@ class TargetWriter:
 
     def _target_columns(self) -> list[tuple[str, str]]:
         df = self.spark.read.format("delta").load(self.location)
-        # No data files: a MERGE has nothing to match.
-        self._target_empty = not has_data_files(self.spark, self.location)
+        # No data files: a MERGE has nothing to match. The size picks how it merges.
+        self._target_files, self._target_bytes = data_size(self.spark, self.location)
+        self._target_empty = self._target_files == 0
         return [
             (f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name != COMMIT_TS
         ]
@@ -320,12 +321,24 @@ class TargetWriter:
         cols = [n for n, _ in target_cols]
         empty = self._target_empty
         materialized = None
+        conf = {MATERIALIZE: "none"}
         try:
             if empty:
                 # Nothing to match: the MERGE's result is its NOT MATCHED inserts, and a
                 # plain append is one pass over the source, without joins or a copy.
                 src.createOrReplaceTempView(SOURCE_VIEW)
                 sql = insert_sql(self.ref, SOURCE_VIEW, cols)
+            elif self._target_bytes <= SMALL_TARGET:
+                # A small target (most tables of a real database, and every table in a
+                # short --follow batch): its MERGE costs little but fixed overhead, paid
+                # once per target per batch. So no copy of our own and no key-range job
+                # (a table of a few files has nothing to skip; Delta copies the source
+                # itself when it must read it twice), and the MERGE rewrites the few files
+                # it touches instead of writing deletion vectors for them, which takes
+                # more jobs than rewriting files this small (benchmarks/README.md).
+                src.createOrReplaceTempView(SOURCE_VIEW)
+                sql = merge_sql(self.ref, SOURCE_VIEW, key_names, cols)
+                conf = {MATERIALIZE: "auto", MERGE_DELETION_VECTORS: "false"}
             else:
                 # Delta's MERGE reads its source twice (touched files, then the write):
                 # computed once into a local checkpoint on disk (the first job over the
@@ -336,10 +349,9 @@ class TargetWriter:
                 key = key_names[0]
                 key_range = _key_range(src, key, dict(target_cols)[key])
                 sql = merge_sql(self.ref, SOURCE_VIEW, key_names, cols, key_range)
-            with (
-                commit_marker(self.spark, new_marker),
-                session_conf(self.spark, MATERIALIZE, "none"),
-            ):
+            with commit_marker(self.spark, new_marker), ExitStack() as confs:
+                for key, value in conf.items():
+                    confs.enter_context(session_conf(self.spark, key, value))
                 out = self.spark.sql(sql).collect()
             metrics = [_inserted(self.spark, self.location)] if empty else [r.asDict() for r in out]
         except Exception as e:  # noqa: BLE001 - surface raise_error text from the JVM
@@ -478,6 +490,12 @@ class TargetWriter:
 # checkpoint): a second one would read and write every row once more. (Delta refuses a
 # *cached* source when it does not copy it, hence a checkpoint and not `persist`.)
 MATERIALIZE = "spark.databricks.delta.merge.materializeSource"
+# Whether a MERGE marks the rows it removes with deletion vectors (where the table has
+# them) or rewrites the files they are in.
+MERGE_DELETION_VECTORS = "spark.databricks.delta.merge.deletionVectors.persistent"
+# Up to this size a target counts as small for `TargetWriter.merge`: below it, rewriting a
+# touched file measured no slower than writing its deletion vector (benchmarks/README.md).
+SMALL_TARGET = 16 * 1024 * 1024
 
 
 def _drop_checkpoint(df: DataFrame) -> None:
