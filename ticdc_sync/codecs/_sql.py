@@ -168,6 +168,23 @@ def enum_from_index_fits(col: Column, raw: str) -> str:
     return fits(raw, enum_from_index(col, raw), rlike(raw, UINT_RE))
 
 
+def enum_name_fits(col: Column, raw: str, text: str) -> str:
+    """ENUM given by its member's name (Debezium, Dumpling): NULL, '' (MySQL's invalid
+    value) or a member. `text` is the SQL for the name as read from `raw`."""
+    allowed = ", ".join(sql_string(m) for m in ("", *col.members))
+    return f"(({raw}) IS NULL OR ({text}) IN ({allowed}))"
+
+
+def set_names_fit(col: Column, raw: str, text: str) -> str:
+    """SET given by its members' names joined with ',' (Debezium, Dumpling): NULL, '' or
+    members only. `text` is the SQL for the names as read from `raw`."""
+    arr = "array(" + ", ".join(sql_string(m) for m in col.members) + ")"
+    return (
+        f"(({raw}) IS NULL OR ({text}) = '' OR "
+        f"(({text}) IS NOT NULL AND size(array_except(split({text}, ','), {arr})) = 0))"
+    )
+
+
 def set_from_bitmask(col: Column, raw: str) -> str:
     """SET as bitmask (Canal, Open Protocol): bit i is member i+1, joined in definition order."""
     if not col.members:

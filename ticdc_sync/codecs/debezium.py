@@ -13,7 +13,6 @@ from __future__ import annotations
 from ticdc_sync import datatypes
 from ticdc_sync.codecs import _sql
 from ticdc_sync.model import SourceOptions
-from ticdc_sync.sqlgen import sql_string
 from ticdc_sync.upstream import Column
 
 _NUM_RE = r"^\s*-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?\s*$"
@@ -110,13 +109,9 @@ def fits_sql(col: Column, raw: str, options: SourceOptions) -> str:
     if b == "bit" and datatypes.delta_type(col) != "BOOLEAN":
         return _sql.bit_fits(col, v, raw)
     if b == "enum" and col.members:
-        allowed = ", ".join(sql_string(m) for m in ("", *col.members))
-        return f"(({raw}) IS NULL OR ({raw}) IN ({allowed}))"
+        return _sql.enum_name_fits(col, raw, raw)
     if b == "set" and col.members:
-        arr = "array(" + ", ".join(sql_string(m) for m in col.members) + ")"
-        return (
-            f"(({raw}) IS NULL OR ({raw}) = '' OR size(array_except(split({raw}, ','), {arr})) = 0)"
-        )
+        return _sql.set_names_fit(col, raw, raw)
     if b == "year":
         return _sql.year_fits(raw)
     return _sql.fits(raw, v)

@@ -19,7 +19,6 @@ from __future__ import annotations
 from ticdc_sync import datatypes
 from ticdc_sync.codecs import _sql
 from ticdc_sync.model import SourceOptions
-from ticdc_sync.sqlgen import sql_string
 from ticdc_sync.upstream import Column
 
 
@@ -72,14 +71,9 @@ def fits_sql(col: Column, raw: str, options: SourceOptions) -> str:
     if b == "bit":
         return _sql.bit_fits(col, value, raw)
     if b == "enum" and col.members:
-        allowed = ", ".join(sql_string(m) for m in ("", *col.members))
-        return f"(({raw}) IS NULL OR ({value}) IN ({allowed}))"
+        return _sql.enum_name_fits(col, raw, value)
     if b == "set" and col.members:
-        arr = "array(" + ", ".join(sql_string(m) for m in col.members) + ")"
-        return (
-            f"(({raw}) IS NULL OR ({value}) = '' OR "
-            f"(({value}) IS NOT NULL AND size(array_except(split({value}, ','), {arr})) = 0))"
-        )
+        return _sql.set_names_fit(col, raw, value)
     if datatypes.delta_type(col) == "BINARY" or b in ("enum", "set", "json"):
         return _sql.fits(raw, value)
     if b in datatypes.TEXT_TYPES or b not in _INDEX_ENCODED:
