@@ -9,7 +9,9 @@ never imports pyspark and never writes anything.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from ticdc_sync.errors import Issue, ProjectError
 from ticdc_sync.model import Output, Project, Source, TableEntry
@@ -28,6 +30,8 @@ from ticdc_sync.project.tables import (
     seed_schemas,
 )
 from ticdc_sync.project.yaml_lines import line_of
+
+T = TypeVar("T")
 
 
 def load_project(
@@ -62,27 +66,8 @@ def load_project(
 
     output = load_output(ctx, profile_name, target, proj_data, profiles_dir)
 
-    sources: list[Source] = []
-    for path in sorted((root / "sources").glob("*.y*ml")):
-        data, file = ctx.read_yaml(path, "sources_file")
-        for i in check_items(ctx, data, "sources_file", file, "sources"):
-            item = data["sources"][i]
-            sources.append(
-                parse_source(ctx, item, file, line_of(data, ("sources", i)), f"sources[{i}]")
-            )
-            ctx.paths[id(sources[-1])] = f"sources[{i}]"
-            ctx.nodes[id(sources[-1])] = (data, ("sources", i))
-
-    tables: list[TableEntry] = []
-    for path in sorted((root / "tables").glob("*.y*ml")):
-        data, file = ctx.read_yaml(path, "tables_file")
-        for i in check_items(ctx, data, "tables_file", file, "tables"):
-            item = data["tables"][i]
-            tables.append(
-                parse_table(ctx, item, file, line_of(data, ("tables", i)), f"tables[{i}]")
-            )
-            ctx.paths[id(tables[-1])] = f"tables[{i}]"
-            ctx.nodes[id(tables[-1])] = (data, ("tables", i))
+    sources: list[Source] = _entries(ctx, root, "sources", parse_source)
+    tables: list[TableEntry] = _entries(ctx, root, "tables", parse_table)
 
     seeds = seed_schemas(ctx, root)
     # Sources with problems of their own still exist for `source:` references.
@@ -128,6 +113,20 @@ def load_project(
 
 
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _entries(ctx: Ctx, root: Path, key: str, parse: Callable[..., T]) -> list[T]:
+    """Every entry under `key` of the YAML files in `<root>/<key>/` (`sources`, `tables`),
+    parsed in file order; each remembers its key path and node for later issues."""
+    entries: list[T] = []
+    for path in sorted((root / key).glob("*.y*ml")):
+        data, file = ctx.read_yaml(path, f"{key}_file")
+        for i in check_items(ctx, data, f"{key}_file", file, key):
+            entry = parse(ctx, data[key][i], file, line_of(data, (key, i)), f"{key}[{i}]")
+            ctx.paths[id(entry)] = f"{key}[{i}]"
+            ctx.nodes[id(entry)] = (data, (key, i))
+            entries.append(entry)
+    return entries
 
 
 def _duration_ms(text: str) -> int:
