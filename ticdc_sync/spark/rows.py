@@ -137,9 +137,6 @@ class TargetWriter:
 
     def _target_columns(self) -> list[tuple[str, str]]:
         df = self.spark.read.format("delta").load(self.location)
-        # No data files: a MERGE has nothing to match. The size picks how it merges.
-        self._target_files, self._target_bytes = data_size(self.spark, self.location)
-        self._target_empty = self._target_files == 0
         return [
             (f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name != COMMIT_TS
         ]
@@ -319,7 +316,9 @@ class TargetWriter:
         typed = self._handle_bad_values(typed, step)
         src = self._collapse(typed, key_names, [n for n, _ in target_cols])
         cols = [n for n, _ in target_cols]
-        empty = self._target_empty
+        # No data files: a MERGE has nothing to match. The size picks how it merges.
+        files, size = data_size(self.spark, self.location)
+        empty = files == 0
         materialized = None
         conf = {MATERIALIZE: "none"}
         try:
@@ -328,7 +327,7 @@ class TargetWriter:
                 # plain append is one pass over the source, without joins or a copy.
                 src.createOrReplaceTempView(SOURCE_VIEW)
                 sql = insert_sql(self.ref, SOURCE_VIEW, cols)
-            elif self._target_bytes <= SMALL_TARGET:
+            elif size <= SMALL_TARGET:
                 # A small target (most tables of a real database, and every table in a
                 # short --follow batch): its MERGE costs little but fixed overhead, paid
                 # once per target per batch. So no copy of our own and no key-range job
