@@ -94,3 +94,41 @@ def test_chains_and_swaps(spark, tmp_path):
     # Running again changes nothing.
     assert runner.run(project, spark=spark, out=lines.append) == 0
     assert rows(spark, project, "x") == [(2, "y2"), (5, "now x")]
+
+
+def test_a_ghost_cut_over_blocks_until_the_ghost_table_is_routed(spark, tmp_path):
+    """gh-ost's cut-over with only `orders` routed: `_orders_gho` holds every row plus the
+    new column, and `RENAME TABLE orders TO _orders_del, _orders_gho TO orders` makes it
+    `orders`. Following that rename from a table whose rows were never applied would empty
+    the target; it blocks instead, and routing the ghost table lets the rows move in."""
+    u = Upstream("canal-json")
+    u.ddl("orders", "CREATE TABLE shop.orders (id INT PRIMARY KEY, v VARCHAR(10))", 3)
+    u.insert("orders", id=1, v="one")
+    u.insert("orders", id=2, v="two")
+    u.ddl("_orders_gho", "CREATE TABLE shop._orders_gho (id INT PRIMARY KEY, v VARCHAR(10))", 3)
+    u.ddl("_orders_gho", "ALTER TABLE shop._orders_gho ADD COLUMN n INT", 5)
+    u.insert("_orders_gho", id=1, v="one")  # gh-ost's row copy
+    u.insert("_orders_gho", id=2, v="two")
+    u.update("orders", 2, v="TWO")  # a change during the copy, mirrored from the binlog
+    u.update("_orders_gho", 2, v="TWO")
+    cut = rename_many(u, [("orders", "_orders_del"), ("_orders_gho", "orders")])
+    u.insert("orders", id=3, v="three", n=30)
+    u.watermark()
+    only_orders = '  - upstream: "shop.orders"\n    name: "orders"\n'
+    root = make_project(tmp_path / "gho", protocol="canal-json", topic="cdc", tables=only_orders)
+    write_captures(root, "cdc", u.records())
+    lines: list[str] = []
+    assert runner.run(load(root), spark=spark, out=lines.append) == 1
+    text = "\n".join(lines)
+    assert f"target orders is blocked at commit_ts {cut}" in text, text
+    assert "shop._orders_gho" in text
+    # Stopped just before the rename, with the rows it had: nothing lost, nothing emptied.
+    assert rows(spark, load(root), "orders") == [(1, "one"), (2, "TWO")]
+
+    (root / "tables" / "t.yml").write_text(
+        "tables:\n" + only_orders + '  - upstream: "shop._orders_gho"\n    name: "orders_gho"\n'
+    )
+    project = load(root)
+    assert runner.run(project, spark=spark, out=lines.append) == 0, "\n".join(lines)
+    assert rows(spark, project, "orders") == [(1, "one", None), (2, "TWO", None), (3, "three", 30)]
+    assert rows(spark, project, "orders_gho") == []  # its rows moved with the rename

@@ -144,6 +144,8 @@ class RenameTarget:
     effect: str = "destructive"
 
     def describe(self) -> str:
+        if not self.new_db:  # leaving the target: `new_table` says where to (plan.target_ddl)
+            return f"upstream table renamed away, to {self.new_table}"
         return f"upstream table renamed to {self.new_db}.{self.new_table}"
 
 

@@ -149,5 +149,40 @@ def decide(project: Project, entry: TableEntry, change: DeltaChange) -> Decision
     return Decision(APPLY, kind, cls, what, feature=feature)
 
 
+def rename_from_unrouted(
+    decision: Decision, old: str, staged_rows: int, created_in_history: bool
+) -> Decision:
+    """A RENAME that brings `old`, an upstream table no entry routes, into this target (the
+    cut-over of an online schema change: gh-ost's `_t_gho`, pt-osc's `_t_new`). Its rows were
+    never applied anywhere, so following the rename leaves the target without them: a
+    silent loss unless the table was created in the captured history and never had a row
+    change. Anything else blocks, with the ways to bring the rows."""
+    if decision.action != APPLY or (created_in_history and staged_rows == 0):
+        return decision
+    if created_in_history:
+        why = f"{staged_rows} row change(s) of it were staged and never applied"
+        setting = (
+            f"a table entry that routes {old} too (its staged changes are then applied to a "
+            "target of its own and moved here by the rename, as long as `staging.retention` "
+            "has kept them), or reload this table from an export (`initial_load`, `run "
+            "--reload`), or `rename_table: skip` on this entry to keep the target's own rows"
+        )
+    else:
+        why = "it existed before the captured history, so its rows are unknown here"
+        setting = (
+            "an `initial_load` export taken after the rename and `run --reload` for this "
+            "target, or `rename_table: skip` on this entry to keep the target's own rows"
+        )
+    return Decision(
+        BLOCK,
+        decision.kind,
+        decision.classification,
+        decision.describe,
+        reason=f"{decision.describe} brings {old}, which no table entry routes ({why}); "
+        "following it would leave this target without that table's rows",
+        setting=setting,
+    )
+
+
 def block_hint(setting: str) -> str:
     return f"hint: set {setting}, then run again"

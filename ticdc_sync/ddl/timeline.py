@@ -64,6 +64,9 @@ class TableEffect:
     after: TableSchema | None
     changes: tuple[DeltaChange, ...]
     sql: str  # the DDL text read (an override's SQL where one applies)
+    # Made by a CREATE TABLE (upstream the table did not exist just before, even where a
+    # seed or an unseen DROP gave it a schema here): its rows all come after this DDL.
+    created: bool = False
 
     def touches(self, k: Key) -> bool:
         return (self.old is not None and key(*self.old) == k) or (
@@ -120,6 +123,29 @@ class Timeline:
     def known(self, db: str, table: str) -> bool:
         k = key(db, table)
         return k in self.versions or k in self.fallback
+
+    def created_here(self, db: str, table: str, before: int) -> bool:
+        """Whether `db.table`, as it exists just before commit_ts `before`, was made by a
+        CREATE TABLE in this timeline's DDL (so every row it ever held came after it, in
+        the captured history). False for a table known only from seeds, metadata or a
+        recorded history, and for one that got its name by a rename (whose rows began
+        elsewhere)."""
+        k = key(db, table)
+        born = False
+        for g in self.groups:
+            if g.commit_ts >= before:
+                break
+            for e in g.effects:
+                if e.new is not None and key(*e.new) == k:
+                    # An ALTER keeps what the table was; a CREATE makes it new; a rename
+                    # brings a table whose rows began under another name.
+                    if e.created:
+                        born = True
+                    elif e.old is not None and key(*e.old) != k:
+                        born = False
+                elif e.old is not None and key(*e.old) == k:
+                    born = False  # dropped or renamed away
+        return born
 
     def spans(
         self, db: str, table: str, lo: int, hi: int
@@ -259,14 +285,21 @@ def _apply(stmt: DdlStatement, ev: DdlEvent, sql: str, lookup) -> list[TableEffe
                     new,
                     tuple(diff_schemas(base, new)),
                     sql,
+                    created=True,
                 )
             ]
-        return [TableEffect(None, (stmt.db, stmt.table), None, new, (CreateTarget(new),), sql)]
+        return [
+            TableEffect(
+                None, (stmt.db, stmt.table), None, new, (CreateTarget(new),), sql, created=True
+            )
+        ]
     if isinstance(stmt, CreateTable):
         s = stmt.schema
         base = lookup(s.db, s.table)
         if base is None:
-            return [TableEffect(None, (s.db, s.table), None, s, (CreateTarget(s),), sql)]
+            return [
+                TableEffect(None, (s.db, s.table), None, s, (CreateTarget(s),), sql, created=True)
+            ]
         if stmt.if_not_exists:
             return [
                 _same(s.db, s.table, base, "CREATE TABLE IF NOT EXISTS on an existing table", sql)
@@ -274,7 +307,13 @@ def _apply(stmt: DdlStatement, ev: DdlEvent, sql: str, lookup) -> list[TableEffe
         # A seed (schema/*.sql) or a table whose DROP was not seen: follow the CREATE.
         return [
             TableEffect(
-                (s.db, s.table), (s.db, s.table), base, s, tuple(diff_schemas(base, s)), sql
+                (s.db, s.table),
+                (s.db, s.table),
+                base,
+                s,
+                tuple(diff_schemas(base, s)),
+                sql,
+                created=True,
             )
         ]
     if isinstance(stmt, DropDatabase):
@@ -322,10 +361,19 @@ def _from_debezium(ev: DdlEvent, base: TableSchema | None, sql: str) -> TableEff
                 return TableEffect((ev.db, ev.tbl), None, base, None, (DropTarget(),), sql)
             continue
         new = schema_from_debezium_table(ev.db, ev.tbl, table)
+        created = str(tc.get("type", "")).upper() == "CREATE"
         if base is None:
-            return TableEffect(None, (ev.db, ev.tbl), None, new, (CreateTarget(new),), sql)
+            return TableEffect(
+                None, (ev.db, ev.tbl), None, new, (CreateTarget(new),), sql, created=created
+            )
         return TableEffect(
-            (ev.db, ev.tbl), (ev.db, ev.tbl), base, new, tuple(diff_schemas(base, new)), sql
+            (ev.db, ev.tbl),
+            (ev.db, ev.tbl),
+            base,
+            new,
+            tuple(diff_schemas(base, new)),
+            sql,
+            created=created,
         )
     old = (ev.db, ev.tbl) if base is not None else None
     return TableEffect(old, old, base, base, (NoOp("no table in tableChanges"),), sql)

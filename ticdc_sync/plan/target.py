@@ -61,7 +61,10 @@ def target_plan(
             )
     # A target created from a known schema exists before its first DDL.
     will_exist = ts_.exists or schema is not None
-    ddl = target_ddl(project, source, tr, timeline, will_exist, start, resolved, ref, notes)
+    staged_rows = {key(*t): rows for t, (rows, _) in state.source(source.name).tally.tables.items()}
+    ddl = target_ddl(
+        project, source, tr, timeline, will_exist, start, resolved, ref, notes, staged_rows
+    )
     create, create_from = None, None
     if not ts_.exists and schema is not None:
         create = schema

@@ -7,6 +7,7 @@ commits of each decided change come from `ddl_parts`. Pure: never reads or write
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from ticdc_sync import routing
@@ -28,8 +29,11 @@ def target_ddl(
     resolved: int | None,
     ref: str,
     notes: list[str],
+    staged_rows: Mapping[Key, int],
 ) -> list[TargetDdl]:
-    """The DDL groups that concern target `tr`, oldest first, each with its decisions."""
+    """The DDL groups that concern target `tr`, oldest first, each with its decisions.
+    `staged_rows`: row changes staged per upstream table (of all time), which tell whether
+    a table no entry routes had rows a rename would bring in."""
     out: list[TargetDdl] = []
     held_by: TargetDdl | None = None
     touched = {key(db, t) for db, t in tr.upstreams}
@@ -40,7 +44,7 @@ def target_ddl(
             continue
         if marker.ddl_done(g.commit_ts):
             continue
-        d = _decide_group(project, tr, g, part, ref, exists)
+        d = _decide_group(project, tr, g, part, ref, exists, timeline, staged_rows)
         done = marker.parts_done(g.commit_ts)
         if done and d.status != BLOCKED and len(d.parts) != marker.ddl_parts:
             # Half applied under other settings (a policy or `table_features` changed in
@@ -80,7 +84,8 @@ class _Part:
     tmp is never involved), so the order of the renames inside it cannot matter."""
 
     own: tuple[TableEffect, ...]  # effects on this target's tables that stay in it
-    incoming: tuple[tuple[str | None, TableEffect], ...]  # (from target, effect): rows move in
+    # (from target or None: not routed, the table's name before the group, its last effect)
+    incoming: tuple[tuple[str | None, tuple[str, str], TableEffect], ...]
     outgoing: tuple[str, ...]  # where this target's table went (a target, or not routed)
 
     @property
@@ -101,7 +106,7 @@ class _Part:
             )
 
         own = tuple(e for e in g.effects if not moves(e) and target in (tgt(e.old), tgt(e.new)))
-        incoming: list[tuple[str | None, TableEffect]] = []
+        incoming: list[tuple[str | None, tuple[str, str], TableEffect]] = []
         outgoing: list[str] = []
         for old_key, new_name in sorted(g.renames().items()):
             old_name = next(e.old for e in g.effects if e.old and key(*e.old) == old_key)
@@ -110,7 +115,7 @@ class _Part:
                 continue
             if dst == target and new_name is not None:
                 last = [e for e in g.effects if e.new and key(*e.new) == key(*new_name)][-1]
-                incoming.append((src, last))
+                incoming.append((src, old_name, last))
             if src == target:
                 where = f"{new_name[0]}.{new_name[1]} (not routed)" if new_name else "gone"
                 outgoing.append(dst or where)
@@ -124,9 +129,11 @@ def _decide_group(
     part: _Part,
     ref: str,
     exists: bool,
+    timeline: Timeline,
+    staged_rows: Mapping[Key, int],
 ) -> TargetDdl:
     entry = tr.entry
-    effects = [*part.own, *(e for _, e in part.incoming)]
+    effects = [*part.own, *(e for _, _, e in part.incoming)]
     mine = {key(*u) for u in tr.upstreams}
     names = {f"{n[0]}.{n[1]}" for e in effects for n in (e.old, e.new) if n is not None}
     names |= {f"{e.db}.{e.tbl}" for e in g.events if key(e.db, e.tbl) in mine}
@@ -149,10 +156,17 @@ def _decide_group(
             decision = policy.decide(project, entry, c)
             steps.append(ChangeStep(c, decision, tuple(change_parts(c, decision, ref))))
     rename_from: str | None = None
-    for src, e in part.incoming:
+    for src, (odb, otbl), e in part.incoming:
         assert e.new is not None
         c = ch.RenameTarget(*e.new)
         decision = policy.decide(project, entry, c)
+        if src is None:
+            decision = policy.rename_from_unrouted(
+                decision,
+                f"{odb}.{otbl}",
+                staged_rows.get(key(odb, otbl), 0),
+                timeline.created_here(odb, otbl, g.commit_ts),
+            )
         rename_from = src or ""
         steps.append(ChangeStep(c, decision, rename_in(decision, e, src, ref, g)))
     renamed_to = part.outgoing[0] if part.outgoing else None
