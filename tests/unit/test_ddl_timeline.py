@@ -129,3 +129,45 @@ def test_recorded_versions_win_and_unknown_tables_are_a_problem() -> None:
     assert cols(t.at("shop", "o", 80)) == ["id", "r"]
     t = build(project(), "src", [ev(90, "nope", "ALTER TABLE shop.nope ADD COLUMN c INT")])
     assert t.groups[0].problem and "no known schema" in t.groups[0].problem
+
+
+def test_drop_database_drops_each_of_its_tables() -> None:
+    # TiCDC sends DROP DATABASE as one schema-level event with no table (codec facts 1.4):
+    # every table of the database known just before it is dropped, and no other.
+    p = project("CREATE TABLE a (id INT PRIMARY KEY);")
+    t = build(
+        p,
+        "src",
+        [
+            ev(10, "b", "CREATE TABLE shop.b (id INT PRIMARY KEY)"),
+            DdlEvent("other", "c", 11, "CREATE TABLE other.c (id INT PRIMARY KEY)"),
+            ev(12, "gone", "CREATE TABLE shop.gone (id INT PRIMARY KEY)"),
+            ev(13, "gone", "DROP TABLE shop.gone"),
+            DdlEvent("shop", "", 20, "DROP DATABASE IF EXISTS `shop`"),
+        ],
+    )
+    drop = t.groups[-1]
+    assert drop.problem is None
+    assert [(e.old, e.new) for e in drop.effects] == [(("shop", "a"), None), (("shop", "b"), None)]
+    assert [c.kind.value for e in drop.effects for c in e.changes] == ["drop_table", "drop_table"]
+    assert t.at("shop", "a", 20) is None and t.at("shop", "b", 19) is not None
+    assert t.at("other", "c", 20) is not None
+
+
+def test_created_here_tells_a_table_born_in_the_history_from_one_met_there() -> None:
+    p = project("CREATE TABLE seeded (id INT PRIMARY KEY);")
+    t = build(
+        p,
+        "src",
+        [
+            ev(10, "fresh", "CREATE TABLE shop.fresh (id INT PRIMARY KEY)"),
+            ev(11, "fresh", "ALTER TABLE shop.fresh ADD COLUMN v INT"),
+            ev(12, "seeded", "ALTER TABLE shop.seeded ADD COLUMN v INT"),
+            ev(13, "moved", "RENAME TABLE shop.fresh TO shop.moved"),
+        ],
+    )
+    assert t.created_here("shop", "fresh", 12)  # an ALTER keeps what the CREATE made
+    assert not t.created_here("shop", "fresh", 14)  # renamed away
+    assert not t.created_here("shop", "moved", 14)  # its rows began under another name
+    assert not t.created_here("shop", "seeded", 13)  # known from a seed only
+    assert not t.created_here("shop", "fresh", 10)  # not yet created before its CREATE

@@ -137,3 +137,15 @@ def test_unparsed_ddl_points_at_an_override_not_at_a_policy(tmp_path: Path) -> N
     (d,) = plan.target_plan("canal_orders").ddl
     assert d.status == "ready" and d.steps[0].decision.describe.startswith("add column c")
     assert "override (ticdc_sync.yml:" in render_text(plan)
+
+
+def test_drop_database_drops_the_targets_of_its_tables(tmp_path: Path) -> None:
+    # One schema-level event with no table (codec facts 1.4) drops every table in it.
+    dest = tmp_path / "shop"
+    shutil.copytree(SHOP, dest, ignore=GENERATED)
+    project = load_project(dest)
+    drop = [DdlEvent("shop", "", 20, "DROP DATABASE `shop`", "QUERY")]
+    (d,) = build_plan(project, _state(project, drop, 25, 5)).target_plan("canal_orders").ddl
+    assert d.status == "ready"
+    assert [s.decision.kind.value for s in d.steps] == ["drop_table"]
+    assert any("DELETE FROM" in (p.sql or "") for p in d.parts)

@@ -84,7 +84,7 @@ class ActionInfo:
 _T = AlterTable
 _ACTIONS: dict[int, tuple[str, DdlKind | None, tuple[type, ...] | None, bool]] = {
     1: ("CreateSchema", DdlKind.OTHER, (CreateDatabase,), True),
-    2: ("DropSchema", DdlKind.OTHER, (DropDatabase,), True),
+    2: ("DropSchema", DdlKind.DROP_TABLE, (DropDatabase,), False),  # drops its tables
     3: ("CreateTable", DdlKind.CREATE_TABLE, (CreateTable, CreateTableLike), False),
     4: ("DropTable", DdlKind.DROP_TABLE, (DropTable,), False),
     5: ("AddColumn", DdlKind.ADD_COLUMN, (_T,), False),

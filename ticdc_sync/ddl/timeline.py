@@ -231,7 +231,12 @@ def _replay(
             sql = ov.sql if ov is not None and ov.sql else ev.sql
             hint = None if ov is not None else ev.hint
             for stmt in parse_ddl(sql, ev.db or None, hint):
-                for e in _apply(stmt, ev, sql, lookup):
+                if isinstance(stmt, DropDatabase):
+                    names = {*t.versions, *t.fallback, *current}
+                    found = _drop_database(stmt.db, names, lookup, sql)
+                else:
+                    found = _apply(stmt, ev, sql, lookup)
+                for e in found:
                     effects.append(e)
                     if e.old is not None:
                         current[key(*e.old)] = None
@@ -316,8 +321,6 @@ def _apply(stmt: DdlStatement, ev: DdlEvent, sql: str, lookup) -> list[TableEffe
                 created=True,
             )
         ]
-    if isinstance(stmt, DropDatabase):
-        return []  # the tables of a dropped database arrive as DROP TABLE events of their own
     if isinstance(stmt, DropTable) and lookup(stmt.db, stmt.table) is None and stmt.if_exists:
         return []
     if isinstance(stmt, Unknown) and ev.table_changes:
@@ -337,6 +340,18 @@ def _apply(stmt: DdlStatement, ev: DdlEvent, sql: str, lookup) -> list[TableEffe
     else:
         new_name = (db, table) if new is not None else None
     return [TableEffect(old_name, new_name, base, new, tuple(changes), sql)]
+
+
+def _drop_database(db: str, names: Iterable[Key], lookup, sql: str) -> list[TableEffect]:
+    """DROP DATABASE drops every table in it. TiCDC sends it as one schema-level DDL event
+    (TiDB's DropSchema job; no table name, codec facts 1.4), not as a DROP TABLE per
+    table, so each table of the database known here just before it gets its drop."""
+    out = []
+    for k in sorted(set(names)):
+        base = lookup(*k) if k[0] == db.lower() else None
+        if base is not None:
+            out.append(TableEffect((base.db, base.table), None, base, None, (DropTarget(),), sql))
+    return out
 
 
 def _named(stmt: DdlStatement, ev: DdlEvent) -> tuple[str, str]:
