@@ -330,14 +330,17 @@ class TargetWriter:
             elif size <= SMALL_TARGET:
                 # A small target (most tables of a real database, and every table in a
                 # short --follow batch): its MERGE costs little but fixed overhead, paid
-                # once per target per batch. So no copy of our own and no key-range job
-                # (a table of a few files has nothing to skip; Delta copies the source
-                # itself when it must read it twice), and the MERGE rewrites the few files
-                # it touches instead of writing deletion vectors for them, which takes
-                # more jobs than rewriting files this small (benchmarks/README.md).
+                # once per target per batch. So no key-range job (a table of a few files
+                # has nothing to skip), and the MERGE rewrites the few files it touches
+                # instead of writing deletion vectors for them, which takes more jobs than
+                # rewriting files this small (benchmarks/README.md). Delta copies the
+                # source itself ("all"): under "auto" it does not copy a deterministic
+                # source that reads only Delta tables, as ours does, and then computes it
+                # twice (for the touched files, then for the write), which for a large
+                # batch costs more than the copy.
                 src.createOrReplaceTempView(SOURCE_VIEW)
                 sql = merge_sql(self.ref, SOURCE_VIEW, key_names, cols)
-                conf = {MATERIALIZE: "auto", MERGE_DELETION_VECTORS: "false"}
+                conf = {MATERIALIZE: "all", MERGE_DELETION_VECTORS: "false"}
             else:
                 # Delta's MERGE reads its source twice (touched files, then the write):
                 # computed once into a local checkpoint on disk (the first job over the
