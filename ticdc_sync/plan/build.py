@@ -131,6 +131,8 @@ def _source_plan(
         notes.append("the newest staged batch is not counted yet (its watermarks and tables)")
     if resolved == -1:
         notes.append("no watermark on every partition yet; nothing is resolved")
+    # Row changes staged per upstream table, of all time: one map for all of its targets.
+    staged_rows = {key(*t): rows for t, (rows, _) in ss.tally.tables.items()}
     plans = [
         target_plan(
             project,
@@ -142,6 +144,7 @@ def _source_plan(
             warehouse,
             inferred,
             loads.get(tr.target),
+            staged_rows,
         )
         for tr in grouped.values()
     ]

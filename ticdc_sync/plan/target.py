@@ -8,6 +8,8 @@ reads the warehouse or project files itself, never writes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ticdc_sync import datatypes, routing
 from ticdc_sync import table_features as tf
 from ticdc_sync.ddl import changes as ch
@@ -33,6 +35,7 @@ def target_plan(
     warehouse: str,
     inferred: dict[Key, TableSchema],
     load: Load | None,
+    staged_rows: Mapping[Key, int],
 ) -> TargetPlan:
     ts_ = state.target(tr.target)
     marker = ts_.marker
@@ -61,7 +64,6 @@ def target_plan(
             )
     # A target created from a known schema exists before its first DDL.
     will_exist = ts_.exists or schema is not None
-    staged_rows = {key(*t): rows for t, (rows, _) in state.source(source.name).tally.tables.items()}
     ddl = target_ddl(
         project, source, tr, timeline, will_exist, start, resolved, ref, notes, staged_rows
     )
