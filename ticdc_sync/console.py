@@ -17,6 +17,7 @@ Pure core: no pyspark, and no decisions about a run; it only routes and draws li
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import shutil
@@ -73,6 +74,10 @@ class Console:
             else DEFAULT_INTERVAL_S
         )
         self._lock = threading.RLock()
+        # Writes in progress on the thread holding the lock, and those that arrived meanwhile
+        # from a signal handler (see `_guarded`).
+        self._busy = False
+        self._pending: list[Callable[[], None]] = []
         self._log: TextIO | None = None
         self.log_path: Path | None = None
         self._live = ""  # the live line on screen now ("" when none)
@@ -112,11 +117,20 @@ class Console:
         progress, the line on stderr, the log closed."""
         self._stop.set()
         self._status = None
-        self.error(line)
         with self._lock:
-            if self._log is not None:
-                self._log.close()
-                self._log = None
+            if self._busy:
+                # The handler interrupted a write, and the process ends before that write
+                # could print a queued line: put it on the file descriptors directly.
+                self._raw_final(line)
+                return
+        self.error(line)
+        self._guarded(self._close_log)
+
+    def _raw_final(self, line: str) -> None:
+        targets = [self.stderr] + ([self._log] if self._log is not None else [])
+        for stream in targets:
+            with contextlib.suppress(OSError, ValueError, AttributeError):  # exiting anyway
+                os.write(stream.fileno(), f"\n{line}\n".encode())
 
     def detail(self, line: str) -> None:
         """A line of a run's detail: routed like any line while details are on, else
@@ -127,23 +141,50 @@ class Console:
             self.log_only(line)
 
     def log_only(self, line: str) -> None:
-        with self._lock:
-            if self._log is not None:
-                self._log.write(f"{_now()} {line}\n")
-                self._log.flush()
+        self._guarded(lambda: self._put_log(f"{_now()} {line}"))
 
     def _write(self, stream: TextIO, line: str) -> None:
-        with self._lock:
+        def put() -> None:
             self._wipe_live()
             stream.write(line + "\n")
             stream.flush()
-            self.log_only(line)
+            self._put_log(f"{_now()} {line}")
+
+        self._guarded(put)
+
+    def _put_log(self, text: str) -> None:
+        if self._log is not None:
+            self._log.write(text + "\n")
+            self._log.flush()
+
+    def _guarded(self, put: Callable[[], None]) -> None:
+        """Run one write under the lock, or queue it when it re-enters one.
+
+        CPython runs a signal handler on the main thread between two bytecodes, so Ctrl-C's
+        "stopping after the current step" line can arrive while that thread is inside a
+        write, even inside a buffered file's flush; writing there again raises
+        "reentrant call inside BufferedWriter". The lock is re-entrant, so only the thread
+        that holds it can find `_busy` set: its line waits and is written, in order, as
+        soon as the interrupted write ends.
+        """
+        with self._lock:
+            if self._busy:
+                self._pending.append(put)
+                return
+            self._busy = True
+            try:
+                put()
+                while self._pending:
+                    self._pending.pop(0)()
+            finally:
+                self._busy = False
 
     # ------------------------------------------------------------------ the log file
 
     def open_log(self, path: Path, title: str) -> None:
         """Append this command's lines (and the JVM's) to `path` from now on."""
-        with self._lock:
+
+        def put() -> None:
             if self._log is not None:
                 return
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -154,27 +195,31 @@ class Console:
                 pass
             self._log = open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
             self.log_path = path
-            self._log.write(f"\n{_now()} ===== {title} (pid {os.getpid()}) =====\n")
-            self._log.flush()
+            self._put_log(f"\n{_now()} ===== {title} (pid {os.getpid()}) =====")
+
+        self._guarded(put)
 
     def jvm_line(self, line: str) -> None:
         """One line of the Spark JVM's own output."""
-        with self._lock:
+
+        def put() -> None:
             self.jvm_lines += 1
-            if self._log is not None:
-                self._log.write(line + "\n")
-                self._log.flush()
+            self._put_log(line)
             if self.verbose or self._log is None:
                 self._wipe_live()
                 self.stderr.write(line + "\n")
                 self.stderr.flush()
 
+        self._guarded(put)
+
     def close(self) -> None:
         self.progress_off()
-        with self._lock:
-            if self._log is not None:
-                self._log.close()
-                self._log = None
+        self._guarded(self._close_log)
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     # ------------------------------------------------------------------ progress
 
@@ -194,8 +239,7 @@ class Console:
         if ticker is not None:
             self._stop.set()
             ticker.join(timeout=5)
-        with self._lock:
-            self._wipe_live()
+        self._guarded(self._wipe_live)
         self._status = None
 
     def phase(self, text: str) -> None:

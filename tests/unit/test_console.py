@@ -141,3 +141,50 @@ def test_interrupts_first_asks_second_aborts(monkeypatch) -> None:
         handler(signal.SIGINT, None)
         assert aborted == [True] and exits == [130]
     assert signal.getsignal(signal.SIGINT) is before
+
+
+class SignalInFlush(io.StringIO):
+    """A stream whose flush is interrupted by a signal, as CPython can do between two
+    bytecodes; it refuses to be written while it flushes, as a BufferedWriter does."""
+
+    def __init__(self, on_flush) -> None:
+        super().__init__()
+        self.on_flush = on_flush
+        self.flushing = False
+
+    def write(self, s: str) -> int:
+        if self.flushing:
+            raise RuntimeError("reentrant call inside <_io.BufferedWriter>")
+        return super().write(s)
+
+    def flush(self) -> None:
+        if self.flushing:
+            raise RuntimeError("reentrant call inside <_io.BufferedWriter>")
+        self.flushing = True
+        try:
+            on_flush, self.on_flush = self.on_flush, None
+            if on_flush is not None:
+                on_flush()
+        finally:
+            self.flushing = False
+
+
+def test_a_signal_that_arrives_inside_a_write_has_its_line_written_after_it() -> None:
+    out = io.StringIO()
+    c: Console
+    # The runner's first-signal handler prints one warning through the console.
+    err = SignalInFlush(lambda: c("warning: interrupted: stopping"))
+    c = Console(stdout=out, stderr=err, progress="off")
+    c.error("progress: stage src")
+    assert err.getvalue() == "progress: stage src\nwarning: interrupted: stopping\n"
+
+
+def test_a_second_signal_inside_a_write_still_prints_its_last_line(tmp_path: Path) -> None:
+    with open(tmp_path / "err", "w+") as raw:
+        c: Console
+        err = SignalInFlush(lambda: c.final("interrupted: stopped at once"))
+        err.fileno = raw.fileno  # type: ignore[method-assign]
+        c = Console(stdout=io.StringIO(), stderr=err, progress="off")
+        c.error("progress: apply t")
+        assert err.getvalue() == "progress: apply t\n"
+        assert (tmp_path / "err").read_text() == "\ninterrupted: stopped at once\n"
