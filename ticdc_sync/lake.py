@@ -270,7 +270,9 @@ class LakeTable:
             sql += " WHERE " + " AND ".join(_condition(c, op, v) for c, op, v in where)
         try:
             reader = QueryBuilder().register("t", self._table).execute(sql)
-            table = pa.table(reader)
+            # Not `pa.table(reader)`: it first asks whether its argument is a pandas
+            # DataFrame, importing pandas (~0.4 s) into every `plan` that reads state.
+            table = pa.RecordBatchReader.from_stream(reader).read_all()
         except (DeltaError, OSError) as e:
             if "Unsupported" in str(e):
                 raise self._unreadable(_first_line(e)) from e

@@ -267,8 +267,8 @@ class RunLease:
         # DataFusion (QueryBuilder), not `to_pyarrow_table`: a process that read through
         # pyarrow's dataset scanner sometimes aborts at exit ("terminate called without an
         # active exception"), which would turn a refused run's exit code 1 into SIGABRT.
-        rows = pa.table(QueryBuilder().register("lease", table).execute("SELECT * FROM lease"))
-        rows = rows.to_pylist()
+        reader = QueryBuilder().register("lease", table).execute("SELECT * FROM lease")
+        rows = pa.RecordBatchReader.from_stream(reader).read_all().to_pylist()
         # One row always; anything else was written by hand and counts as no lease (the
         # next commit still has to land at the version after this one).
         return table, Lease.from_row(rows[0]) if len(rows) == 1 else None
