@@ -165,11 +165,6 @@ def open_protocol_action(code: int) -> ActionInfo:
     return ActionInfo(code, f"ActionType{code}", None, None, False)
 
 
-def classify_open_protocol(action_code: int) -> DdlKind | None:
-    """The policy kind of an ActionType, or None when only the SQL can tell (12, 61)."""
-    return open_protocol_action(action_code).kind
-
-
 # Canal-JSON `type` of a DDL message (codec facts 1.4) -> statement classes it may parse as.
 # QUERY is the catch-all (views, schema DDL, EXCHANGE PARTITION, TTL, CreateTables in
 # tiflow...), so it checks nothing.
