@@ -419,3 +419,36 @@ def test_reload_a_target_from_a_newer_export(spark, tmp_path, capsys):
         (3, 9, s2),
         (4, 4, ts(15)),
     ]
+
+
+def test_unescape_undoes_every_backslash_escape_exactly(spark):
+    # Fields as Dumpling escapes them: plain characters (any Latin-1 byte but a backslash)
+    # and backslash pairs, in random runs that put pairs next to pairs (`\\\n`, `\\n`).
+    import random
+
+    from pyspark.sql import functions as F
+
+    from ticdc_sync.spark.load import unescape
+
+    named = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
+    plain = ["a", "n", "Z", "0", '"', ",", "'", "\xe9", "\xff", "\x01", "$", "1"]
+    rng = random.Random(11)
+    cases = []
+    for _ in range(400):
+        text, want = [], []
+        for _ in range(rng.randrange(0, 12)):
+            if rng.random() < 0.5:
+                c = rng.choice(plain)
+                text.append(c)
+                want.append(c)
+            else:
+                c = rng.choice(["\\", *named, *plain])
+                text.append("\\" + c)
+                want.append(named.get(c, c))
+        cases.append(("".join(text), "".join(want)))
+    df = spark.createDataFrame(cases, "text STRING, want STRING")
+    got = df.select("want", unescape(F.col("text")).alias("got")).collect()
+    bad = [
+        (c, r["want"], r["got"]) for c, r in zip(cases, got, strict=True) if r["got"] != r["want"]
+    ]
+    assert not bad, bad[:5]

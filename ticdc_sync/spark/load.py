@@ -191,36 +191,48 @@ SQL_TOKEN = r"(?s)\G,(?:'(?:[^'\\]++|\\.)*+'|[xX]'[0-9a-fA-F]*+'|[^,'\\]*+)"
 SQL_ROW = r"^\((.*)\)[,;]$"
 
 
+# Stands in for an escaped backslash while the other escapes are undone. Lines are read as
+# ISO-8859-1, one character per byte, so no character above U+00FF is ever in a line.
+_BACKSLASH = "\ue000"
+# MySQL's escapes (`\\0 \\b \\n \\r \\t \\Z`); any other escaped character stands for itself.
+_ESCAPES = (
+    ("0", "\u0000"),
+    ("b", "\u0008"),
+    ("n", "\n"),
+    ("r", "\r"),
+    ("t", "\t"),
+    ("Z", "\u001a"),
+)
+
+
 def unescape(field: Column) -> Column:
     """Undo backslash escapes (MySQL's: `\\0 \\b \\n \\r \\t \\Z`, any other character as
-    itself); a field without a backslash is returned as it is."""
-    pieces = F.regexp_extract_all(field, F.lit(r"(?s)\\.|[^\\]+"), 0)
+    itself); a field without a backslash is returned as it is.
 
-    def one(t: Column) -> Column:
-        c = F.substring(t, 2, 1)
-        mapped = (
-            F.when(c == "0", F.lit("\u0000"))
-            .when(c == "b", F.lit("\u0008"))
-            .when(c == "n", F.lit("\n"))
-            .when(c == "r", F.lit("\r"))
-            .when(c == "t", F.lit("\t"))
-            .when(c == "Z", F.lit("\u001a"))
-            .otherwise(c)
-        )
-        return F.when((F.length(t) == 2) & F.startswith(t, F.lit("\\")), mapped).otherwise(t)
-
-    joined = F.array_join(F.transform(pieces, one), "")
-    return F.when(F.instr(field, "\\") == 0, field).otherwise(joined)
+    Plain replacements, left to right like the escapes themselves: escaped backslashes first
+    (so that `\\\\n` stays a backslash and an `n`), then each named escape, then any other
+    escaped character, then the backslashes back. A split into escape pairs and a lambda
+    over them read every field several times over and ran interpreted."""
+    out = F.replace(field, F.lit("\\\\"), F.lit(_BACKSLASH))
+    for code, char in _ESCAPES:
+        out = F.replace(out, F.lit("\\" + code), F.lit(char))
+    out = F.regexp_replace(out, r"(?s)\\(.)", "$1")
+    out = F.replace(out, F.lit(_BACKSLASH), F.lit("\\"))
+    return F.when(F.instr(field, "\\") == 0, field).otherwise(out)
 
 
-def parse_fields(line: Column, options: DumplingOptions) -> tuple[Column, Column]:
-    """(fields, ok) of one line: the raw values (ISO-8859-1 text; NULL for SQL NULL or the
-    CSV null value) and whether the line is one well-formed record."""
+def parse_fields(lines: DataFrame, options: DumplingOptions) -> DataFrame:
+    """`lines` with `__fields` (the raw values of its `line`: ISO-8859-1 text; NULL for SQL
+    NULL or the CSV null value) and `__ok` (whether the line is one well-formed record).
+
+    Each step is a projection of its own: the tokens and the fields are each read more
+    than once, and an expression (unlike a column) is evaluated again at each use, the
+    regular expression and the unescaping of every field included."""
+    line = F.col("line")
     if options.filetype is ExportFiletype.CSV:
         sep, delim = options.csv_separator, options.csv_delimiter
         whole = F.concat(F.lit(sep), line)
         tokens = F.regexp_extract_all(whole, F.lit(csv_token_regex(options)), 0)
-        ok = F.array_join(tokens, "") == whole
         n = len(sep)
         d = len(delim)
 
@@ -234,26 +246,32 @@ def parse_fields(line: Column, options: DumplingOptions) -> tuple[Column, Column
                 .otherwise(unescape(raw))
             )
 
-        return F.transform(tokens, field), ok
-    inner = F.regexp_extract(line, SQL_ROW, 1)
-    whole = F.concat(F.lit(","), inner)
-    tokens = F.regexp_extract_all(whole, F.lit(SQL_TOKEN), 0)
-    ok = line.rlike(SQL_ROW) & (F.array_join(tokens, "") == whole)
+        ok = F.array_join(F.col("__tokens"), "") == whole
+    else:
+        inner = F.regexp_extract(line, SQL_ROW, 1)
+        whole = F.concat(F.lit(","), inner)
+        tokens = F.regexp_extract_all(whole, F.lit(SQL_TOKEN), 0)
 
-    def value(t: Column) -> Column:
-        raw = F.substring(t, 2, 2**31 - 1)
-        first = F.substring(raw, 1, 1)
-        return (
-            F.when(first == "'", unescape(F.substring(raw, 2, F.length(raw) - 2)))
-            .when(
-                F.lower(F.substring(raw, 1, 2)) == "x'",
-                F.decode(F.unhex(F.substring(raw, 3, F.length(raw) - 3)), "ISO-8859-1"),
+        def field(t: Column) -> Column:
+            raw = F.substring(t, 2, 2**31 - 1)
+            first = F.substring(raw, 1, 1)
+            return (
+                F.when(first == "'", unescape(F.substring(raw, 2, F.length(raw) - 2)))
+                .when(
+                    F.lower(F.substring(raw, 1, 2)) == "x'",
+                    F.decode(F.unhex(F.substring(raw, 3, F.length(raw) - 3)), "ISO-8859-1"),
+                )
+                .when(F.upper(raw) == "NULL", F.lit(None).cast("string"))
+                .otherwise(raw)
             )
-            .when(F.upper(raw) == "NULL", F.lit(None).cast("string"))
-            .otherwise(raw)
-        )
 
-    return F.transform(tokens, value), ok
+        ok = line.rlike(SQL_ROW) & (F.array_join(F.col("__tokens"), "") == whole)
+    with_tokens = lines.withColumn("__tokens", tokens)
+    return with_tokens.select(
+        *[F.col(quote(c)) for c in lines.columns],
+        F.transform(F.col("__tokens"), field).alias("__fields"),
+        ok.alias("__ok"),
+    )
 
 
 def _insert_heads(lt: LoadTable) -> list[str]:
@@ -274,8 +292,9 @@ def _table_rows(w, step_load: Load, lt: LoadTable, target_cols) -> DataFrame:
         lines = w.spark.createDataFrame([], "line STRING, __path STRING, __block BIGINT")
     else:
         lines = read_lines(w.spark, paths, header=csv and not o.no_header)
+    lines = parse_fields(lines, o)
     line = F.col("line")
-    fields, ok = parse_fields(line, o)
+    fields, ok = F.col("__fields"), F.col("__ok")
     n = len(names)
     count = F.size(fields)
     if csv:
@@ -360,6 +379,8 @@ def _table_rows(w, step_load: Load, lt: LoadTable, target_cols) -> DataFrame:
         opts=opts,
         row_error="__bad",
         carry=("__bad", "__path", "__hash", "__raw"),
+        # The `after` map is built from the schema's own column names (above).
+        names_known=True,
     )
 
 

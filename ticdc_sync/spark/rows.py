@@ -202,6 +202,7 @@ class TargetWriter:
         opts: SourceOptions | None = None,
         row_error: str | None = None,
         carry: tuple[str, ...] = (),
+        names_known: bool = False,
     ) -> DataFrame:
         """The rows of one upstream table, typed for the target, with a fit check.
 
@@ -213,7 +214,9 @@ class TargetWriter:
         initial load (`spark/load.py`) passes rows of a Dumpling export shaped the same
         way, with its own `codec` and `opts`, `row_error` (SQL: why a row cannot be read at
         all, NULL when it can; checked before its values) and `carry` (more columns kept
-        through to the result)."""
+        through to the result); `names_known` when every row carries exactly the schema's
+        columns by construction, so that no row needs the check for a column the schema
+        lacks."""
         codec = codec or self.codec
         opts = opts or self.source.options
         raws = RawValues()
@@ -265,7 +268,9 @@ class TargetWriter:
         ignored = self.plan.entry.ignore_columns
         first = f"{row_error}, " if row_error else ""
         errors = [
-            f"coalesce({first}{unknown_column_error(span.schema, ignored)}, {fit_error(checks)})"
+            f"coalesce({first}"
+            + ("" if names_known else f"{unknown_column_error(span.schema, ignored)}, ")
+            + f"{fit_error(checks)})"
             for span, (_, checks) in zip(spans, per_span, strict=True)
         ]
         carried = ["topic", "`partition`", "`offset`", "idx", "commit_ts", "op", "db", "tbl"]
