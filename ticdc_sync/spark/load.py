@@ -211,8 +211,8 @@ def unescape(field: Column) -> Column:
 
     Plain replacements, left to right like the escapes themselves: escaped backslashes first
     (so that `\\\\n` stays a backslash and an `n`), then each named escape, then any other
-    escaped character, then the backslashes back. A split into escape pairs and a lambda
-    over them read every field several times over and ran interpreted."""
+    escaped character, then the backslashes back: built-in string functions, with no
+    lambda over escape pairs (Spark evaluates a lambda interpreted)."""
     out = F.replace(field, F.lit("\\\\"), F.lit(_BACKSLASH))
     for code, char in _ESCAPES:
         out = F.replace(out, F.lit("\\" + code), F.lit(char))
@@ -226,8 +226,8 @@ def parse_fields(lines: DataFrame, options: DumplingOptions) -> DataFrame:
     NULL or the CSV null value) and `__ok` (whether the line is one well-formed record).
 
     Each step is a projection of its own: the tokens and the fields are each read more
-    than once, and an expression (unlike a column) is evaluated again at each use, the
-    regular expression and the unescaping of every field included."""
+    than once, and a column is computed once per row, where a repeated expression is
+    shared only if Spark's subexpression elimination finds it."""
     line = F.col("line")
     if options.filetype is ExportFiletype.CSV:
         sep, delim = options.csv_separator, options.csv_delimiter
