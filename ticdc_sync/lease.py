@@ -18,7 +18,7 @@ the same machine a holder whose process is gone (killed) is taken over at once. 
 finds its lease lost, or that could not renew it for `ttl/2` seconds, stops before its next
 commit with `LeaseLost`. What a lease cannot do: stop a commit already in flight in a
 holder that was paused (or cut off from the warehouse) for longer than the ttl; see
-README "One run at a time". Expiry compares the holder's clock with the taker's, so the
+docs/operations.md "One run at a time". Expiry compares the holder's clock with the taker's, so the
 machines' clocks must agree to well within the ttl.
 
 Pure core: imports no pyspark and touches nothing but the lease table.

@@ -36,7 +36,7 @@ def local_path(location: str) -> Path:
 
 # The escape character of folder names. Not `%`: delta-rs (and so polars, and DuckDB's
 # Delta extension) decodes a `%XX` in a local table path once too often and cannot load
-# the table (README, "What lands"). `~` is unreserved in URIs (RFC 3986), so no reader,
+# the table (docs/engine.md, "What lands"). `~` is unreserved in URIs (RFC 3986), so no reader,
 # object store or Hadoop path decodes it.
 _ESCAPE = "~"
 

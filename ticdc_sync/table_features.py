@@ -2,7 +2,7 @@
 compatibility setting (`table_features`) removes, and the Spark SQL of each.
 
 A target carries only the features its history needs (DESIGN.md §1 "What lands"), because
-each one locks out some readers (README, "Table features and readers"). Pure Python: text
+each one locks out some readers (docs/table-features.md). Pure Python: text
 and decisions only, never imports pyspark.
 """
 
@@ -30,7 +30,7 @@ LEGACY = ("appendOnly", "invariants")
 # The `table_features` key that governs each feature a DDL may need.
 SETTING = {COLUMN_MAPPING: "column_mapping", TYPE_WIDENING: "type_widening"}
 
-# Readers (as measured, README "Table features and readers") that cannot read a table with
+# Readers (as measured, docs/table-features.md) that cannot read a table with
 # the feature, for plan notes and block reasons.
 LOCKS_OUT = {
     COLUMN_MAPPING: "polars and delta-rs to_pyarrow_table",

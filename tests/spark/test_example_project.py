@@ -31,7 +31,7 @@ def test_example_runs_end_to_end(spark, tmp_path, capsys):
     project = load(root)
     assert differences(spark, project) == []
     # Other readers: polars and delta-rs's SQL path read what Spark reads (its pyarrow
-    # path refuses deletion vectors: README "Table features and readers").
+    # path refuses deletion vectors: docs/table-features.md).
     for expected_file in sorted((root / "expected").glob("*.json")):
         tbl = json.loads(expected_file.read_text())["table"].split(".")[1]
         for prefix in PREFIXES:

@@ -37,7 +37,7 @@ Offsets = dict[tuple[str, int], int]  # (topic, partition) -> next offset to rea
 
 # Any option whose name contains one of these may carry a secret (sasl.jaas.config holds
 # the password inline; ssl.key.password, ssl.keystore.key, sasl.oauthbearer tokens, ...).
-# Same words as the plan's redaction (README "Commands").
+# Same words as the plan's redaction (docs/commands.md).
 
 # Spark's Kafka source manages these itself and rejects them (Spark docs: "Kafka specific
 # configurations"); say so up front rather than with a JVM stack trace.
