@@ -151,10 +151,14 @@ class Candidate:
     lag_ms: int
     at: int  # every change with commit_ts at or below this is in the target
     oldest: int | None = None  # its oldest change it can apply now (None: nothing pending)
-    work: bool = False  # work without a commit_ts (create, load, table features): due now
+    upto: int | None = None  # where its rows stop now (the resolved TSO, or before a block)
+    work: str | None = None  # work without a commit_ts, due at once: what (create, load...)
     running: bool = False
     blocked: bool = False
     needs: Need | None = None
+    # How far its table's own marker says it is (the applied TSO, or just before the last
+    # DDL it applied): what a RENAME that copies its rows checks. None: `at`.
+    stands: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,12 +255,14 @@ class Scheduler:
                 continue
             limit = limits.get(c.name)
             oldest = c.needs.oldest if limit is not None and c.needs else c.oldest
+            reach = c.upto if limit is None or c.upto is None else min(c.upto, limit)
             if c.work:
-                due.append(Dispatch(c.name, limit, None, "create, load or table features"))
+                due.append(Dispatch(c.name, limit, None, c.work))
+            elif c.name in urgent and (oldest is not None or (reach is not None and reach > c.at)):
+                # Even with no change known to be pending: an apply brings it to `reach`.
+                due.append(Dispatch(c.name, limit, None, f"{urgent[c.name]} waits for it"))
             elif oldest is None:
                 continue
-            elif c.name in urgent:
-                due.append(Dispatch(c.name, limit, None, f"{urgent[c.name]} waits for it"))
             else:
                 deadline = wall_ms(oldest) + (0 if drain else c.lag_ms)
                 if drain or deadline - self.expected_ms(c.name) <= now_ms:
@@ -280,7 +286,10 @@ def _dependencies(candidates: Sequence[Candidate]) -> tuple[dict[str, int], dict
     urgent: dict[str, str] = {}
     for c in sorted(candidates, key=lambda c: c.name):
         n = c.needs
-        if n is None or n.target not in by_name or by_name[n.target].at >= n.ts:
+        if n is None or n.target not in by_name:
+            continue
+        dep = by_name[n.target]
+        if (dep.stands if dep.stands is not None else dep.at) >= n.ts:
             continue
         limits[c.name] = n.ts
         urgent.setdefault(n.target, c.name)

@@ -169,10 +169,10 @@ def test_at_most_the_free_workers_and_never_one_running() -> None:
 
 def test_work_without_a_commit_ts_is_due_at_once() -> None:
     s = Scheduler(poll_ms=1000)
-    cs = [cand("old", T0 - 600_000), cand("new", None, work=True)]
+    cs = [cand("old", T0 - 600_000), cand("new", None, work="create")]
     got = s.choose(cs, T0, free=4)
     assert names(got) == ["new", "old"]
-    assert got[0].deadline_ms is None
+    assert (got[0].deadline_ms, got[0].reason) == (None, "create")
 
 
 def test_blocked_target_is_not_dispatched() -> None:
@@ -219,6 +219,12 @@ def test_a_rename_waits_for_its_source_which_becomes_due_at_once() -> None:
     # b has applied what comes before the rename: it waits, a is still due at once.
     b_waiting = cand("b", T0 + 50_000, lag_ms=0, needs=Need("a", rename_ts - 1, oldest=None))
     assert names(s.choose([a, b_waiting], now, free=4)) == ["a"]
+    # a with no change known to be pending still goes first when an apply can bring it
+    # further (to where its rows stop now), and not when it cannot.
+    a_quiet = cand("a", None, at=ts(T0 + 20_000), upto=ts(T0 + 60_000))
+    assert names(s.choose([a_quiet, b_waiting], now, free=4)) == ["a"]
+    a_stuck = cand("a", None, at=ts(T0 + 20_000), upto=ts(T0 + 20_000))
+    assert s.choose([a_stuck, b_waiting], now, free=4) == []
     # Once a stands just before the rename, b goes on without a limit.
     a_there = cand("a", None, at=rename_ts - 1)
     got = s.choose([a_there, b_waiting], now, free=4)
