@@ -286,6 +286,16 @@ class _Loop:
         for source, tables in started.staged.items():
             for (db, tbl), span in tables.items():
                 self._spans(source, key(db, tbl)).add(span.lo, span.hi)
+        for name, ss in started.state.sources.items():
+            # A table with staged rows the engine gave no span for: pending from anywhere
+            # up to the source's highest watermark, so that nothing resolved is left
+            # behind (rows past it are found with the table's next change).
+            given = {key(db, tbl) for db, tbl in started.staged.get(name, {})}
+            marks = [p.progress_ts for p in ss.tally.partitions.values()]
+            top = max((m for m in marks if m is not None), default=None)
+            for (db, tbl), (rows, _ddls) in ss.tally.tables.items():
+                if rows and top is not None and key(db, tbl) not in given:
+                    self._spans(name, key(db, tbl)).add(-1, top)
         for name, ts in started.state.targets.items():
             self.covered[name] = ts.marker.applied_ts
         for src in self.s.sources:
