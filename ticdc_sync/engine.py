@@ -43,7 +43,9 @@ class Started:
     state: WarehouseState
     # Per source, per upstream table (as staged: db, tbl): the span of every row change
     # staged so far (lo may be any lower bound; hi must be the highest staged commit_ts).
-    # Tells the loop what is pending from before the run without reading a staged row.
+    # Tells the loop what is pending from before the run without reading a staged row. A
+    # table with staged rows missing here counts as pending up to its source's highest
+    # watermark: its target is applied once, perhaps for nothing.
     staged: Mapping[str, Mapping[tuple[str, str], TableSpan]] = field(default_factory=dict)
 
 
