@@ -197,6 +197,8 @@ class TableEntry:
     # False: this entry's targets start from the changefeed even when their source has an
     # `initial_load`.
     initial_load: bool = True
+    # `target_lag` of the entry in milliseconds; None: the project default.
+    target_lag_ms: int | None = None
 
     @property
     def upstream_db(self) -> str:
@@ -252,11 +254,16 @@ class DdlOverride:
         )
 
 
+# How long a target's oldest unapplied change may wait, without `target_lag` anywhere.
+DEFAULT_TARGET_LAG_MS = 60_000
+
+
 @dataclass(frozen=True, slots=True)
 class Defaults:
     ddl: dict[DdlKind, Action] = field(default_factory=lambda: dict(DEFAULT_DDL_POLICY))
     on_bad_message: BadMessagePolicy = BadMessagePolicy.FAIL
     table_features: TableFeatures = field(default_factory=TableFeatures)
+    target_lag_ms: int | None = None  # `defaults.target_lag`; None: DEFAULT_TARGET_LAG_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +288,9 @@ class Output:
     # for it while another run holds it.
     run_lease_ttl: float = 120.0
     run_lease_wait: float = 0.0
+    # Targets applied at once (`run.apply_workers`); None: from the Spark master
+    # (`schedule.apply_workers`).
+    apply_workers: int | None = None
     transport: Transport = field(default_factory=lambda: Transport(TransportKind.FILES, "captures"))
 
 
@@ -317,6 +327,18 @@ class Project:
     def table_features(self, entry: TableEntry) -> TableFeatures:
         """The table features the target of `entry` may carry (entry over defaults)."""
         return self.defaults.table_features.with_overrides(entry.table_features)
+
+    def target_lag(self, entry: TableEntry) -> tuple[int, str]:
+        """The `target_lag` of the targets of `entry` in milliseconds, and where it is set."""
+        if entry.target_lag_ms is not None:
+            return entry.target_lag_ms, entry.origin.render()
+        return self.target_lag_default()
+
+    def target_lag_default(self) -> tuple[int, str]:
+        """The `target_lag` of entries without one, and where it is set."""
+        if self.defaults.target_lag_ms is not None:
+            return self.defaults.target_lag_ms, "ticdc_sync.yml defaults"
+        return DEFAULT_TARGET_LAG_MS, "built-in default"
 
     def ddl_override(self, source: str, db: str, table: str, commit_ts: int) -> DdlOverride | None:
         """The override of one DDL (by the table it is keyed under and its commit_ts)."""

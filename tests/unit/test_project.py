@@ -132,7 +132,7 @@ def test_three_planted_mistakes_in_two_files(tmp_path: Path) -> None:
         "values (hint: use one of: canal-json, debezium, open-protocol)",
         "tables/shop.yml:5: tables[0].partiton_by: unknown key 'partiton_by' (hint: allowed keys: "
         "ddl, description, ignore_columns, initial_load, keys, name, on_bad_message, source, table_features, "
-        "upstream)",
+        "target_lag, upstream)",
         "tables/shop.yml:7: tables[1].source: unknown source 'debezum' "
         "(hint: sources: canal, debezium, open)",
     ]
@@ -377,3 +377,159 @@ def test_json_schema_is_valid_and_strict() -> None:
     walk(schema)
     ddl_keys = set(schema["$defs"]["ddl_policy"]["properties"])
     assert ddl_keys == {k.value for k in DdlKind}
+
+
+# --------------------------------------------------------------------------- target_lag
+
+
+def _with_lags(root: Path, default: str | None, entry: str | None) -> None:
+    """The shop project with `defaults.target_lag` and the canal entry's `target_lag` set."""
+    proj = (root / "ticdc_sync.yml").read_text()
+    if default is not None:
+        proj = proj.replace("defaults:\n", f"defaults:\n  target_lag: {default}\n")
+    write(root / "ticdc_sync.yml", proj)
+    tables = (root / "tables" / "shop.yml").read_text()
+    if entry is not None:
+        tables = tables.replace(
+            '    name: "canal_{table}"\n', f'    name: "canal_{{table}}"\n    target_lag: {entry}\n'
+        )
+    write(root / "tables" / "shop.yml", tables)
+
+
+def test_target_lag_comes_from_the_entry_the_defaults_or_the_built_in(tmp_path: Path) -> None:
+    from ticdc_sync.plan import build_plan, plan_dict, render_text
+
+    root = copy_shop(tmp_path)
+    plan = build_plan(load_project(root))
+    assert {(t.lag_ms, t.lag_from) for t in plan.targets} == {(60_000, "built-in default")}
+
+    _with_lags(root, default="0", entry="30s")
+    p = load_project(root)
+    assert p.defaults.target_lag_ms == 0
+    assert p.route("canal", "shop", "orders").target_lag_ms == 30_000
+    assert p.route("open", "shop", "orders").target_lag_ms is None
+    plan = build_plan(p)
+    lags = {t.name: (t.lag_ms, t.lag_from) for t in plan.targets}
+    assert lags["canal_orders"] == (30_000, "tables/shop.yml:4")
+    assert lags["open_orders"] == (0, "ticdc_sync.yml defaults")
+    d = plan_dict(plan)
+    assert d["defaults"]["target_lag"] == "0"
+    assert [r["target_lag"] for r in d["routes"]] == ["30s", None, None]
+    t = next(t for t in d["targets"] if t["name"] == "canal_items")
+    assert (t["target_lag"], t["target_lag_ms"], t["target_lag_from"]) == (
+        "30s",
+        30_000,
+        "tables/shop.yml:4",
+    )
+    text = render_text(plan)
+    assert "  target_lag: 0  (ticdc_sync.yml defaults)\n" in text
+    assert "    target lag: 30s  (tables/shop.yml:4)\n" in text
+    assert "    target lag: 0  (ticdc_sync.yml defaults)\n" in text
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [("30", "30"), ("'30'", "'30'"), ("1 m", "'1 m'"), ("5min", "'5min'"), ("-1s", "'-1s'")],
+)
+def test_a_target_lag_that_is_not_a_duration_is_an_error_at_its_line(
+    tmp_path: Path, value: str, shown: str
+) -> None:
+    root = copy_shop(tmp_path)
+    _with_lags(root, default=None, entry=value)
+    assert issues_of(root) == [
+        f"tables/shop.yml:7: tables[0].target_lag: {shown} is not a valid duration (hint: a "
+        "whole number with its unit (ms, s, m, h, d), e.g. 500ms, 30s, 1m, 2h, 1d; or 0)"
+    ]
+
+
+def test_a_default_target_lag_that_is_not_a_duration_is_an_error_at_its_line(
+    tmp_path: Path,
+) -> None:
+    root = copy_shop(tmp_path)
+    _with_lags(root, default="true", entry=None)
+    assert issues_of(root) == [
+        "ticdc_sync.yml:8: defaults.target_lag: expected string or integer, got boolean"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        (0, 0),
+        ("0", 0),
+        ("0s", 0),
+        ("500ms", 500),
+        ("30s", 30_000),
+        ("1m", 60_000),
+        ("2h", 7_200_000),
+        ("1d", 86_400_000),
+        ("7d", 604_800_000),
+    ],
+)
+def test_durations_read_and_shown(tmp_path: Path, text: str | int, ms: int) -> None:
+    from ticdc_sync.durations import parse_ms, render_ms
+
+    assert parse_ms(text) == ms
+    assert parse_ms(render_ms(ms)) == ms
+    # staging.retention reads durations the same way (and now takes 0 and ms as well).
+    root = copy_shop(tmp_path)
+    proj = (root / "ticdc_sync.yml").read_text() + f"staging:\n  retention: {text}\n"
+    write(root / "ticdc_sync.yml", proj)
+    assert load_project(root).staging_retention_ms == ms
+
+
+def test_durations_are_shown_in_their_largest_whole_unit() -> None:
+    from ticdc_sync.durations import render_ms
+
+    assert [render_ms(ms) for ms in (0, 1, 500, 1000, 90_000, 60_000, 5_400_000, 86_400_000)] == [
+        "0",
+        "1ms",
+        "500ms",
+        "1s",
+        "90s",
+        "1m",
+        "90m",
+        "1d",
+    ]
+
+
+def test_apply_workers_setting(tmp_path: Path) -> None:
+    from ticdc_sync.plan import build_plan
+
+    root = copy_shop(tmp_path)
+    assert load_project(root).output.apply_workers is None
+    out = build_plan(load_project(root)).output
+    assert (out["apply_workers"], out["apply_workers_from"]) == (
+        2,
+        "local[2]: 2 core(s), at most 4",
+    )
+    prof = (root / "profiles.yml").read_text()
+    write(
+        root / "profiles.yml",
+        prof.replace(
+            "      warehouse: warehouse\n",
+            "      warehouse: warehouse\n      run: {apply_workers: 3}\n",
+            1,
+        ),
+    )
+    p = load_project(root)
+    assert p.output.apply_workers == 3
+    out = build_plan(p).output
+    assert (out["apply_workers"], out["apply_workers_from"]) == (
+        3,
+        "run.apply_workers in the profile",
+    )
+    write(
+        root / "profiles.yml",
+        prof.replace(
+            "      warehouse: warehouse\n",
+            "      warehouse: warehouse\n      run: {apply_workers: 0, threads: 2}\n",
+            1,
+        ),
+    )
+    msgs = issues_of(root)
+    assert msgs == [
+        "profiles.yml:13: shop.outputs.dev.run.apply_workers: 0 is less than the minimum of 1",
+        "profiles.yml:13: shop.outputs.dev.run.threads: unknown key 'threads' (hint: allowed "
+        "keys: apply_workers)",
+    ], msgs

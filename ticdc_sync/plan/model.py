@@ -14,7 +14,13 @@ from ticdc_sync.ddl.changes import DeltaChange
 from ticdc_sync.ddl.policy import Decision
 from ticdc_sync.ddl.timeline import DdlGroup, Timeline
 from ticdc_sync.dumpling import DataFile
-from ticdc_sync.model import DumplingOptions, Source, TableEntry, TableFeatures
+from ticdc_sync.model import (
+    DEFAULT_TARGET_LAG_MS,
+    DumplingOptions,
+    Source,
+    TableEntry,
+    TableFeatures,
+)
 from ticdc_sync.upstream import TableSchema
 from ticdc_sync.window import Marker
 
@@ -161,6 +167,10 @@ class TargetPlan:
     # enabling deletion vectors again), before anything else; each keeps the marker.
     feature_parts: tuple[DeltaPart, ...] = ()
     load: Load | None = None  # loaded from a Dumpling export first
+    # `target_lag` in milliseconds, and where it is set: the entry's file:line,
+    # "ticdc_sync.yml defaults" or "built-in default".
+    lag_ms: int = DEFAULT_TARGET_LAG_MS
+    lag_from: str = "built-in default"
 
     @property
     def to_create(self) -> bool:

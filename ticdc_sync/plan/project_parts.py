@@ -8,11 +8,14 @@ Reads project files only for the digest; never writes.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ticdc_sync.durations import render_ms
 from ticdc_sync.model import DdlKind, Project, TableEntry, TransportKind
+from ticdc_sync.schedule import apply_workers
 from ticdc_sync.secrets import IN_PLANS, redacted
 
 
@@ -53,12 +56,15 @@ def output_dict(project: Project) -> dict[str, Any]:
         transport["bootstrap_servers"] = out.transport.bootstrap_servers
         transport["starting_offsets"] = out.transport.starting_offsets
         transport["options"] = redacted(out.transport.kafka_options, IN_PLANS)
+    workers, workers_from = apply_workers(out.apply_workers, out.spark_master, os.cpu_count())
     return {
         "spark_master": out.spark_master,
         "spark_conf": redacted(out.spark_conf, IN_PLANS),
         "jars_dir": display_location(project, out.jars_dir) if out.jars_dir else None,
         "warehouse": display_location(project, out.warehouse),
         "transport": transport,
+        "apply_workers": workers,
+        "apply_workers_from": workers_from,
     }
 
 
@@ -69,6 +75,8 @@ def defaults_dict(project: Project) -> dict[str, Any]:
             for k, v in sorted(project.defaults.ddl.items(), key=lambda kv: kv[0].value)
         },
         "on_bad_message": project.defaults.on_bad_message.value,
+        "target_lag": render_ms(project.target_lag_default()[0]),
+        "target_lag_from": project.target_lag_default()[1],
     }
 
 
@@ -98,6 +106,7 @@ def route_dicts(
             "ddl": policy_diff(project, e),
             "on_bad_message": e.on_bad_message.value if e.on_bad_message else None,
             "ignore_columns": list(e.ignore_columns),
+            "target_lag": render_ms(e.target_lag_ms) if e.target_lag_ms is not None else None,
         }
         if shard:
             warnings.append(

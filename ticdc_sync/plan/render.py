@@ -18,6 +18,7 @@ from typing import Any
 from ticdc_sync import datatypes, table_features
 from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl import policy
+from ticdc_sync.durations import render_ms
 from ticdc_sync.plan.model import (
     BLOCKED,
     FORMAT_VERSION,
@@ -175,6 +176,9 @@ def _target_dict(plan: Plan, t: TargetPlan) -> dict[str, Any]:
         "applied_ts": t.marker.applied_ts if t.exists else None,
         "keys": list(t.keys),
         "keys_from": t.keys_from,
+        "target_lag": render_ms(t.lag_ms),
+        "target_lag_ms": t.lag_ms,
+        "target_lag_from": t.lag_from,
         "on_bad_message": t.entry.on_bad_message.value if t.entry.on_bad_message else None,
         "ignore_columns": list(t.entry.ignore_columns),
         "create_from": t.create_from,
@@ -353,6 +357,7 @@ def render_text(plan: Plan) -> str:
     if o["jars_dir"]:
         lines.append(f"  jars dir: {o['jars_dir']}")
     lines.append(f"  warehouse: {o['warehouse']}  (shown below as {WAREHOUSE_PLACEHOLDER})")
+    lines.append(f"  apply workers: {o['apply_workers']}  ({o['apply_workers_from']})")
     tr = o["transport"]
     if tr["type"] == "files":
         lines.append(f"  transport: files from {tr['captures']}")
@@ -362,7 +367,9 @@ def render_text(plan: Plan) -> str:
         )
         if tr["options"]:
             lines.append(f"    options: {_kv(tr['options'])}")
-    lines += ["", "Defaults", f"  on_bad_message: {plan.defaults['on_bad_message']}"]
+    df = plan.defaults
+    lines += ["", "Defaults", f"  on_bad_message: {df['on_bad_message']}"]
+    lines.append(f"  target_lag: {df['target_lag']}  ({df['target_lag_from']})")
     lines.append(f"  ddl: {_kv(plan.defaults['ddl'])}")
 
     lines += ["", f"Sources ({len(d['sources'])})"]
@@ -395,6 +402,8 @@ def render_text(plan: Plan) -> str:
             lines.append(f"    on_bad_message: {r['on_bad_message']}")
         if r["ignore_columns"]:
             lines.append(f"    ignore_columns: {', '.join(r['ignore_columns'])}")
+        if r["target_lag"] is not None:
+            lines.append(f"    target_lag: {r['target_lag']}")
 
     if plan.overrides:
         lines += ["", f"DDL overrides ({len(plan.overrides)})"]
@@ -450,6 +459,7 @@ def _target_text(t: TargetPlan, td: dict[str, Any]) -> list[str]:
         what += f", {len(td['ddl'])} DDL pending"
     out = [f"{_MARK[status]} {t.name} <- {ups} via {t.source}  [{what}]"]
     out.append(f"    keys: {', '.join(t.keys) or '(none)'}  ({t.keys_from})")
+    out.append(f"    target lag: {td['target_lag']}  ({td['target_lag_from']})")
     if t.features or td["features_added"]:
         feats = ", ".join(t.features) or "-"
         changes = [f"+ {f}" for f in td["features_added"]]

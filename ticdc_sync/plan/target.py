@@ -117,6 +117,7 @@ def target_plan(
         features = tf.created_with(columns, settings) if create else ()
         have = set(features)
     ddl = features_added(ddl, have, settings)
+    lag_ms, lag_from = project.target_lag(tr.entry)
     return TargetPlan(
         name=tr.target,
         source=source.name,
@@ -143,6 +144,8 @@ def target_plan(
         settings=settings,
         feature_parts=feature_parts,
         load=load,
+        lag_ms=lag_ms,
+        lag_from=lag_from,
     )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from ticdc_sync.durations import parse_ms
 from ticdc_sync.errors import Issue, ProjectError
 from ticdc_sync.model import Output, Project, Source, TableEntry
 from ticdc_sync.project.checks import (
@@ -106,13 +107,10 @@ def load_project(
         seed_schemas=seeds,
         warnings=tuple(w.render() for w in sorted(ctx.warnings, key=issue_order)),
         ddl_overrides=tuple(overrides),
-        staging_retention_ms=_duration_ms(
+        staging_retention_ms=parse_ms(
             ((proj_data.get("staging") or {}) if proj_ok else {}).get("retention", "7d")
         ),
     )
-
-
-_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 def _entries(ctx: Ctx, root: Path, key: str, parse: Callable[..., T]) -> list[T]:
@@ -127,8 +125,3 @@ def _entries(ctx: Ctx, root: Path, key: str, parse: Callable[..., T]) -> list[T]
             ctx.nodes[id(entry)] = (data, (key, i))
             entries.append(entry)
     return entries
-
-
-def _duration_ms(text: str) -> int:
-    """`7d`, `12h`, `30m`, `45s` (the JSON Schema checks the form) in milliseconds."""
-    return int(text[:-1]) * _UNIT_MS[text[-1]]

@@ -113,6 +113,7 @@ def load_output(
     # replaces text inside strings.
     spark = out.get("spark") or {}
     lease = out.get("run_lease") or {}
+    run = out.get("run") or {}
     tr = out.get("transport") or {"type": "files"}
     if tr.get("type") == "kafka":
         transport = Transport(
@@ -132,6 +133,7 @@ def load_output(
         jars_dir=spark.get("jars_dir"),
         warehouse=str(out.get("warehouse", "warehouse")),
         transport=transport,
+        apply_workers=int(run["apply_workers"]) if "apply_workers" in run else None,
         **{
             name: float(lease[key])
             for key, name in (("ttl_seconds", "run_lease_ttl"), ("wait_seconds", "run_lease_wait"))

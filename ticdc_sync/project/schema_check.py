@@ -40,6 +40,7 @@ _HINTS = {
     "upstream": 'write "db.table"; globs like shop.* or shop.orders_* are allowed',
     "name": "letters, digits, _ and -; start with a letter or _",
 }
+DURATION_HINT = "a whole number with its unit (ms, s, m, h, d), e.g. 500ms, 30s, 1m, 2h, 1d; or 0"
 
 
 def schema_issues(data: Any, kind: str, file: str) -> list[Issue]:
@@ -108,6 +109,17 @@ def _render_error(err: jsonschema.ValidationError, data: Any, file: str) -> list
                 file, line_of(data, path), key_path(path), "must not be empty", _HINTS.get(last, "")
             )
         ]
+    if err.validator in ("pattern", "minimum", "maximum") and _is_duration(err.schema):
+        # One definition for every duration key: a bare number other than 0 has no unit.
+        return [
+            Issue(
+                file,
+                line_of(data, path),
+                key_path(path),
+                f"{err.instance!r} is not a valid duration",
+                DURATION_HINT,
+            )
+        ]
     if err.validator == "pattern":
         return [
             Issue(
@@ -119,6 +131,10 @@ def _render_error(err: jsonschema.ValidationError, data: Any, file: str) -> list
             )
         ]
     return [Issue(file, line_of(data, path), key_path(path), err.message)]
+
+
+def _is_duration(schema: Any) -> bool:
+    return schema == json_schema()["$defs"]["duration"]
 
 
 def _get(data: Any, path: tuple[Any, ...]) -> Any:

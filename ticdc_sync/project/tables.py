@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ticdc_sync.durations import parse_ms
 from ticdc_sync.errors import DdlError, Issue
 from ticdc_sync.model import (
     DEFAULT_DDL_POLICY,
@@ -41,6 +42,7 @@ def parse_defaults(d: Any) -> Defaults:
         ddl=policy,
         on_bad_message=BadMessagePolicy(d.get("on_bad_message", BadMessagePolicy.FAIL.value)),
         table_features=TableFeatures().with_overrides(_table_features(d)),
+        target_lag_ms=parse_ms(d["target_lag"]) if "target_lag" in d else None,
     )
 
 
@@ -78,6 +80,7 @@ def parse_table(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> Ta
         table_features=_table_features(item),
         origin=Origin(file, line),
         initial_load=bool(item.get("initial_load", True)),
+        target_lag_ms=parse_ms(item["target_lag"]) if "target_lag" in item else None,
     )
 
 

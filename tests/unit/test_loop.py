@@ -1,0 +1,622 @@
+"""The run loop's decisions, against an in-memory engine (`loop_fakes`): deadline order,
+lag 0 and a lag longer than the run, the worker bound, one target never twice at once,
+renames, blocked and failing targets, staging that never waits for an apply, stops,
+fatal errors, trims, results, and a plain run that brings every target to the resolved
+TSO (also through the real planner). Time is a fake clock; no wall-clock timing."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.unit.loop_fakes import T0, Clock, Fake, Inline, Spec, Threads, source, ts
+from ticdc_sync.engine import ApplyOutcome, Fatal, StageOutcome
+from ticdc_sync.loop import LoopResult, Settings, StopRequest, run_loop
+
+
+def run(
+    fake: Fake,
+    *,
+    follow: bool = False,
+    workers: int = 1,
+    poll: float = 1.0,
+    max_polls: int | None = None,
+    pool=None,
+    stop: StopRequest | None = None,
+    lines: list[str] | None = None,
+    polls: list | None = None,
+    **kw,
+) -> LoopResult:
+    sources = sorted({s.source for s in fake.specs} | set(fake.batches))
+    settings = Settings(
+        sources=[source(n) for n in sources],
+        workers=workers,
+        follow=follow,
+        poll_seconds=poll,
+        max_polls=max_polls,
+        **kw,
+    )
+    return run_loop(
+        fake,
+        fake.replan,
+        settings,
+        stop=stop,
+        out=(lines.append if lines is not None else lambda _line: None),
+        on_poll=(lambda p, _r: polls.append(p)) if polls is not None else None,
+        clock=fake.clock,
+        waiter=fake.clock,
+        pool=pool if pool is not None else Inline(),
+    )
+
+
+def batch(resolved_ms: int, **rows: list[int]) -> tuple[int, dict[str, list[int]]]:
+    return resolved_ms, rows
+
+
+# --------------------------------------------------------------------------- deadlines
+
+
+def test_targets_are_applied_at_their_deadlines_most_urgent_first() -> None:
+    clock = Clock(T0 + 2_000)
+    fake = Fake(
+        [Spec("a", lag_ms=30_000), Spec("b", lag_ms=10_000), Spec("c", lag_ms=20_000)],
+        {"s": [batch(T0 + 1_000, a=[T0], b=[T0], c=[T0])]},
+        clock,
+    )
+    res = run(fake, follow=True, poll=5.0, max_polls=8)
+    # Each at its deadline (its oldest change + its lag), not at the first poll after it.
+    assert [(c.name, c.at_ms) for c in fake.calls] == [
+        ("b", T0 + 10_000),
+        ("c", T0 + 20_000),
+        ("a", T0 + 30_000),
+    ]
+    assert all(fake.at(n) == ts(T0) for n in "abc")
+    assert res.code == 0 and res.errors == []
+
+
+def test_lag_zero_applies_every_poll_a_lag_longer_than_the_run_waits_for_the_drain() -> None:
+    clock = Clock(T0 + 2_000)
+    polls = [batch(T0 + 1_000 * k + 500, z=[T0 + 1_000 * k], h=[T0 + 1_000 * k]) for k in (1, 2, 3)]
+    fake = Fake([Spec("z", lag_ms=0), Spec("h", lag_ms=3_600_000)], {"s": polls}, clock)
+    res = run(fake, follow=True, max_polls=3)
+    # z after each poll; h only once the run ends (max_polls): the drain, most behind first.
+    assert [(c.name, c.stages) for c in fake.calls] == [("z", 1), ("z", 2), ("h", 3), ("z", 3)]
+    assert fake.at("z") == fake.at("h") == ts(T0 + 3_000)
+    assert res.targets["h"].applies == 1 and res.targets["z"].applies == 3
+
+
+def test_a_plain_run_brings_every_target_to_the_resolved_ts_whatever_its_lag() -> None:
+    clock = Clock(T0 + 100_000)
+    fake = Fake(
+        [Spec("a", lag_ms=0), Spec("b", lag_ms=60_000), Spec("c", lag_ms=86_400_000)],
+        {"s": [batch(T0 + 90_000, a=[T0, T0 + 50_000], b=[T0 + 10], c=[T0 + 89_000])]},
+        clock,
+        markers={"a": T0 - 1_000, "b": T0 - 1_000, "c": T0 - 1_000},
+    )
+    res = run(fake)
+    assert sorted(fake.names()) == ["a", "b", "c"]
+    assert [fake.at(n) for n in "abc"] == [ts(T0 + 50_000), ts(T0 + 10), ts(T0 + 89_000)]
+    # Nothing is pending: each is as fresh as the staging (resolved at T0 + 90 s).
+    for name in "abc":
+        t = res.targets[name]
+        assert (t.staleness_seconds, t.over_lag) == (10.0, False), name
+    assert res.sources["s"].staging_lag_seconds == 10.0
+    assert res.polls == 1 and res.code == 0 and not res.interrupted
+
+
+@pytest.mark.parametrize("spans", [True, False])
+def test_what_an_earlier_run_staged_is_applied_with_or_without_spans_at_start(
+    spans: bool,
+) -> None:
+    clock = Clock(T0 + 100_000)
+    fake = Fake(
+        [Spec("a", lag_ms=3_600_000), Spec("b", lag_ms=3_600_000), Spec("c", lag_ms=0)],
+        {"s": [batch(T0 + 90_000, c=[T0 + 80_000])]},
+        clock,
+        markers={"a": T0 - 1_000, "b": T0 + 50_000, "c": T0 - 1_000},
+        before=batch(T0 + 60_000, a=[T0, T0 + 40_000], b=[T0 + 20_000]),
+        spans_at_start=spans,
+    )
+    res = run(fake)
+    # a had rows above its marker; b had applied them already, so with spans it is not
+    # applied at all. Without them the loop cannot tell, and applies it once (to nothing).
+    assert sorted(fake.names()) == (["a", "c"] if spans else ["a", "b", "c"])
+    assert fake.at("a") == ts(T0 + 40_000)
+    assert fake.at("b") == ts(T0 + 50_000)
+    assert res.code == 0
+
+
+# --------------------------------------------------------------------------- workers
+
+
+def test_at_most_the_workers_at_once_and_each_target_once() -> None:
+    clock = Clock(T0 + 10_000)
+    names = [f"t{i}" for i in range(6)]
+    fake = Fake(
+        [Spec(n, lag_ms=0) for n in names],
+        {"s": [batch(T0 + 5_000, **{n: [T0] for n in names})]},
+        clock,
+    )
+    pair = threading.Barrier(2, timeout=10)
+    # Each apply waits for a second one to run beside it: with one worker this would
+    # never happen (the barrier breaks), with three it would show in max_active.
+    fake.hooks = {n: (lambda job, stop: (pair.wait(), None)[1]) for n in names}
+    with Threads(2, fake) as pool:
+        res = run(fake, workers=2, pool=pool)
+    assert fake.max_active == 2
+    assert sorted(fake.names()) == names and fake.overlaps == []
+    assert res.code == 0
+
+
+def test_staging_never_waits_for_a_slow_apply_which_delays_no_other_target() -> None:
+    clock = Clock(T0 + 2_000)
+    polls = [
+        batch(T0 + 1_000 * k, slow=[T0 + 1_000 * k - 1], fast=[T0 + 1_000 * k - 1])
+        for k in range(1, 9)
+    ]
+    fake = Fake([Spec("slow", lag_ms=0), Spec("fast", lag_ms=0)], {"s": polls}, clock)
+    released: list[int] = []
+
+    def slow(job, should_stop):
+        if not released:
+            # Held until four more polls were staged and the other target was applied three
+            # times: a loop that waited for this apply would never get there.
+            ok = fake.park(lambda: fake.stage_calls >= 5 and fake.names().count("fast") >= 3)
+            assert ok, "staging or the other target waited for the slow apply"
+            released.append(fake.stage_calls)
+        return None
+
+    fake.hooks["slow"] = slow
+    with Threads(2, fake) as pool:
+        res = run(fake, follow=True, workers=2, max_polls=8, pool=pool)
+    assert released and released[0] >= 5
+    assert fake.overlaps == []  # never two applies of one target at once
+    slow_calls = [c for c in fake.calls if c.name == "slow"]
+    assert slow_calls[0].stages == 1 and all(c.stages >= 5 for c in slow_calls[1:])
+    assert fake.at("slow") == fake.at("fast") == ts(T0 + 7_999)
+    assert res.code == 0
+
+
+# --------------------------------------------------------------------------- renames
+
+
+def test_a_rename_waits_for_the_target_its_rows_come_from_which_goes_first() -> None:
+    clock = Clock(T0 + 70_000)
+    rename = T0 + 50_000
+    fake = Fake(
+        [
+            Spec("a", lag_ms=3_600_000, renamed_at=rename),
+            Spec("b", lag_ms=0, rename_from=("a", rename)),
+        ],
+        {"s": [batch(T0 + 60_000, a=[T0 + 10_000, T0 + 40_000], b=[T0 + 10_000])]},
+        clock,
+        markers={"a": T0 - 60_000, "b": T0 - 60_000},
+    )
+    lines: list[str] = []
+    res = run(fake, follow=True, workers=2, max_polls=2, lines=lines)
+    # a (lag 1 h) is applied at once because b waits for it; b applies what comes before
+    # the rename meanwhile, then the rename once a is there.
+    assert [(c.name, c.limit, c.stages) for c in fake.calls] == [
+        ("a", None, 1),
+        ("b", ts(rename) - 1, 1),
+        ("b", None, 1),
+    ]
+    assert fake.bad_copies == []
+    assert fake.targets["b"].marker.ddl_ts == ts(rename)
+    assert any("its RENAME TABLE at commit_ts" in line for line in lines)
+    assert res.code == 0
+
+
+def test_a_rename_from_a_failing_target_waits_and_never_copies_early() -> None:
+    clock = Clock(T0 + 70_000)
+    rename = T0 + 50_000
+    fake = Fake(
+        [Spec("a", lag_ms=0), Spec("b", lag_ms=0, rename_from=("a", rename))],
+        {"s": [batch(T0 + 60_000, a=[T0 + 10_000], b=[T0 + 10_000, T0 + 55_000])]},
+        clock,
+        markers={"a": T0 - 60_000, "b": T0 - 60_000},
+    )
+
+    def broken(job, should_stop):
+        raise RuntimeError("a cannot be written")
+
+    fake.hooks["a"] = broken
+    res = run(fake, workers=2)
+    assert fake.bad_copies == []
+    assert fake.at("b") == ts(T0 + 10_000)  # up to the rename, not past it
+    assert res.targets["b"].waits_for == "a"
+    assert res.code == 1 and res.errors == ["target a: a cannot be written"]
+
+
+# --------------------------------------------------------------------------- blocked
+
+
+def test_a_blocked_target_is_applied_up_to_its_block_once_and_not_again() -> None:
+    clock = Clock(T0 + 31_000)
+    fake = Fake(
+        [Spec("x", lag_ms=0, block_at=T0 + 20_000), Spec("y", lag_ms=0)],
+        {
+            "s": [
+                batch(T0 + 30_000, x=[T0 + 10_000, T0 + 25_000], y=[T0 + 10_000]),
+                batch(T0 + 31_000, x=[T0 + 30_500], y=[T0 + 30_500]),
+                batch(T0 + 32_000, x=[T0 + 31_500], y=[T0 + 31_500]),
+            ]
+        },
+        clock,
+    )
+    lines: list[str] = []
+    res = run(fake, follow=True, max_polls=3, lines=lines)
+    assert fake.names().count("x") == 1
+    assert fake.names().count("y") == 3
+    assert fake.at("x") == ts(T0 + 10_000)
+    assert fake.at("y") == ts(T0 + 31_500)
+    blocked = f"target x: blocked at commit_ts {ts(T0 + 20_000)} by DDL `DROP COLUMN x`"
+    assert res.targets["x"].blocked == blocked
+    assert res.errors == [blocked] and lines.count(f"error: {blocked}") == 1
+    # It is stale from just before its block on, and past its lag.
+    assert res.targets["x"].over_lag is True
+    assert res.code == 1
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def test_a_failing_target_is_retried_with_backoff_and_delays_no_other() -> None:
+    clock = Clock(T0 + 2_000)
+    polls = [
+        batch(T0 + 1_000 * k, bad=[T0 + 1_000 * k - 1], good=[T0 + 1_000 * k - 1])
+        for k in range(1, 13)
+    ]
+    fake = Fake([Spec("bad", lag_ms=0), Spec("good", lag_ms=0)], {"s": polls}, clock)
+    failures = [2]
+
+    def flaky(job, should_stop):
+        if failures[0]:
+            failures[0] -= 1
+            raise RuntimeError("disk on fire")
+        return None
+
+    fake.hooks["bad"] = flaky
+    lines: list[str] = []
+    res = run(fake, follow=True, max_polls=12, lines=lines)
+    bad = [c.at_ms for c in fake.calls if c.name == "bad"]
+    t1 = T0 + 2_000
+    assert bad[:3] == [t1, t1 + 2_000, t1 + 6_000]  # poll * 2^1, then poll * 2^2
+    good = [c.at_ms for c in fake.calls if c.name == "good"]
+    assert good == [t1 + 1_000 * k for k in range(12)]  # every poll, failures or not
+    assert "error: target bad: disk on fire (tried again in 2s)" in lines
+    assert "error: target bad: disk on fire (tried again in 4s)" in lines
+    assert fake.read_states == 1 + 2  # its state is read again after each failure
+    assert res.errors == ["target bad: disk on fire"]
+    assert res.targets["bad"].error is None  # it succeeded since
+    assert fake.at("bad") == fake.at("good") == ts(T0 + 11_999)
+
+
+def test_a_plain_run_does_not_retry_a_failed_target_and_ends_with_exit_1() -> None:
+    clock = Clock(T0 + 10_000)
+    fake = Fake(
+        [Spec("bad", lag_ms=0), Spec("good", lag_ms=0)],
+        {"s": [batch(T0 + 5_000, bad=[T0], good=[T0])]},
+        clock,
+    )
+
+    def broken(job, should_stop):
+        raise ValueError("no such column")
+
+    fake.hooks["bad"] = broken
+    res = run(fake)
+    assert fake.names() == ["bad", "good"]
+    assert res.code == 1 and res.errors == ["target bad: no such column"]
+    assert res.targets["bad"].error == "target bad: no such column"
+    assert fake.at("good") == ts(T0)
+
+
+def test_an_apply_that_changes_nothing_is_not_repeated() -> None:
+    clock = Clock(T0 + 10_000)
+    fake = Fake([Spec("lazy", lag_ms=0)], {"s": [batch(T0 + 5_000, lazy=[T0])]}, clock)
+
+    def lazy(job, should_stop):
+        st = fake.targets["lazy"]
+        return ApplyOutcome("lazy", st, reached=st.marker.applied_ts)
+
+    fake.hooks["lazy"] = lazy
+    res = run(fake)
+    assert fake.names() == ["lazy"]
+    assert res.code == 1 and "its apply changed nothing" in res.errors[0]
+
+
+# --------------------------------------------------------------------------- stopping
+
+
+def test_first_stop_ends_staging_and_lets_the_apply_in_flight_finish_its_step() -> None:
+    clock = Clock(T0 + 2_000)
+    polls = [
+        batch(T0 + 1_000 * k, t=[T0 + 1_000 * k - 1], u=[T0 + 1_000 * k - 1]) for k in range(1, 9)
+    ]
+    fake = Fake([Spec("t", lag_ms=0), Spec("u", lag_ms=0)], {"s": polls}, clock)
+    stop = StopRequest()
+    saw_stop: list[bool] = []
+
+    def long(job, should_stop):
+        saw_stop.append(fake.park(should_stop))  # its current step, until asked to stop
+        st = fake.targets["t"]
+        return ApplyOutcome("t", st, reached=st.marker.applied_ts, interrupted=True)
+
+    def signal_on_third_poll(n, _source):
+        if n == 3:
+            stop.request()  # as Ctrl-C would, while staging
+        return None
+
+    fake.hooks["t"] = long
+    fake.stage_hook = signal_on_third_poll
+    with Threads(2, fake) as pool:
+        res = run(fake, follow=True, workers=2, pool=pool, stop=stop)
+    assert saw_stop == [True]
+    assert fake.stage_calls == 3  # nothing staged after the stop
+    assert fake.names().count("t") == 1  # nothing applied anew after it
+    assert res.targets["t"].interrupted is True
+    assert not res.interrupted and res.code == 0  # stopping --follow is how it ends
+
+
+def test_second_stop_ends_the_loop_at_once() -> None:
+    clock = Clock(T0 + 2_000)
+    fake = Fake([Spec("t", lag_ms=0)], {"s": [batch(T0 + 1_000, t=[T0])]}, clock)
+    stop = StopRequest()
+    release = threading.Event()
+    fake.hooks["t"] = lambda job, should_stop: fake.park(release.is_set) and None
+
+    def signal_twice(n, _source):
+        if n == 2:
+            stop.request()
+            stop.request()
+        return None
+
+    fake.stage_hook = signal_twice
+    pool = Threads(1, fake)
+    try:
+        res = run(fake, follow=True, pool=pool, stop=stop)
+        assert fake.active["t"] == 1  # still in flight: the loop did not wait
+        assert res.interrupted is True
+    finally:
+        release.set()
+        pool.shutdown(wait=True)
+
+
+def test_a_plain_run_stopped_applies_nothing_new() -> None:
+    clock = Clock(T0 + 10_000)
+    fake = Fake(
+        [Spec("a", lag_ms=0), Spec("b", lag_ms=0)],
+        {"s": [batch(T0 + 5_000, a=[T0], b=[T0 + 1])]},
+        clock,
+    )
+    stop = StopRequest()
+
+    def ctrl_c(job, should_stop):
+        stop.request()
+        return None  # ends the step it is in
+
+    fake.hooks["a"] = ctrl_c
+    res = run(fake, stop=stop)
+    assert fake.names() == ["a"]
+    assert res.interrupted is True
+    assert fake.trims == []  # trimming waits for the next run
+
+
+def test_a_fatal_error_stops_everything_and_is_raised() -> None:
+    clock = Clock(T0 + 10_000)
+    fake = Fake(
+        [Spec("a", lag_ms=0), Spec("b", lag_ms=0)],
+        {"s": [batch(T0 + 5_000, a=[T0], b=[T0 + 1])]},
+        clock,
+    )
+
+    def lease_lost(job, should_stop):
+        raise Fatal("the run lease was lost")
+
+    fake.hooks["a"] = lease_lost
+    with pytest.raises(Fatal, match="lease was lost"):
+        run(fake, follow=True)
+    assert fake.names() == ["a"] and fake.stage_calls == 1
+
+
+def test_a_fatal_error_stops_the_other_applies_at_their_next_step() -> None:
+    clock = Clock(T0 + 10_000)
+    fake = Fake(
+        [Spec("a", lag_ms=0), Spec("b", lag_ms=0)],
+        {"s": [batch(T0 + 5_000, a=[T0], b=[T0 + 1])]},
+        clock,
+    )
+    saw_stop: list[bool] = []
+
+    def waits(job, should_stop):
+        saw_stop.append(fake.park(should_stop))
+        st = fake.targets["a"]
+        return ApplyOutcome("a", st, reached=st.marker.applied_ts, interrupted=True)
+
+    def lease_lost(job, should_stop):
+        fake.park(lambda: fake.active["a"] == 1)  # a is in flight
+        raise Fatal("the run lease was lost")
+
+    fake.hooks = {"a": waits, "b": lease_lost}
+    result = LoopResult()
+    with Threads(2, fake) as pool, pytest.raises(Fatal):
+        run_loop(
+            fake,
+            fake.replan,
+            Settings([source()], workers=2, follow=True),
+            out=lambda _l: None,
+            clock=clock,
+            waiter=clock,
+            pool=pool,
+            result=result,
+        )
+    assert saw_stop == [True]
+    assert fake.active["a"] == 0  # it ended its step before the loop raised
+    assert result.targets["a"].interrupted is True
+
+
+# --------------------------------------------------------------------------- staging
+
+
+def test_an_unavailable_source_is_read_again_after_a_backoff() -> None:
+    clock = Clock(T0 + 2_000)
+    fake = Fake([Spec("t", lag_ms=0)], {"s": [batch(T0 + 1_000, t=[T0])]}, clock)
+    down = [2]
+
+    def kafka(n, name):
+        if down[0]:
+            down[0] -= 1
+            return StageOutcome(
+                name, 0, fake.tallies.get(name) or _empty(), unavailable="no broker"
+            )
+        return None
+
+    fake.stage_hook = kafka
+    lines: list[str] = []
+    run(fake, follow=True, max_polls=8, lines=lines)
+    assert any("source s could not be read (no broker)" in x and "in 2s" in x for x in lines)
+    assert any("in 4s (attempt 2)" in x for x in lines)
+    assert fake.at("t") == ts(T0)
+
+
+def _empty():
+    from ticdc_sync.staged import SourceTally
+
+    return SourceTally()
+
+
+# --------------------------------------------------------------------------- trim
+
+
+def test_trim_bounds_are_the_lowest_marker_of_each_source() -> None:
+    clock = Clock(T0 + 10_000)
+    fake = Fake(
+        [Spec("a", lag_ms=0), Spec("b", lag_ms=0), Spec("c", source="r", lag_ms=0)],
+        {
+            "s": [batch(T0 + 5_000, a=[T0 + 100, T0 + 4_000], b=[T0 + 200])],
+            "r": [batch(T0 + 5_000, c=[T0 + 300])],
+        },
+        clock,
+    )
+    run(fake, retention_ms=0)
+    assert fake.trims == [{"r": ts(T0 + 300), "s": ts(T0 + 200)}]
+
+
+def test_a_target_behind_holds_the_trim_bound() -> None:
+    clock = Clock(T0 + 10_000)
+    fake = Fake(
+        [Spec("a", lag_ms=0), Spec("b", lag_ms=0)],
+        {"s": [batch(T0 + 5_000, a=[T0 + 100], b=[T0 + 200])]},
+        clock,
+        markers={"a": T0 - 5_000, "b": T0 - 5_000},
+    )
+    fake.hooks["a"] = lambda job, stop: (_ for _ in ()).throw(RuntimeError("boom"))
+    run(fake, retention_ms=0)
+    assert fake.trims == [{"s": ts(T0 - 5_000)}]
+
+
+# --------------------------------------------------------------------------- results
+
+
+def test_each_poll_has_a_summary_line_and_results_show_staleness() -> None:
+    clock = Clock(T0 + 30_000)
+    fake = Fake(
+        [Spec("p", lag_ms=10_000), Spec("q", lag_ms=20_000)],
+        {"s": [batch(T0 + 29_000, p=[T0], q=[T0])]},
+        clock,
+    )
+    fake.hooks["q"] = lambda job, stop: (_ for _ in ()).throw(RuntimeError("boom"))
+    polls: list = []
+    res = run(fake, follow=True, max_polls=2, polls=polls)
+    assert polls[0].line() == (
+        "poll 1: 2 event(s) staged, 1 applied, 1 behind (over lag), staging lag 2.0s, 1 error(s)"
+    )
+    body = res.as_results()
+    q = body["targets"]["q"]
+    assert (q["over_lag"], q["target_lag_seconds"], q["error"]) == (
+        True,
+        20.0,
+        "target q: boom",
+    )
+    assert body["targets"]["p"]["over_lag"] is False
+    assert body["sources"]["s"]["resolved_ts"] == ts(T0 + 29_000)
+    assert body["polls"] == 2 and body["poll"]["n"] == 2
+
+
+def test_pending_ranges_stay_bounded_however_far_behind() -> None:
+    clock = Clock(T0 + 2_000)
+    polls = [batch(T0 + 1_000 * k, h=[T0 + 1_000 * k - 1]) for k in range(1, 201)]
+    fake = Fake([Spec("h", lag_ms=86_400_000)], {"s": polls}, clock)
+    res = run(fake, follow=True, max_polls=200)
+    assert fake.names() == ["h"]  # only the final drain
+    assert fake.at("h") == ts(T0 + 199_999)
+    assert res.polls == 200
+
+
+# --------------------------------------------------------------------------- real planner
+
+
+def _project(root: Path, lag: str) -> None:
+    files = {
+        "ticdc_sync.yml": f"name: p\nprofile: p\ndefaults:\n  target_lag: {lag}\n",
+        "profiles.yml": (
+            "p:\n  target: dev\n  outputs:\n    dev:\n      spark: {master: 'local[2]'}\n"
+            "      transport: {type: files, captures: captures}\n"
+        ),
+        "sources/s.yml": "sources:\n  - name: s\n    protocol: canal-json\n    topics: [t]\n",
+        "tables/app.yml": "tables:\n  - upstream: app.*\n    name: '{table}'\n",
+        "schema/app.sql": (
+            "CREATE TABLE app.a (id INT PRIMARY KEY, v INT);\n"
+            "CREATE TABLE app.b (id INT PRIMARY KEY, v INT);\n"
+        ),
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    (root / "captures" / "t").mkdir(parents=True)
+
+
+@pytest.mark.parametrize("follow", [False, True])
+def test_through_the_real_planner_every_target_reaches_the_resolved_ts(
+    tmp_path: Path, follow: bool
+) -> None:
+    from ticdc_sync.plan import build_plan
+    from ticdc_sync.project import load_project
+
+    _project(tmp_path, "1h")
+    project = load_project(tmp_path)
+    clock = Clock(T0 + 10_000)
+    fake = Fake(
+        [Spec("a", create=True), Spec("b", create=True)],
+        {
+            "s": [
+                batch(T0 + 5_000, a=[T0, T0 + 4_000], b=[T0 + 1_000]),
+                batch(T0 + 6_000, a=[T0 + 5_500]),
+            ]
+        },
+        clock,
+    )
+    settings = Settings([source()], workers=2, follow=follow, max_polls=2 if follow else None)
+    res = run_loop(
+        fake,
+        lambda st: build_plan(project, st),
+        settings,
+        out=lambda _l: None,
+        clock=clock,
+        waiter=clock,
+        pool=Inline(),
+    )
+    resolved = ts(T0 + 6_000) if follow else ts(T0 + 5_000)
+    assert fake.at("a") == (ts(T0 + 5_500) if follow else ts(T0 + 4_000))
+    assert fake.at("b") == ts(T0 + 1_000)
+    # Created (the plan's Create step) and applied at once; lag 1h from ticdc_sync.yml, so
+    # what the second poll staged waits for the drain at the end.
+    assert fake.names().count("a") == (2 if follow else 1) and fake.names().count("b") == 1
+    assert res.targets["a"].target_lag_seconds == 3600.0
+    assert all(not t.over_lag for t in res.targets.values())
+    assert res.sources["s"].resolved_ts == resolved
+    # A plan made now has nothing left for them but the resolved TSO.
+    plan = build_plan(project, fake.read_state().state)
+    assert all(not t.to_create and t.stop_ts == resolved for t in plan.targets)

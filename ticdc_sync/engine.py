@@ -1,0 +1,145 @@
+"""The engine interface the run loop (`loop`) is written against, and the plain data it
+exchanges: what a start read, a staging commit, an apply and a trim report back.
+
+`spark/` implements `Engine`; tests implement it in memory. Nothing here decides anything
+and nothing here does I/O: the loop decides, the engine carries out. No pyspark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ticdc_sync.ddl.timeline import Key, Version
+from ticdc_sync.model import Source
+from ticdc_sync.plan.model import SourcePlan, TargetPlan
+from ticdc_sync.staged import SourceTally
+from ticdc_sync.warehouse_state import TargetState, WarehouseState
+from ticdc_sync.window import DdlEvent
+
+StopCheck = Callable[[], bool]
+
+
+class Fatal(Exception):
+    """The whole run must stop (the run lease is lost, ...): raised by an engine method,
+    it stops every apply at its next step and ends the run with this error. Any other
+    exception from `apply` is the failure of that target only."""
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpan:
+    """Row changes of one upstream table: how many, and their lowest and highest commit_ts."""
+
+    rows: int
+    lo: int
+    hi: int
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """What the warehouse holds when the run starts (`Engine.read_state`)."""
+
+    state: WarehouseState
+    # Per source, per upstream table (as staged: db, tbl): the span of every row change
+    # staged so far (lo may be any lower bound; hi must be the highest staged commit_ts).
+    # Tells the loop what is pending from before the run without reading a staged row. A
+    # table with staged rows missing here counts as pending up to its source's highest
+    # watermark: its target is applied once, perhaps for nothing.
+    staged: Mapping[str, Mapping[tuple[str, str], TableSpan]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StageOutcome:
+    """One source staged in one commit (`Engine.stage`), and its open bad records settled
+    (quarantined where their table's policy says so)."""
+
+    source: str
+    staged: int  # events this commit staged (0: nothing new was read, no commit)
+    tally: SourceTally  # the source's tally after it
+    ddl: tuple[DdlEvent, ...] = ()  # the DDL events this commit staged
+    tables: Mapping[tuple[str, str], TableSpan] = field(default_factory=dict)  # its row changes
+    # After it, as `SourceState` holds them: the first open bad record per partition, and
+    # each partition's progress capped just before it (partitions without one: absent).
+    open_bad: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    progress: Mapping[tuple[str, int], int | None] = field(default_factory=dict)
+    # Protocol column metadata and key names of upstream tables first staged in this commit
+    # (`SourceState.metadata`), for tables no DDL or seed describes.
+    metadata: Mapping[Key, tuple[dict[str, str], tuple[str, ...]]] = field(default_factory=dict)
+    quarantined: int = 0  # undecodable records moved to the quarantine now
+    errors: tuple[str, ...] = ()  # undecodable records that stop their partitions (policy fail)
+    # The source could not be read now (say, Kafka is unreachable): nothing was staged, and
+    # the loop reads it again later. Any other failure to stage raises.
+    unavailable: str | None = None
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyJob:
+    """One target to apply: its plan, its source's plan, and how far it may go."""
+
+    target: TargetPlan
+    source: SourcePlan
+    # Run only the steps that end at or before this commit_ts (a RENAME TABLE ahead copies
+    # rows from a target that is not there yet); None: every step.
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyOutcome:
+    """What one apply did (`Engine.apply`). A target that failed or is blocked comes back
+    here too, with where it stands."""
+
+    target: str
+    state: TargetState  # the target's table afterwards: exists, marker, columns, features
+    # Every change with commit_ts at or below this is in the target: its last step's end,
+    # above `state.marker.applied_ts` when the last row segment had no rows (no commit).
+    reached: int
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    merges: int = 0
+    quarantined: int = 0
+    loaded: int | None = None  # rows of an initial load
+    ddl: tuple[str, ...] = ()  # the DDL changes applied, described
+    # Upstream schema versions it recorded in the schema history (of the target's source).
+    recorded: tuple[tuple[Key, Version], ...] = ()
+    blocked: str | None = None  # stopped at a DDL its policy blocks: why
+    error: str | None = None  # this target failed: why (tried again later in --follow)
+    interrupted: bool = False  # stopped between two steps because `should_stop` said so
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class TrimOutcome:
+    """What a trim of the staging table did (`Engine.trim`)."""
+
+    deleted: Mapping[str, int] = field(default_factory=dict)  # per source: events deleted
+    compacted: bool = False
+
+
+class Engine(Protocol):
+    """What the run loop asks of an engine. `stage`, `trim` and `read_state` are called on
+    the loop's thread only (the staging table has one writer); `apply` on worker threads,
+    never twice at once for one target."""
+
+    def read_state(self) -> Started:
+        """The warehouse as it is (at the start, and after an apply raised): cheap, it
+        must not scan staged rows."""
+        ...
+
+    def stage(self, source: Source) -> StageOutcome:
+        """Read the source's records after its staged positions, decode and stage them in
+        one commit, and settle its open bad records. Raises `Fatal` for run-fatal errors."""
+        ...
+
+    def apply(self, job: ApplyJob, should_stop: StopCheck) -> ApplyOutcome:
+        """Run the target's steps in order (create, table features, load, rows, DDL, stop),
+        up to `job.limit`; ask `should_stop` before each step and stop there when it says
+        so. A blocked or failed target is an outcome; raises only `Fatal`."""
+        ...
+
+    def trim(self, bounds: Mapping[str, int]) -> TrimOutcome:
+        """Delete each source's staged row and watermark events at or below its bound
+        (`retention.trim_bound`), and compact the staging table when it has many files."""
+        ...

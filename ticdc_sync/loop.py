@@ -1,0 +1,740 @@
+"""The run loop of `ticdc-sync run`: stage every source each poll, apply targets on their lag
+budget in worker threads, trim the staging table, stop when asked. It is written against
+`engine.Engine`, so it runs (and is tested) without Spark.
+
+The loop thread stages every source once per poll and never waits for an apply. Each
+`StageOutcome` and `ApplyOutcome` updates the in-memory warehouse state: tallies, DDL
+events, each upstream table's pending commit_ts ranges, markers, schema history. So
+re-planning (`replan`, `plan.build_plan` in a run) needs nothing from the warehouse. Due targets
+(`schedule`) go to a pool of worker threads. Trims run on the loop thread between two
+stages, with bounds from `retention.trim_bound` over the markers the loop knows.
+
+A plain run stages once, then drains: it applies everything pending up to the resolved
+TSO, lag ignored, through the same scheduler, and exits. `--follow` polls until it is
+stopped; with `max_polls` it drains after that many polls. A first stop ends staging and
+lets in-flight applies finish their current step; a second ends the loop at once. A
+`Fatal` error from the engine stops everything and is raised. Any other error in an apply
+fails that target only: `--follow` tries it again after a backoff, and a plain run ends
+with exit 1 naming it.
+
+Results per target and per poll (staleness against the lag, staging freshness) are kept
+for run_results (`loop_results`). Decides nothing about what a target's apply does (the
+plan does), and does no I/O of its own. No pyspark.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from ticdc_sync.ddl.timeline import Key, Version, key
+from ticdc_sync.engine import (
+    ApplyJob,
+    ApplyOutcome,
+    Engine,
+    Fatal,
+    StageOutcome,
+    Started,
+)
+from ticdc_sync.loop_results import LoopResult, PollSummary, SourceRun, TargetRun
+from ticdc_sync.model import Source
+from ticdc_sync.plan.model import BLOCKED, HELD, READY, Plan, SourcePlan, TargetPlan
+from ticdc_sync.retention import trim_bound
+from ticdc_sync.schedule import (
+    MAX_BACKOFF_MS,
+    Candidate,
+    Need,
+    Scheduler,
+    Spans,
+    over_lag,
+    staging_lag_ms,
+    staleness_ms,
+)
+from ticdc_sync.warehouse_state import SourceState, WarehouseState
+from ticdc_sync.window import dedupe_ddl
+
+Out = Callable[[str], None]
+Replan = Callable[[WarehouseState], Plan]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a run loop is asked to do."""
+
+    sources: Sequence[Source]
+    workers: int  # targets applied at once (`schedule.apply_workers`)
+    follow: bool = False
+    poll_seconds: float = 2.0
+    # --follow: after this many polls, apply everything pending (as a plain run does) and
+    # end. None: until stopped.
+    max_polls: int | None = None
+    retention_ms: int = 7 * 24 * 3600 * 1000  # `staging.retention`
+    trim_every_seconds: float = 60.0  # --follow: how often the staging table is trimmed
+    max_backoff_ms: int = MAX_BACKOFF_MS  # longest wait before a failed target is retried
+    selected: Callable[[str], bool] = lambda _name: True  # --select / --exclude
+
+
+class StopRequest:
+    """How far the run is asked to stop: 0 not at all, 1 after the current steps (no more
+    staging), 2 at once. Safe to call from a signal handler."""
+
+    def __init__(self) -> None:
+        self._level = 0
+        self._listeners: list[Callable[[], None]] = []
+
+    @property
+    def level(self) -> int:
+        return self._level
+
+    def request(self) -> int:
+        """One more request (the first signal, then the second); the level now."""
+        self._level = min(2, self._level + 1)
+        for fn in list(self._listeners):
+            fn()
+        return self._level
+
+    def listen(self, fn: Callable[[], None]) -> None:
+        self._listeners.append(fn)
+
+
+class Sleeper(Protocol):
+    """The loop's sleep: until a timeout (None: none), or until woken."""
+
+    def wait(self, seconds: float | None) -> None: ...
+
+    def wake(self) -> None: ...
+
+
+class Waiter:
+    """The loop's sleep: until a timeout, or until woken (an apply ended, a stop came)."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def wake(self) -> None:
+        self._event.set()
+
+    def wait(self, seconds: float | None) -> None:
+        self._event.wait(seconds)
+        self._event.clear()
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def run_loop(
+    engine: Engine,
+    replan: Replan,
+    settings: Settings,
+    *,
+    stop: StopRequest | None = None,
+    out: Out = print,
+    on_poll: Callable[[PollSummary, LoopResult], None] | None = None,
+    clock: Callable[[], float] = time.time,
+    waiter: Sleeper | None = None,
+    pool: Executor | None = None,
+    result: LoopResult | None = None,
+) -> LoopResult:
+    """Run the loop until it is done (a plain run, or `max_polls`) or stopped; the results.
+    `on_poll` hears each poll's summary once the next poll begins (and the last at the
+    end). `clock` is wall time in seconds (compared with TSO wall times); `waiter` and
+    `pool` are the loop's sleep and its apply workers (defaults: real ones)."""
+    loop = _Loop(
+        engine,
+        replan,
+        settings,
+        stop or StopRequest(),
+        out,
+        on_poll,
+        clock,
+        waiter or Waiter(),
+        pool,
+        result if result is not None else LoopResult(),
+    )
+    return loop.run()
+
+
+@dataclass
+class _Acc:
+    """What a poll has seen so far (for its summary)."""
+
+    n: int = 0
+    staged: int = 0
+    applied: int = 0
+    errors: int = 0
+
+
+class _Loop:
+    def __init__(
+        self,
+        engine: Engine,
+        replan: Replan,
+        settings: Settings,
+        stop: StopRequest,
+        out: Out,
+        on_poll: Callable[[PollSummary, LoopResult], None] | None,
+        clock: Callable[[], float],
+        waiter: Sleeper,
+        pool: Executor | None,
+        result: LoopResult,
+    ) -> None:
+        self.engine = engine
+        self.replan = replan
+        self.s = settings
+        self.stop = stop
+        self.out = out
+        self.on_poll = on_poll
+        self.clock = clock
+        self.waiter = waiter
+        self.workers = max(1, settings.workers)
+        self.pool = pool or ThreadPoolExecutor(self.workers, thread_name_prefix="apply")
+        self.result = result
+        self.sched = Scheduler(int(settings.poll_seconds * 1000), settings.max_backoff_ms)
+        self.state = WarehouseState()
+        self.plan: Plan | None = None
+        self.spans: dict[tuple[str, Key], Spans] = {}
+        self.covered: dict[str, int] = {}  # target -> every change at or below is in it
+        self.blocked: dict[str, str | None] = {}  # target -> the plan's `blocked` it hit
+        self.running: dict[str, ApplyJob] = {}
+        self.done: queue.SimpleQueue[tuple[ApplyJob, Future]] = queue.SimpleQueue()
+        self.halt = False  # an error ends the run: every apply stops at its next step
+        self.fatal: BaseException | None = None
+        self.dirty = True  # the state changed since the last plan
+        self.draining = False
+        self.acc = _Acc()
+        self.seen_errors: set[str] = set()
+        self.source_retry: dict[str, tuple[int, float]] = {}  # unavailable: (count, at)
+        self.next_trim = 0.0
+        self.trimmed: dict[str, int] = {}  # source -> the last bound trimmed to
+        self.waits_noted: set[tuple[str, int]] = set()
+        stop.listen(waiter.wake)
+
+    # --- the run ---------------------------------------------------------------------
+
+    def run(self) -> LoopResult:
+        ok = False
+        try:
+            self._start(self.engine.read_state())
+            self._loop()
+            ok = True
+        except BaseException:
+            self.halt = True  # every apply stops at its next step
+            raise
+        finally:
+            at_once = self.stop.level >= 2
+            # Not at once: wait for the applies in flight to end their current step.
+            self.pool.shutdown(wait=not at_once, cancel_futures=True)
+            if not at_once:
+                self._harvest(final=True)
+            self._finish(announce=ok)
+        return self.result
+
+    def _loop(self) -> None:
+        s = self.s
+        next_poll = self.clock()
+        while True:
+            self._harvest()
+            if self.fatal is not None:
+                raise self.fatal
+            level = self.stop.level
+            if level >= 2:
+                self.result.interrupted = True
+                return
+            now = self.clock()
+            staged = False
+            if level == 0 and not self.draining and now >= next_poll:
+                if self.acc.n:
+                    self._summarize()
+                self._stage_all(now)
+                staged = True
+                next_poll = now + s.poll_seconds
+                if not s.follow or (s.max_polls is not None and self.acc.n >= s.max_polls):
+                    self.draining = True
+            self._plan()
+            if level == 0:
+                self._dispatch()
+            if staged and s.follow and not self.draining and self.clock() >= self.next_trim:
+                self._trim()
+                self.next_trim = self.clock() + s.trim_every_seconds
+            if level >= 1 or self.draining:
+                if not self.running:
+                    if level >= 1:
+                        self.result.interrupted = not self.s.follow
+                    else:
+                        self._trim(final=True)  # trimming waits when stopped
+                    return
+                self.waiter.wait(None)  # until an apply ends (or a stop)
+                continue
+            wake = next_poll
+            nxt = self.sched.next_wake(self._candidates(), self._now_ms())
+            if nxt is not None:
+                wake = min(wake, nxt / 1000)
+            self.waiter.wait(max(0.0, wake - self.clock()))
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # --- state -----------------------------------------------------------------------
+
+    def _start(self, started: Started) -> None:
+        self.state = started.state
+        for source, tables in started.staged.items():
+            for (db, tbl), span in tables.items():
+                self._spans(source, key(db, tbl)).add(span.lo, span.hi)
+        for name, ss in started.state.sources.items():
+            # A table with staged rows the engine gave no span for: pending from anywhere
+            # up to the source's highest watermark, so that nothing resolved is left
+            # behind (rows past it are found with the table's next change).
+            given = {key(db, tbl) for db, tbl in started.staged.get(name, {})}
+            marks = [p.progress_ts for p in ss.tally.partitions.values()]
+            top = max((m for m in marks if m is not None), default=None)
+            for (db, tbl), (rows, _ddls) in ss.tally.tables.items():
+                if rows and top is not None and key(db, tbl) not in given:
+                    self._spans(name, key(db, tbl)).add(-1, top)
+        for name, ts in started.state.targets.items():
+            self.covered[name] = ts.marker.applied_ts
+        for src in self.s.sources:
+            self.result.sources.setdefault(src.name, SourceRun(src.name))
+
+    def _spans(self, source: str, k: Key) -> Spans:
+        return self.spans.setdefault((source, k), Spans())
+
+    def _fold_stage(self, o: StageOutcome) -> None:
+        ss = self.state.source(o.source)
+        ddl = tuple(dedupe_ddl([*ss.ddl_events, *o.ddl])) if o.ddl else ss.ddl_events
+        metadata = {**o.metadata, **ss.metadata}  # what is known already stays
+        ss = replace(
+            ss,
+            tally=o.tally,
+            tally_complete=True,
+            ddl_events=ddl,
+            open_bad=dict(o.open_bad),
+            progress=dict(o.progress),
+            metadata=metadata,
+        )
+        self.state = replace(self.state, sources={**self.state.sources, o.source: ss})
+        for (db, tbl), span in o.tables.items():
+            self._spans(o.source, key(db, tbl)).add(span.lo, span.hi)
+        self.dirty = True
+
+    def _fold_apply(self, job: ApplyJob, o: ApplyOutcome) -> None:
+        t = job.target
+        self.state = replace(self.state, targets={**self.state.targets, t.name: o.state})
+        if o.recorded:
+            ss = self.state.source(t.source)
+            self.state = replace(
+                self.state,
+                sources={**self.state.sources, t.source: replace(ss, recorded=_with(ss, o))},
+            )
+        at = max(self.covered.get(t.name, -1), o.reached, o.state.marker.applied_ts)
+        self.covered[t.name] = at
+        for db, tbl in t.upstreams:
+            self._spans(t.source, key(db, tbl)).prune(at)
+        self.dirty = True
+
+    def _plan(self) -> None:
+        if self.dirty or self.plan is None:
+            self.plan = self.replan(self.state)
+            self.dirty = False
+
+    # --- staging ---------------------------------------------------------------------
+
+    def _stage_all(self, now: float) -> None:
+        self.acc = _Acc(n=self.acc.n + 1)
+        self.result.polls = self.acc.n
+        for source in self.s.sources:
+            if self.stop.level >= 1:
+                return
+            retry = self.source_retry.get(source.name)
+            if retry is not None and retry[1] > now:
+                continue
+            o = self.engine.stage(source)
+            sr = self.result.sources.setdefault(source.name, SourceRun(source.name))
+            if o.unavailable is not None:
+                self._unavailable(source.name, o.unavailable, now)
+                continue
+            self.source_retry.pop(source.name, None)
+            self._fold_stage(o)
+            sr.staged_events += o.staged
+            sr.quarantined += o.quarantined
+            sr.partitions = {
+                f"{t}/{p}": pt.last_offset for (t, p), pt in sorted(o.tally.partitions.items())
+            }
+            self.acc.staged += o.staged
+            for e in o.errors:
+                self._error(e)
+
+    def _unavailable(self, name: str, why: str, now: float) -> None:
+        count = self.source_retry.get(name, (0, 0.0))[0] + 1
+        if not self.s.follow:
+            self._error(f"source {name}: could not be read: {why}")
+            self.source_retry[name] = (count, float("inf"))
+            return
+        wait = min(self.s.max_backoff_ms / 1000, self.s.poll_seconds * 2**count)
+        self.source_retry[name] = (count, now + wait)
+        self.out(
+            f"warning: source {name} could not be read ({why}); nothing was staged from it; "
+            f"reading it again in {wait:.0f}s (attempt {count})"
+        )
+
+    def _error(self, line: str, suffix: str = "") -> None:
+        """Report an error line; each line once in the run's errors, printed each time
+        it comes with a `suffix` (a retry), else once."""
+        new = line not in self.seen_errors
+        if new:
+            self.seen_errors.add(line)
+            self.result.errors.append(line)
+            self.acc.errors += 1
+        if new or suffix:
+            self.out(f"error: {line}{suffix}")
+
+    # --- applying --------------------------------------------------------------------
+
+    def _selected(self) -> list[tuple[TargetPlan, SourcePlan]]:
+        plan = self.plan
+        if plan is None:
+            return []
+        out = []
+        for t in plan.targets:
+            sp = plan.source_plan(t.source)
+            if sp is not None and self.s.selected(t.name):
+                out.append((t, sp))
+        return out
+
+    def _at(self, t: TargetPlan) -> int:
+        return max(t.marker.applied_ts, self.covered.get(t.name, -1))
+
+    def _oldest(self, t: TargetPlan, upto: int | None, ddl_status: tuple[str, ...]) -> int | None:
+        """The commit_ts of `t`'s oldest change at or below `upto` not in it yet."""
+        if upto is None:
+            return None
+        at = self._at(t)
+        found = [
+            o
+            for db, tbl in t.upstreams
+            if (sp := self.spans.get((t.source, key(db, tbl)))) is not None
+            and (o := sp.oldest(at, upto)) is not None
+        ]
+        found += [d.commit_ts for d in t.ddl if d.status in ddl_status and d.commit_ts <= upto]
+        return min(found) if found else None
+
+    def _candidate(self, t: TargetPlan) -> Candidate:
+        needs = None
+        for d in t.ddl:
+            if d.status == READY and d.rename_from and t.stop_ts is not None:
+                if d.commit_ts <= t.stop_ts:
+                    before = d.commit_ts - 1
+                    needs = Need(d.rename_from, before, self._oldest(t, before, (READY,)))
+                break
+        hit = self.blocked.get(t.name)
+        reported = hit is not None and (hit == _STICKY or hit == t.blocked)
+        return Candidate(
+            name=t.name,
+            lag_ms=t.lag_ms,
+            at=self._at(t),
+            oldest=self._oldest(t, t.stop_ts, (READY,)),
+            work=_work(t, reported),
+            running=t.name in self.running,
+            blocked=reported,
+            needs=needs,
+            upto=t.stop_ts,
+            # What the engine checks before it copies this target's rows for a RENAME:
+            # its committed marker (a row segment without rows commits nothing).
+            stands=max(t.marker.applied_ts, t.marker.ddl_ts - 1),
+        )
+
+    def _candidates(self) -> list[Candidate]:
+        return [self._candidate(t) for t, _ in self._selected()]
+
+    def _dispatch(self) -> None:
+        free = self.workers - len(self.running)
+        if free <= 0 or self.halt:
+            return
+        pairs = {t.name: (t, sp) for t, sp in self._selected()}
+        cands = [self._candidate(t) for t, _ in pairs.values()]
+        for d in self.sched.choose(cands, self._now_ms(), free, drain=self.draining):
+            t, sp = pairs[d.name]
+            job = ApplyJob(t, sp, d.limit)
+            if d.limit is not None:
+                self._note_wait(t, d.limit)
+            self.running[t.name] = job
+            fut = self.pool.submit(self._apply, job)
+            fut.add_done_callback(lambda f, job=job: self._ended(job, f))
+
+    def _ended(self, job: ApplyJob, fut: Future) -> None:
+        # On the worker thread (or at once, for a pool that runs inline).
+        self.done.put((job, fut))
+        self.waiter.wake()
+
+    def _should_stop(self) -> bool:
+        return self.halt or self.stop.level >= 1
+
+    def _apply(self, job: ApplyJob) -> tuple[ApplyOutcome | None, str | None, float]:
+        """On a worker thread: the engine's outcome, or (None, why, seconds) for an error
+        that is this target's own. `Fatal` (and anything not an Exception) goes through."""
+        t0 = self.clock()
+        try:
+            return self.engine.apply(job, self._should_stop), None, self.clock() - t0
+        except Fatal:
+            raise
+        except Exception as e:  # noqa: BLE001 - the failure of this target only
+            return None, _first_line(e), self.clock() - t0
+
+    def _harvest(self, final: bool = False) -> None:
+        while True:
+            try:
+                job, fut = self.done.get_nowait()
+            except queue.Empty:
+                return
+            name = job.target.name
+            self.running.pop(name, None)
+            if fut.cancelled():
+                continue
+            exc = fut.exception()
+            if exc is not None:
+                if self.fatal is None and not final:
+                    self.fatal = exc
+                self.halt = True
+                continue
+            outcome, why, seconds = fut.result()
+            if outcome is None:
+                outcome = self._failed(job, why or "failed", seconds)
+            self._record(job, outcome)
+
+    def _failed(self, job: ApplyJob, why: str, seconds: float) -> ApplyOutcome:
+        """An apply that raised: where its target stands is read again from the warehouse
+        (it may have committed some steps)."""
+        t = job.target
+        try:
+            now = self.engine.read_state().state.targets.get(t.name) or self.state.target(t.name)
+        except Exception:  # noqa: BLE001 - keep what was known; the error is reported
+            now = self.state.target(t.name)
+        return ApplyOutcome(
+            target=t.name,
+            state=now,
+            reached=now.marker.applied_ts,
+            error=f"target {t.name}: {why}",
+            seconds=seconds,
+        )
+
+    def _record(self, job: ApplyJob, o: ApplyOutcome) -> None:
+        t = job.target
+        before = (self.state.target(t.name), self._at(t))
+        self._fold_apply(job, o)
+        if (
+            o.error is None
+            and o.blocked is None
+            and not o.interrupted
+            and before == (o.state, self._at(t))
+        ):
+            # It was due, yet nothing moved: an engine that does not do what the plan says.
+            # Treated as a failure, so that it is not applied again and again at once.
+            o = replace(
+                o,
+                error=f"target {t.name}: its apply changed nothing (it stands at "
+                f"{before[1]}, its rows stop at {t.stop_ts})",
+            )
+        r = self._target_run(t)
+        r.applies += 1
+        r.applied_ts = o.state.marker.applied_ts if o.state.exists else None
+        r.inserted += o.inserted
+        r.updated += o.updated
+        r.deleted += o.deleted
+        r.merges += o.merges
+        r.quarantined += o.quarantined
+        if o.loaded is not None:
+            r.loaded = (r.loaded or 0) + o.loaded
+        r.ddl.extend(o.ddl)
+        r.seconds += o.seconds
+        r.interrupted = o.interrupted
+        if not o.interrupted and o.error is None:
+            self.acc.applied += 1
+        retry = self.sched.report(t.name, o.seconds, o.error is not None, self._now_ms())
+        if o.blocked is not None:
+            self.blocked[t.name] = t.blocked if t.blocked is not None else _STICKY
+            self._error(o.blocked)
+            r.blocked = o.blocked
+        if o.error is not None:
+            r.error = o.error
+            again = ""
+            if self.s.follow and not self.draining and retry is not None:
+                again = f" (tried again in {(retry - self._now_ms()) / 1000:.0f}s)"
+            self._error(o.error, again)
+        elif not o.interrupted:
+            r.error = None
+
+    def _note_wait(self, t: TargetPlan, limit: int) -> None:
+        d = next(d for d in t.ddl if d.status == READY and d.rename_from)
+        r = self._target_run(t)
+        r.waits_for = d.rename_from
+        if (t.name, d.commit_ts) not in self.waits_noted:
+            self.waits_noted.add((t.name, d.commit_ts))
+            self.out(
+                f"  {t.name}: its RENAME TABLE at commit_ts {d.commit_ts} copies rows of "
+                f"{d.rename_from}, which has not applied up to {limit} yet: applied up to "
+                "there first"
+            )
+
+    def _target_run(self, t: TargetPlan) -> TargetRun:
+        r = self.result.targets.get(t.name)
+        if r is None:
+            r = TargetRun(
+                name=t.name,
+                source=t.source,
+                upstream=[f"{db}.{tbl}" for db, tbl in t.upstreams],
+                target_lag_seconds=t.lag_ms / 1000,
+            )
+            self.result.targets[t.name] = r
+        return r
+
+    # --- trimming --------------------------------------------------------------------
+
+    def _trim(self, final: bool = False) -> None:
+        plan = self.plan
+        if plan is None or self.halt:
+            return
+        bounds: dict[str, int] = {}
+        for sp in plan.sources:
+            name = sp.source.name
+            applied = [
+                self.state.target(t.name).marker.applied_ts
+                for t in plan.targets
+                if t.source == name
+            ]
+            bound = trim_bound(applied, sp.resolved_ts, self.s.retention_ms, sp.open_bad)
+            if bound is not None and bound > self.trimmed.get(name, -1):
+                bounds[name] = bound
+        if not bounds and not final:
+            return
+        o = self.engine.trim(bounds)
+        self.trimmed.update(bounds)
+        for name, n in sorted(o.deleted.items()):
+            if n:
+                sr = self.result.sources.setdefault(name, SourceRun(name))
+                sr.trimmed_events += n
+                self.out(f"  {name}: {n} applied event(s) older than the retention deleted")
+        if o.compacted:
+            self.out("  staging table compacted")
+
+    # --- results ---------------------------------------------------------------------
+
+    def _measure(self) -> int:
+        """Staleness of every selected target and of every source, now; how many targets
+        are past their lag."""
+        now = self._now_ms()
+        behind = 0
+        resolved: dict[str, int | None] = {}
+        plan = self.plan
+        for sp in plan.sources if plan is not None else ():
+            resolved[sp.source.name] = sp.resolved_ts
+            sr = self.result.sources.setdefault(sp.source.name, SourceRun(sp.source.name))
+            sr.resolved_ts = sp.resolved_ts
+            lag = staging_lag_ms(now, sp.resolved_ts)
+            sr.staging_lag_seconds = None if lag is None else lag / 1000
+            sr.skipped_tables = {f"{db}.{t}": n for db, t, n in sp.skipped}
+        for t, sp in self._selected():
+            r = self._target_run(t)
+            r.target_lag_seconds = t.lag_ms / 1000
+            if r.applied_ts is None and t.exists:
+                r.applied_ts = t.marker.applied_ts
+            res = sp.resolved_ts
+            upto = res if res is not None and res >= 0 else None
+            oldest = self._oldest(t, upto, _NOT_APPLIED)
+            st = staleness_ms(now, res, oldest)
+            r.staleness_seconds = None if st is None else st / 1000
+            r.over_lag = over_lag(now, oldest, t.lag_ms)
+            behind += r.over_lag
+            if r.waits_for is not None and not any(
+                d.status == READY and d.rename_from for d in t.ddl
+            ):
+                r.waits_for = None
+        return behind
+
+    def _summarize(self) -> None:
+        behind = self._measure()
+        lags = [
+            s.staging_lag_seconds
+            for s in self.result.sources.values()
+            if s.staging_lag_seconds is not None
+        ]
+        summary = PollSummary(
+            n=self.acc.n,
+            staged=self.acc.staged,
+            applied=self.acc.applied,
+            behind=behind,
+            staging_lag_seconds=max(lags) if lags else None,
+            errors=self.acc.errors,
+        )
+        self.result.last_poll = summary
+        self.result.code = self._code()
+        if self.on_poll is not None:
+            self.on_poll(summary, self.result)
+
+    def _code(self) -> int:
+        if any(r.error or r.blocked for r in self.result.targets.values()):
+            return 1
+        if self.s.follow and not self.draining:
+            return 1 if self.acc.errors else 0
+        return 1 if self.result.errors else 0
+
+    def _finish(self, announce: bool) -> None:
+        """The results as the loop ends; the last poll's summary to `on_poll` unless the
+        loop is raising."""
+        if self.acc.n and announce:
+            self._summarize()
+        else:
+            self._measure()
+            self.result.code = self._code()
+
+
+# Statuses of a resolved DDL its target has not applied (staleness counts them all).
+_NOT_APPLIED = (READY, BLOCKED, HELD)
+# A target blocked at run time where its plan says nothing of it: not applied again in
+# this run.
+_STICKY = "\x00blocked at run time"
+
+
+def _work(t: TargetPlan, reported: bool) -> str | None:
+    """What `t` has to do that has no commit_ts (due at once), if anything."""
+    if t.create is not None:
+        return "create"
+    if t.feature_parts:
+        return "table features"
+    if t.load is not None:
+        return "load"
+    if t.blocked is not None and not reported:
+        # Applied once, to apply the rows before its blocked DDL and report it.
+        return "blocked: report it"
+    return None
+
+
+def _with(ss: SourceState, o: ApplyOutcome) -> dict[Key, list[Version]]:
+    """`ss.recorded` with the versions an apply recorded (one per commit_ts)."""
+    recorded: dict[Key, list[Version]] = {k: list(v) for k, v in ss.recorded.items()}
+    for k, v in o.recorded:
+        versions = [x for x in recorded.get(k, []) if x.commit_ts != v.commit_ts]
+        recorded[k] = sorted([*versions, v], key=lambda x: x.commit_ts)
+    return recorded
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return (text.splitlines()[0] if text else type(e).__name__)[:300]
+
+
+__all__ = [
+    "LoopResult",
+    "PollSummary",
+    "Settings",
+    "Sleeper",
+    "SourceRun",
+    "StopRequest",
+    "TargetRun",
+    "Waiter",
+    "run_loop",
+]
