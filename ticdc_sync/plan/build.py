@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from ticdc_sync import routing
 from ticdc_sync.codecs.infer import schema_from_meta
-from ticdc_sync.ddl.timeline import Key, Timeline, key
+from ticdc_sync.ddl.timeline import Key, Timeline, Version, key
 from ticdc_sync.ddl.timeline import build as build_timeline
 from ticdc_sync.locations import warehouse_path
 from ticdc_sync.model import Project, Source
@@ -116,15 +116,18 @@ def _source_plan(
             if project.route(source.name, t.db, t.table)
         }
     grouped, skipped = routing.targets(project, source.name, sorted(tables))
-    loads = plan_loads(project, source, ss, grouped, state, reloads)
-    timeline = build_timeline(
-        project, source.name, ss.ddl_events, with_snapshots(ss.recorded, loads.values())
-    )
-    inferred = _inferred(source, ss, grouped, timeline)
+    loads, refused = plan_loads(project, source, ss, grouped, state, reloads)
+    # A table loaded by this run is, at the export's snapshot, what the export's schema file
+    # says: its DDL at or below the snapshot is in the export (and is skipped), the DDL after
+    # it applies on top. Replays of the DDL before the snapshot may fail (the table's schema
+    # before it is unknown): nothing of the table before the snapshot is applied or typed.
+    recorded = with_snapshots(ss.recorded, loads.values())
+    timeline = build_timeline(project, source.name, ss.ddl_events, recorded)
+    inferred = _inferred(source, ss, grouped, timeline, recorded)
     if inferred:
         # Replayed again over the inferred schemas: an ALTER of a table whose CREATE was
         # never seen applies to the schema its rows' metadata describes.
-        timeline = build_timeline(project, source.name, ss.ddl_events, ss.recorded, inferred)
+        timeline = build_timeline(project, source.name, ss.ddl_events, recorded, inferred)
     resolved = resolved_ts(source, ss)
     notes: list[str] = []
     if not ss.tally_complete:
@@ -145,6 +148,7 @@ def _source_plan(
             inferred,
             loads.get(tr.target),
             staged_rows,
+            refused.get(tr.target),
         )
         for tr in grouped.values()
     ]
@@ -168,17 +172,24 @@ def _source_plan(
 
 
 def _inferred(
-    source: Source, ss: SourceState, grouped: dict[str, routing.TargetRoute], timeline: Timeline
+    source: Source,
+    ss: SourceState,
+    grouped: dict[str, routing.TargetRoute],
+    timeline: Timeline,
+    recorded: dict[Key, list[Version]],
 ) -> dict[Key, TableSchema]:
     """Schemas from protocol metadata (lossy), for the routed tables that nothing else
-    describes: no seed, no recorded version, and no CREATE TABLE before their first DDL
-    (their first DDL cannot be replayed, or there is none)."""
+    describes: no seed, no recorded version or export's schema (never guessed where one
+    is exact), and no CREATE TABLE before their first DDL (their first DDL cannot be
+    replayed, or there is none). Each table is judged on its own."""
     out: dict[Key, TableSchema] = {}
     for tr in grouped.values():
         for db, tbl in tr.upstreams:
             k = key(db, tbl)
             meta = ss.metadata.get(k)
-            if meta is None or (timeline.known(db, tbl) and not _unreplayable(timeline, k)):
+            if meta is None or k in recorded:
+                continue
+            if timeline.known(db, tbl) and not _unreplayable(timeline, k):
                 continue
             out[k] = schema_from_meta(db, tbl, meta[0], meta[1], source.protocol)
     return out

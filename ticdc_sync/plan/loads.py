@@ -3,7 +3,9 @@ export (first loads and `--reload`), and the schema versions those loads record 
 export's snapshot.
 
 Refuses (`PlanError`) what cannot be loaded exactly: an unreadable export a target still
-needs, a `--reload` that matches nothing or would lose applied changes. Never reads the
+needs, a `--reload` that matches nothing or would lose applied changes. A target one of
+whose tables has a schema file that cannot be read is refused on its own, with the reason
+(the plan shows it blocked; the run fails it and goes on with the others). Never reads the
 export itself (`dumpling` did) and never writes.
 """
 
@@ -54,13 +56,15 @@ def plan_loads(
     grouped: dict[str, routing.TargetRoute],
     state: WarehouseState,
     reloads: Reloads,
-) -> dict[str, Load]:
+) -> tuple[dict[str, Load], dict[str, str]]:
     """The targets of `source` loaded from its Dumpling export by this run: those whose
     marker shows nothing applied yet (never loaded, or a load that did not commit) and whose
-    upstream tables are in the export, and those `--reload` names."""
+    upstream tables are in the export, and those `--reload` names. Second: the targets that
+    would load but cannot, each with why (a table's schema file cannot be read)."""
     il = source.initial_load
+    refused: dict[str, str] = {}
     if il is not None and ss.export is None and ss.export_error is None:
-        return {}  # a plan without the warehouse's state (no export read): no loads
+        return {}, refused  # a plan without the warehouse's state (no export read): no loads
     if il is not None and ss.export is None:
         # Which tables the export holds is unknown: only a source whose targets are all
         # loaded already can go on without it.
@@ -93,6 +97,28 @@ def plan_loads(
         export = ss.export
         if export is None:
             raise _unreadable(source, ss, f"target {name} may need loading from it")
+        broken = [
+            export.unreadable[key(db, t)]
+            for db, t in tr.upstreams
+            if key(db, t) in export.unreadable
+        ]
+        if broken:
+            # Never from another schema (the stream's metadata guessed, a replay of its DDL):
+            # the export's is the only exact one at the snapshot.
+            names = ", ".join(
+                f"{db}.{t}" for db, t in tr.upstreams if key(db, t) in export.unreadable
+            )
+            why = "; ".join(w.split(" (hint: ")[0] for _, w in broken)
+            reason = (
+                f"cannot load {names} from the Dumpling export {export.shown}: {why} (hint: "
+                "export the table again, or correct its schema file to the table's SHOW CREATE "
+                "TABLE at the snapshot; nothing of this target is created, loaded or applied "
+                "until then)"
+            )
+            if wanted:
+                raise PlanError(f"--reload {name}: {reason}")
+            refused[name] = reason
+            continue
         tables = [t for t in (export.table(db, tbl) for db, tbl in tr.upstreams) if t]
         if not tables:
             if wanted:
@@ -119,7 +145,7 @@ def plan_loads(
             ),
             reload=wanted and ts_.exists,
         )
-    return out
+    return out, refused
 
 
 def _unreadable(source: Source, ss: SourceState, why: str) -> PlanError:
