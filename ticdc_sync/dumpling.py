@@ -112,6 +112,16 @@ class ExportTable:
 
 
 @dataclass(frozen=True, slots=True)
+class UnreadableTable:
+    """A table whose schema file cannot be read (its data files are not read either)."""
+
+    db: str
+    table: str
+    schema_file: str
+    why: str  # the error, naming the file (and line)
+
+
+@dataclass(frozen=True, slots=True)
 class Export:
     """A Dumpling export as found: its snapshot TSO and its tables (views left out)."""
 
@@ -120,8 +130,8 @@ class Export:
     snapshot_ts: int
     filetype: ExportFiletype
     tables: Mapping[Key, ExportTable] = field(default_factory=dict)
-    # Tables whose schema file cannot be read: (the file's name, why). Not in `tables`.
-    unreadable: Mapping[Key, tuple[str, str]] = field(default_factory=dict)
+    # Tables whose schema file cannot be read (not in `tables`).
+    unreadable: Mapping[Key, UnreadableTable] = field(default_factory=dict)
 
     def table(self, db: str, table: str) -> ExportTable | None:
         return self.tables.get(key(db, table))
@@ -289,7 +299,7 @@ def discover(location: str, shown: str, options: DumplingOptions) -> Export:
         )
     ts = parse_metadata(_text(folder.read(METADATA), where(METADATA)), where(METADATA))
     schemas: dict[Key, tuple[str, TableSchema]] = {}
-    unreadable: dict[Key, tuple[str, str]] = {}
+    unreadable: dict[Key, UnreadableTable] = {}
     views: set[Key] = set()
     files: dict[Key, list[DataFile]] = {}
     other_type: list[str] = []
@@ -308,7 +318,7 @@ def discover(location: str, shown: str, options: DumplingOptions) -> Export:
             try:
                 schemas[key(db, tbl)] = (name, _table_schema(folder, name, where(name), db, tbl))
             except ExportError as e:
-                unreadable[key(db, tbl)] = (name, str(e))
+                unreadable[key(db, tbl)] = UnreadableTable(db, tbl, name, str(e))
             continue
         if m := _DATA.match(name):
             db, tbl = unescape_name(m.group(1)), unescape_name(m.group(2))
@@ -427,9 +437,9 @@ def check_exports(project: Project) -> list[Issue]:
                 Issue(il.origin.file, il.origin.line, "initial_load", f"source {s.name}: {e}")
             )
             continue
-        for _, why in export.unreadable.values():
+        for u in export.unreadable.values():
             issues.append(
-                Issue(il.origin.file, il.origin.line, "initial_load", f"source {s.name}: {why}")
+                Issue(il.origin.file, il.origin.line, "initial_load", f"source {s.name}: {u.why}")
             )
     return issues
 

@@ -217,8 +217,9 @@ def test_a_schema_file_that_cannot_be_read_sets_its_table_aside(tmp_path, text, 
     (folder / "shop.orders-schema.sql").write_text(text)
     e = _discover(folder)
     assert list(e.tables) == [("shop", "b")]
-    ((k, (name, why)),) = e.unreadable.items()
-    assert k == ("shop", "orders") and name == "shop.orders-schema.sql" and message in why
+    ((k, u),) = e.unreadable.items()
+    assert k == ("shop", "orders") and (u.db, u.table) == ("shop", "orders")
+    assert u.schema_file == "shop.orders-schema.sql" and message in u.why
 
 
 def test_a_missing_folder_is_an_error(tmp_path):

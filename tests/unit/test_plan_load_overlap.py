@@ -219,3 +219,20 @@ def test_a_schema_file_that_cannot_be_read_refuses_that_table_alone(tmp_path):
     # `validate` still reports the file.
     (issue,) = check_exports(project)
     assert "exp/shop.vals-schema.sql" in issue.render()
+
+
+def test_a_table_only_in_the_export_with_a_schema_file_that_cannot_be_read_is_refused(
+    tmp_path,
+):
+    """Never in the stream: its target is still planned, and refused (not left out)."""
+    root = _project(tmp_path)
+    (root / "exp" / "shop.quiet-schema.sql.gz").write_bytes(b"not gzip")
+    (root / "exp" / "shop.quiet-schema.sql").unlink()
+    project = load_project(root)
+    t = build_plan(project, _state(project)).target_plan("quiet")
+    assert t is not None and t.load is None and t.create is None
+    assert t.refused is not None and t.refused.startswith(
+        "cannot load shop.quiet from the Dumpling export exp: exp/shop.quiet-schema.sql.gz: "
+        "cannot decompress it"
+    ), t.refused
+    assert [type(s) for s in target_steps(t)] == [Halt]

@@ -110,9 +110,10 @@ def _source_plan(
         (db, tbl) for db, tbl in project.seed_schemas if project.route(source.name, db, tbl)
     }
     if source.initial_load is not None and ss.export is not None:
+        # A table whose schema file cannot be read too: its target is refused, with why.
         tables |= {
             (t.db, t.table)
-            for t in ss.export.tables.values()
+            for t in (*ss.export.tables.values(), *ss.export.unreadable.values())
             if project.route(source.name, t.db, t.table)
         }
     grouped, skipped = routing.targets(project, source.name, sorted(tables))

@@ -98,17 +98,13 @@ def plan_loads(
         if export is None:
             raise _unreadable(source, ss, f"target {name} may need loading from it")
         broken = [
-            export.unreadable[key(db, t)]
-            for db, t in tr.upstreams
-            if key(db, t) in export.unreadable
+            export.unreadable[k] for k in (key(*u) for u in tr.upstreams) if k in export.unreadable
         ]
         if broken:
             # Never from another schema (the stream's metadata guessed, a replay of its DDL):
             # the export's is the only exact one at the snapshot.
-            names = ", ".join(
-                f"{db}.{t}" for db, t in tr.upstreams if key(db, t) in export.unreadable
-            )
-            why = "; ".join(w.split(" (hint: ")[0] for _, w in broken)
+            names = ", ".join(f"{u.db}.{u.table}" for u in broken)
+            why = "; ".join(u.why.split(" (hint: ")[0] for u in broken)
             reason = (
                 f"cannot load {names} from the Dumpling export {export.shown}: {why} (hint: "
                 "export the table again, or correct its schema file to the table's SHOW CREATE "
@@ -183,5 +179,5 @@ def export_tables(project: Project, state: WarehouseState) -> set[tuple[str, str
     for s in project.sources:
         export: Export | None = state.source(s.name).export
         if s.initial_load is not None and export is not None:
-            out |= set(export.tables)
+            out |= set(export.tables) | set(export.unreadable)
     return out
