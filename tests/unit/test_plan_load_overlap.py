@@ -14,6 +14,7 @@ import pytest
 from testkit.dumpling import DumplingFlags, write_export
 from testkit.encode import make_tso
 from ticdc_sync.dumpling import check_exports
+from ticdc_sync.errors import PlanError
 from ticdc_sync.plan import build_plan, render_json, render_text
 from ticdc_sync.plan.steps import Create, Halt, LoadRows, Rows, target_steps
 from ticdc_sync.project import load_project
@@ -236,3 +237,33 @@ def test_a_table_only_in_the_export_with_a_schema_file_that_cannot_be_read_is_re
         "cannot decompress it"
     ), t.refused
     assert [type(s) for s in target_steps(t)] == [Halt]
+
+
+def test_once_loaded_the_export_is_not_needed_for_the_tables_gone_by_its_snapshot(tmp_path):
+    """The schema history's record of the load stands in for the export's snapshot."""
+    import shutil
+
+    from ticdc_sync.ddl.timeline import Version, key
+    from ticdc_sync.warehouse_state import TargetState
+    from ticdc_sync.window import Marker
+
+    root = _project(tmp_path)
+    project = load_project(root)
+    state = _state(project)
+    loaded = {t.table: t for t in (T1, VALS, BORN, EMPTY, QUIET, MOVED)}
+    recorded = {
+        key("shop", n): [Version(S, t, f"-- initial load: exp/shop.{n}-schema.sql")]
+        for n, t in loaded.items()
+    }
+    ss = replace(state.source("s"), recorded=recorded, metadata={}, export=None)
+    targets = {n: TargetState(n, exists=True, marker=Marker(S, S, 0, 1)) for n in loaded}
+    shutil.rmtree(root / "exp")
+    ss = replace(ss, export_error="exp/metadata: no such file")
+    plan = build_plan(project, replace(state, sources={"s": ss}, targets=targets))
+    for n in ("gone", "gone2", "old"):
+        t = plan.target_plan(n)
+        assert t.absent and t.start.applied_ts == S and t.load is None, n
+    assert [d.commit_ts for d in plan.target_plan("t1").pending] == [ts(12)]
+    # A table that may still need the export does.
+    with pytest.raises(PlanError, match="its targets are not all loaded yet"):
+        build_plan(project, replace(state, sources={"s": ss}, targets={}))

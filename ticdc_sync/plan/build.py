@@ -18,7 +18,14 @@ from ticdc_sync.ddl.timeline import Key, Timeline, Version, key
 from ticdc_sync.ddl.timeline import build as build_timeline
 from ticdc_sync.locations import warehouse_path
 from ticdc_sync.model import Project, Source
-from ticdc_sync.plan.loads import Reloads, export_tables, plan_loads, with_snapshots
+from ticdc_sync.plan.loads import (
+    Reloads,
+    export_tables,
+    gone_by,
+    loaded_snapshot,
+    plan_loads,
+    with_snapshots,
+)
 from ticdc_sync.plan.model import Plan, SourcePlan, TargetPlan
 from ticdc_sync.plan.project_parts import (
     defaults_dict,
@@ -117,7 +124,25 @@ def _source_plan(
             if project.route(source.name, t.db, t.table)
         }
     grouped, skipped = routing.targets(project, source.name, sorted(tables))
-    loads, refused = plan_loads(project, source, ss, grouped, state, reloads)
+    # The export's snapshot; once loaded, the schema history's record of it stands in for
+    # an export that can no longer be read.
+    snapshot = (
+        None
+        if source.initial_load is None
+        else ss.export.snapshot_ts
+        if ss.export is not None
+        else loaded_snapshot(ss.recorded)
+    )
+    before_loads: list[Timeline] = []
+
+    def absent(tr: routing.TargetRoute) -> bool:
+        if snapshot is None:
+            return False
+        if not before_loads:
+            before_loads.append(build_timeline(project, source.name, ss.ddl_events, ss.recorded))
+        return gone_by(tr, before_loads[0], snapshot, ss.export)
+
+    loads, refused = plan_loads(project, source, ss, grouped, state, reloads, absent)
     # A table loaded by this run is, at the export's snapshot, what the export's schema file
     # says: its DDL at or below the snapshot is in the export (and is skipped), the DDL after
     # it applies on top. Replays of the DDL before the snapshot may fail (the table's schema
@@ -150,6 +175,7 @@ def _source_plan(
             loads.get(tr.target),
             staged_rows,
             refused.get(tr.target),
+            snapshot,
         )
         for tr in grouped.values()
     ]

@@ -12,11 +12,11 @@ export itself (`dumpling` did) and never writes.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ticdc_sync import routing
-from ticdc_sync.ddl.timeline import Key, Version, key
+from ticdc_sync.ddl.timeline import Key, Timeline, Version, key
 from ticdc_sync.dumpling import Export
 from ticdc_sync.errors import PlanError
 from ticdc_sync.model import Project, Source
@@ -56,11 +56,15 @@ def plan_loads(
     grouped: dict[str, routing.TargetRoute],
     state: WarehouseState,
     reloads: Reloads,
+    absent: Callable[[routing.TargetRoute], bool] = lambda _: False,
 ) -> tuple[dict[str, Load], dict[str, str]]:
     """The targets of `source` loaded from its Dumpling export by this run: those whose
     marker shows nothing applied yet (never loaded, or a load that did not commit) and whose
     upstream tables are in the export, and those `--reload` names. Second: the targets that
-    would load but cannot, each with why (a table's schema file cannot be read)."""
+    would load but cannot, each with why (a table's schema file cannot be read).
+
+    `absent(route)`: whether a target's tables were gone by the snapshot (`gone_by`); asked
+    only when the export cannot be read, as such a target needs nothing from it."""
     il = source.initial_load
     refused: dict[str, str] = {}
     if il is not None and ss.export is None and ss.export_error is None:
@@ -68,16 +72,9 @@ def plan_loads(
     if il is not None and ss.export is None:
         # Which tables the export holds is unknown: only a source whose targets are all
         # loaded already can go on without it.
-        started = [
-            state.target(tr.target)
-            for tr in grouped.values()
-            if tr.entry.initial_load and state.target(tr.target).exists
-        ]
-        if (
-            not started
-            or any(t.marker == Marker() for t in started)
-            or len(started) < len([tr for tr in grouped.values() if tr.entry.initial_load])
-        ):
+        needed = [tr for tr in grouped.values() if tr.entry.initial_load and not absent(tr)]
+        started = [state.target(tr.target) for tr in needed if state.target(tr.target).exists]
+        if not started or any(t.marker == Marker() for t in started) or len(started) < len(needed):
             raise _unreadable(source, ss, "its targets are not all loaded yet")
     out: dict[str, Load] = {}
     for name, tr in sorted(grouped.items()):
@@ -95,6 +92,8 @@ def plan_loads(
         if not (wanted or not ts_.exists or ts_.marker == Marker()):
             continue  # loaded already, or following the changefeed
         export = ss.export
+        if export is None and not wanted and not ts_.exists and absent(tr):
+            continue  # its tables were gone by the snapshot: nothing to load
         if export is None:
             raise _unreadable(source, ss, f"target {name} may need loading from it")
         broken = [
@@ -168,9 +167,38 @@ def with_snapshots(
     return out
 
 
+# How the schema history marks a table's version at an export's snapshot.
+SNAPSHOT_DDL = "-- initial load: "
+
+
 def snapshot_ddl(load: Load, t: LoadTable) -> str:
     """The schema history's DDL text for a table's version at an export's snapshot."""
-    return f"-- initial load: {load.export}/{t.schema_file}"
+    return f"{SNAPSHOT_DDL}{load.export}/{t.schema_file}"
+
+
+def loaded_snapshot(recorded: dict[Key, list[Version]]) -> int | None:
+    """The snapshot TSO a source's targets were loaded at, as its schema history records it
+    (the newest, after a reload), or None: where the source starts when its export can no
+    longer be read."""
+    return max(
+        (v.commit_ts for vs in recorded.values() for v in vs if v.ddl.startswith(SNAPSHOT_DDL)),
+        default=None,
+    )
+
+
+def gone_by(
+    tr: routing.TargetRoute, timeline: Timeline, snapshot: int, export: Export | None
+) -> bool:
+    """Whether none of the target's upstream tables existed at the export's snapshot: none
+    is in the export (when it can be read), and the stream's DDL dropped or renamed each
+    away at or before the snapshot. Such a target starts at the snapshot with nothing to
+    load. (A table not in the export that the stream does not show gone may be one the export
+    left out: it starts from the changefeed.)"""
+    return all(
+        (export is None or export.table(db, t) is None)
+        and timeline.exists_at(db, t, snapshot) is False
+        for db, t in tr.upstreams
+    )
 
 
 def export_tables(project: Project, state: WarehouseState) -> set[tuple[str, str]]:

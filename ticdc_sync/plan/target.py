@@ -20,10 +20,11 @@ from ticdc_sync import datatypes, routing
 from ticdc_sync import table_features as tf
 from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl.timeline import Key, Timeline, key
-from ticdc_sync.dumpling import Export, data_columns
+from ticdc_sync.dumpling import data_columns
 from ticdc_sync.locations import target_location
 from ticdc_sync.model import Project, Source, TableFeatures
 from ticdc_sync.plan.features import feature_setting_parts, features_added
+from ticdc_sync.plan.loads import gone_by
 from ticdc_sync.plan.model import (
     BLOCKED,
     DeltaPart,
@@ -50,7 +51,9 @@ def target_plan(
     load: Load | None,
     staged_rows: Mapping[Key, int],
     refused: str | None = None,
+    snapshot: int | None = None,
 ) -> TargetPlan:
+    """`snapshot`: the source's export snapshot TSO (None: no initial load, or not known)."""
     ts_ = state.target(tr.target)
     marker = ts_.marker
     location = ts_.location or target_location(warehouse, tr.target)
@@ -62,8 +65,8 @@ def target_plan(
     from_snapshot: int | None = None
     if il is not None and tr.entry.initial_load and load is None and not ts_.exists:
         export = state.source(source.name).export
-        if export is not None and _gone_by(tr, timeline, export):
-            from_snapshot = export.snapshot_ts
+        if snapshot is not None and gone_by(tr, timeline, snapshot, export):
+            from_snapshot = snapshot
             names = ", ".join(f"{db}.{t}" for db, t in tr.upstreams)
             notes.append(
                 f"not in the Dumpling export {il.dumpling}: {names} did not exist at its "
@@ -177,17 +180,6 @@ def target_plan(
         feature_parts=feature_parts,
         load=load,
         from_snapshot=from_snapshot,
-    )
-
-
-def _gone_by(tr: routing.TargetRoute, timeline: Timeline, export: Export) -> bool:
-    """Whether none of the target's upstream tables existed at the export's snapshot: none is
-    in the export, and the stream's DDL dropped or renamed each away at or before it. (A
-    table the stream does not show gone may be one the export left out: it starts from the
-    changefeed.)"""
-    return all(
-        export.table(db, t) is None and timeline.exists_at(db, t, export.snapshot_ts) is False
-        for db, t in tr.upstreams
     )
 
 
