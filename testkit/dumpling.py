@@ -2,7 +2,8 @@
 
 `write_export(folder, tables, snapshot_ts, ...)` writes `metadata` (with the snapshot TSO as
 `Pos:` under `SHOW MASTER STATUS:`), `{db}-schema-create.sql`, `{db}.{table}-schema.sql`
-(SHOW CREATE TABLE text) and the data files `{db}.{table}.{index:09d}.{sql|csv}`, with
+(SHOW CREATE TABLE text) and the data files `{db}.{table}.{index}.{sql|csv}` (nine digits, or
+thirteen with both `-r` and `-F`: the chunk's nine, then the file's four within it), with
 Dumpling's value rendering (dumpling/export/sql_type.go): numbers bare, strings quoted and
 escaped, binary types (BINARY, VARBINARY, BLOB, BIT) as `x'..'` in SQL and as raw bytes in
 CSV, NULL as `NULL` / the CSV null value; backslash escapes (`--escape-backslash`, the
@@ -46,6 +47,9 @@ class DumplingFlags:
     compress: str | None = None  # gzip | zstd | snappy
     time_zone: str = "UTC"  # the export session's time_zone
     rows_per_file: int | None = None  # --rows / --filesize: more than one file per table
+    # Both --rows and --filesize: chunks (-r) cut into files (-F), each file named by its
+    # chunk's index (nine digits) then its own index in the chunk (four): 13 digits.
+    rows_and_filesize: bool = False
     rows_per_statement: int = 200  # --statement-size, in rows here
 
 
@@ -328,7 +332,8 @@ def write_export(
             )
         put(f"{db}.{tbl}-schema.sql", f"{SET_NAMES}\n{create_table_sql(schema)};\n".encode())
         for i, data in enumerate(_data_files(schema, rows, flags)):
-            put(f"{db}.{tbl}.{i:09d}.{flags.filetype}", data)
+            index = f"{i // 2:09d}{i % 2:04d}" if flags.rows_and_filesize else f"{i:09d}"
+            put(f"{db}.{tbl}.{index}.{flags.filetype}", data)
     # Dumpling writes `metadata` last, and only when the export succeeded.
     put("metadata", metadata_text(snapshot_ts).encode(), compress=False)
     return sorted(written)

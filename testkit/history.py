@@ -3,10 +3,14 @@
 `generate(HistoryConfig)` builds a logical history: transactions of 1-N row changes over
 several tables (inserts, updates, deletes, key moves, delete then re-insert of a key),
 optional ADD/DROP COLUMN DDL, and per-partition watermarks that arrive at different times.
-`encode(history, protocol, topic, options)` turns it into Kafka records exactly as TiCDC
-would place them (`encode.TopicProducer`), adds at-least-once replays, and returns the
-records with the truth: each table as of the resolved ts (the minimum over partitions of
-the last watermark each received), which is what a correct consumer must produce.
+`Scripted` writes a history by hand instead: tables created, altered (columns added, dropped,
+renamed), renamed and dropped, row changes, watermarks, in the order a test needs.
+`encode(history, protocol, topic, options, since=...)` turns it into Kafka records exactly as
+TiCDC would place them (`encode.TopicProducer`), from the changefeed's first commit `since`
+on, adds at-least-once replays, and returns the records with the truth: each table as of the
+resolved ts (the minimum over partitions of the last watermark each received), which is
+what a correct consumer must produce. `History.truth(upto)` is also the upstream as a
+Dumpling export at snapshot `upto` sees it.
 
 Values are logical Python values (see `values`). The generator never puts NULL in a column
 that has a non-NULL DEFAULT, because Debezium would show the default instead (codec facts
@@ -142,6 +146,8 @@ class Step:
     events: tuple[tuple[RowChange, int], ...] = ()  # (change, partition), split and sorted
     ddl: DdlChange | None = None
     partition: int | None = None
+    # Columns an ALTER renames (old, new): upstream keeps their values under the new name.
+    renamed: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -183,11 +189,31 @@ class History:
                         rows[q][tuple(after[k] for k in hk)] = after
             elif s.kind == "ddl":
                 d = s.ddl
-                assert d is not None and d.schema is not None
+                assert d is not None
+                if d.old_table is not None:  # RENAME TABLE: the rows go with the table
+                    q_old = f"{d.old_db or d.db}.{d.old_table}"
+                    moved = schemas.pop(q_old)
+                    new_schema = d.schema or moved.with_(db=d.db, table=d.table)
+                    schemas[new_schema.qualified] = new_schema
+                    rows[new_schema.qualified] = rows.pop(q_old)
+                    continue
+                if d.schema is None:  # DROP TABLE (or schema-level DDL: no table)
+                    schemas.pop(f"{d.db}.{d.table}", None)
+                    rows.pop(f"{d.db}.{d.table}", None)
+                    continue
                 q = d.schema.qualified
+                if q not in schemas:  # CREATE TABLE
+                    schemas[q] = d.schema
+                    rows[q] = {}
+                    continue
                 old = schemas[q]
-                new_cols = {c.name for c in d.schema.columns} - {c.name for c in old.columns}
-                gone = {c.name for c in old.columns} - {c.name for c in d.schema.columns}
+                for r in rows[q].values():
+                    for a, b in s.renamed:
+                        r[b] = r.pop(a)
+                old_names = {c.name for c in old.columns}
+                old_names = (old_names - {a for a, _ in s.renamed}) | {b for _, b in s.renamed}
+                new_cols = {c.name for c in d.schema.columns} - old_names
+                gone = old_names - {c.name for c in d.schema.columns}
                 for r in rows[q].values():
                     for c in d.schema.columns:
                         if c.name in new_cols:
@@ -472,6 +498,144 @@ def generate(config: HistoryConfig | None = None) -> History:
     return History(cfg, initial, steps)
 
 
+class Scripted:
+    """A history written step by step (tests that need a given shape of DDL): `create`,
+    `alter` (with the schema after it and the columns it renames), `rename`, `drop`, row
+    changes (`insert`, `update`, `delete`, one transaction each), `watermark` (on every
+    partition). Each step commits 1 s after the one before; each method returns its
+    commit_ts. Rows are dicts of logical values (`values`); a column a row leaves out takes
+    its DEFAULT. `history()` is the `History` to `encode` and to take truths from."""
+
+    def __init__(
+        self,
+        db: str = "shop",
+        *,
+        partitions: int = 2,
+        start_ms: int = 1_700_000_000_000,
+        seed: int = 0,
+        replay_probability: float = 0.15,
+    ) -> None:
+        self.db = db
+        self.partitions = partitions
+        self.ms = start_ms
+        self.seed = seed
+        self.replay_probability = replay_probability
+        self.steps: list[Step] = []
+        self.schemas: dict[str, TableSchema] = {}
+        self.rows: dict[str, dict[tuple, dict[str, Any]]] = {}
+
+    def _ts(self) -> int:
+        self.ms += 1000
+        return make_tso(self.ms)
+
+    def schema(self, table: str) -> TableSchema:
+        return self.schemas[f"{self.db}.{table}"]
+
+    def _ddl(self, d: DdlChange, renamed: tuple[tuple[str, str], ...] = ()) -> int:
+        self.steps.append(Step("ddl", d.commit_ts, ddl=d, renamed=renamed))
+        return d.commit_ts
+
+    def create(self, schema: TableSchema) -> int:
+        from .dumpling import create_table_sql
+
+        q = schema.qualified
+        assert q not in self.schemas, q
+        self.schemas[q] = schema
+        self.rows[q] = {}
+        return self._ddl(
+            DdlChange(schema.db, schema.table, create_table_sql(schema), 3, self._ts(), schema)
+        )
+
+    def alter(
+        self,
+        table: str,
+        sql: str,
+        schema: TableSchema,
+        action: int,
+        renamed: tuple[tuple[str, str], ...] = (),
+    ) -> int:
+        """An ALTER TABLE (`action`: TiDB's ActionType, codec facts 0.3) leaving `schema`."""
+        q = f"{self.db}.{table}"
+        old = self.schemas[q]
+        names = {c.name for c in old.columns} - {a for a, _ in renamed}
+        names |= {b for _, b in renamed}
+        for r in self.rows[q].values():
+            for a, b in renamed:
+                r[b] = r.pop(a)
+            for c in schema.columns:
+                if c.name not in names:
+                    r[c.name] = V.default_value(c)
+            for gone in set(r) - set(schema.column_names()):
+                r.pop(gone)
+        self.schemas[q] = schema
+        return self._ddl(DdlChange(self.db, table, sql, action, self._ts(), schema), renamed)
+
+    def rename(self, old: str, new: str) -> int:
+        schema = self.schemas.pop(f"{self.db}.{old}").with_(table=new)
+        self.schemas[schema.qualified] = schema
+        self.rows[schema.qualified] = self.rows.pop(f"{self.db}.{old}")
+        sql = f"RENAME TABLE `{old}` TO `{new}`"
+        return self._ddl(DdlChange(self.db, new, sql, 14, self._ts(), schema, self.db, old))
+
+    def drop(self, table: str) -> int:
+        del self.schemas[f"{self.db}.{table}"]
+        del self.rows[f"{self.db}.{table}"]
+        return self._ddl(DdlChange(self.db, table, f"DROP TABLE `{table}`", 4, self._ts()))
+
+    def _txn(self, changes: list[RowChange]) -> int:
+        evs = tuple(
+            (ch, table_partition(ch.schema.db, ch.schema.table, self.partitions))
+            for ch in transaction_events(changes)
+        )
+        self.steps.append(Step("txn", changes[0].commit_ts, events=evs))
+        return changes[0].commit_ts
+
+    def _key(self, schema: TableSchema, row: dict[str, Any]) -> tuple:
+        return tuple(row[k] for k in schema.handle_key())
+
+    def insert(self, table: str, *rows: dict[str, Any]) -> int:
+        s, ts = self.schema(table), self._ts()
+        out = []
+        for given in rows:
+            row = {c.name: given.get(c.name, V.default_value(c)) for c in s.columns}
+            assert set(given) <= set(row), set(given) - set(row)
+            self.rows[s.qualified][self._key(s, row)] = row
+            out.append(RowChange(s, OP_I, None, dict(row), ts))
+        return self._txn(out)
+
+    def update(self, table: str, key: Any, **values: Any) -> int:
+        s, ts = self.schema(table), self._ts()
+        k = key if isinstance(key, tuple) else (key,)
+        before = self.rows[s.qualified][k]
+        after = {**before, **values}
+        assert self._key(s, after) == k, "a key move: delete and insert instead"
+        self.rows[s.qualified][k] = after
+        return self._txn([RowChange(s, OP_U, dict(before), dict(after), ts)])
+
+    def delete(self, table: str, *keys: Any) -> int:
+        s, ts = self.schema(table), self._ts()
+        out = []
+        for key in keys:
+            k = key if isinstance(key, tuple) else (key,)
+            out.append(RowChange(s, OP_D, self.rows[s.qualified].pop(k), None, ts))
+        return self._txn(out)
+
+    def watermark(self) -> int:
+        ts = self._ts()
+        for p in range(self.partitions):
+            self.steps.append(Step("watermark", ts, partition=p))
+        return ts
+
+    def history(self) -> History:
+        cfg = HistoryConfig(
+            seed=self.seed,
+            tables=(),
+            partitions=self.partitions,
+            replay_probability=self.replay_probability,
+        )
+        return History(cfg, {}, list(self.steps))
+
+
 @dataclass
 class EncodedHistory:
     protocol: str
@@ -502,14 +666,19 @@ def encode(
     topic: str,
     options: EncoderOptions | None = None,
     seed: int | None = None,
+    since: int | None = None,
 ) -> EncodedHistory:
-    """Encode a history for one protocol, with at-least-once replays after watermarks."""
+    """Encode a history for one protocol, with at-least-once replays after watermarks.
+    `since`: the commit_ts of the changefeed's first event (steps before it happened before
+    the changefeed started: in the truth, never in the records)."""
     opts = options or EncoderOptions()
     cfg = history.config
     rng = random.Random(f"{cfg.seed if seed is None else seed}/{protocol}/replay")
     prod = TopicProducer(topic, cfg.partitions, make_encoder(protocol, opts))
     replays = 0
     for s in history.steps:
+        if since is not None and s.commit_ts < since:
+            continue
         if s.kind == "txn":
             for ch, p in s.events:
                 prod.send_row(ch, p)

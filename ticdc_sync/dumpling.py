@@ -16,6 +16,10 @@ characters and a few more, and for the `-` of `-schema`), so a name can never br
 layout; `escape_name`/`unescape_name` are that escape and its inverse. Every schema file
 and data file may carry a compression suffix (`.gz`, `.zst`, `.snappy`).
 
+A table whose schema file cannot be read (it does not parse, or holds another table) is
+kept aside with the reason (`Export.unreadable`): the plan refuses the targets that would load
+it, and the others load. Anything else wrong with the folder makes the whole export unreadable.
+
 This module lists the folder and reads its small files (`metadata`, the schema files); it
 never reads data rows (Spark does, `spark/load.py`) and never imports pyspark.
 """
@@ -108,6 +112,16 @@ class ExportTable:
 
 
 @dataclass(frozen=True, slots=True)
+class UnreadableTable:
+    """A table whose schema file cannot be read (its data files are not read either)."""
+
+    db: str
+    table: str
+    schema_file: str
+    why: str  # the error, naming the file (and line)
+
+
+@dataclass(frozen=True, slots=True)
 class Export:
     """A Dumpling export as found: its snapshot TSO and its tables (views left out)."""
 
@@ -116,6 +130,8 @@ class Export:
     snapshot_ts: int
     filetype: ExportFiletype
     tables: Mapping[Key, ExportTable] = field(default_factory=dict)
+    # Tables whose schema file cannot be read (not in `tables`).
+    unreadable: Mapping[Key, UnreadableTable] = field(default_factory=dict)
 
     def table(self, db: str, table: str) -> ExportTable | None:
         return self.tables.get(key(db, table))
@@ -263,9 +279,11 @@ def _text(data: bytes, name: str) -> str:
 def discover(location: str, shown: str, options: DumplingOptions) -> Export:
     """The export at `location` (`shown` names it in messages): its snapshot TSO, and for
     each table its schema and data files. Raises `ExportError` naming the file (and line)
-    of the first problem: no `metadata` or no TSO in it, a schema file that does not parse,
-    a table with data files but no schema file, data files of the other file type, snappy
-    files, files the default naming does not produce."""
+    of the first problem: no `metadata` or no TSO in it, a database schema file that does
+    not parse, a table with data files but no schema file, data files of the other file
+    type, snappy files, files the default naming does not produce. A table schema file that
+    cannot be read is no such problem: its table goes to `Export.unreadable` (its data
+    files left out), and the other tables are found as usual."""
     folder = _Folder(location, shown)
     entries = folder.entries()
     names = dict(entries)
@@ -281,6 +299,7 @@ def discover(location: str, shown: str, options: DumplingOptions) -> Export:
         )
     ts = parse_metadata(_text(folder.read(METADATA), where(METADATA)), where(METADATA))
     schemas: dict[Key, tuple[str, TableSchema]] = {}
+    unreadable: dict[Key, UnreadableTable] = {}
     views: set[Key] = set()
     files: dict[Key, list[DataFile]] = {}
     other_type: list[str] = []
@@ -296,15 +315,10 @@ def discover(location: str, shown: str, options: DumplingOptions) -> Export:
             continue
         if m := _TABLE_SCHEMA.match(name):
             db, tbl = unescape_name(m.group(1)), unescape_name(m.group(2))
-            parsed = _read_schema(folder, name, where(name), db, COMPRESSIONS.get(m.group(3) or ""))
-            found = [s for s in parsed if key(s.db, s.table) == key(db, tbl)]
-            if len(parsed) != 1 or not found:
-                raise ExportError(
-                    f"{where(name)}: expected the CREATE TABLE of {db}.{tbl}, found "
-                    f"{', '.join(s.qualified for s in parsed) or 'none'} (hint: the file is not "
-                    "the one Dumpling wrote; export again)"
-                )
-            schemas[key(db, tbl)] = (name, found[0])
+            try:
+                schemas[key(db, tbl)] = (name, _table_schema(folder, name, where(name), db, tbl))
+            except ExportError as e:
+                unreadable[key(db, tbl)] = UnreadableTable(db, tbl, name, str(e))
             continue
         if m := _DATA.match(name):
             db, tbl = unescape_name(m.group(1)), unescape_name(m.group(2))
@@ -337,6 +351,8 @@ def discover(location: str, shown: str, options: DumplingOptions) -> Export:
             f"{where(other_type[0])}: the export holds both .sql and .csv data files (hint: "
             "load one export per folder)"
         )
+    for k in unreadable:
+        files.pop(k, None)  # rows of a table whose schema is unknown: never read
     tables: dict[Key, ExportTable] = {}
     for k, (schema_file, schema) in sorted(schemas.items()):
         if k in views:
@@ -355,7 +371,23 @@ def discover(location: str, shown: str, options: DumplingOptions) -> Export:
             f"{escape_name(k[0])}.{escape_name(k[1])}-schema.sql (hint: export again without "
             "--no-schemas)"
         )
-    return Export(location, shown, ts, options.filetype, tables)
+    broken = {k: v for k, v in sorted(unreadable.items()) if k not in views}
+    return Export(location, shown, ts, options.filetype, tables, broken)
+
+
+def _table_schema(folder: _Folder, name: str, shown: str, db: str, tbl: str) -> TableSchema:
+    """The CREATE TABLE of `db.tbl` in its schema file `name`."""
+    m = _TABLE_SCHEMA.match(name)
+    assert m is not None
+    parsed = _read_schema(folder, name, shown, db, COMPRESSIONS.get(m.group(3) or ""))
+    found = [s for s in parsed if key(s.db, s.table) == key(db, tbl)]
+    if len(parsed) != 1 or not found:
+        raise ExportError(
+            f"{shown}: expected the CREATE TABLE of {db}.{tbl}, found "
+            f"{', '.join(s.qualified for s in parsed) or 'none'} (hint: the file is not "
+            "the one Dumpling wrote; export again)"
+        )
+    return found[0]
 
 
 def _read_schema(
@@ -399,15 +431,15 @@ def check_exports(project: Project) -> list[Issue]:
         if il is None:
             continue
         try:
-            discover_for(project, il)
+            export = discover_for(project, il)
         except ExportError as e:
             issues.append(
-                Issue(
-                    il.origin.file,
-                    il.origin.line,
-                    "initial_load",
-                    f"source {s.name}: {e}",
-                )
+                Issue(il.origin.file, il.origin.line, "initial_load", f"source {s.name}: {e}")
+            )
+            continue
+        for u in export.unreadable.values():
+            issues.append(
+                Issue(il.origin.file, il.origin.line, "initial_load", f"source {s.name}: {u.why}")
             )
     return issues
 

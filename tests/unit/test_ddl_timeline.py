@@ -171,3 +171,26 @@ def test_created_here_tells_a_table_born_in_the_history_from_one_met_there() -> 
     assert not t.created_here("shop", "moved", 14)  # its rows began under another name
     assert not t.created_here("shop", "seeded", 13)  # known from a seed only
     assert not t.created_here("shop", "fresh", 10)  # not yet created before its CREATE
+
+
+def test_exists_at_follows_drops_and_renames_even_of_tables_with_no_known_schema() -> None:
+    t = build(
+        project(),
+        "src",
+        [
+            ev(10, "a", "DROP TABLE a"),  # a's schema is unknown: cannot be replayed
+            ev(20, "c", "RENAME TABLE b TO c"),  # nor b's
+            ev(30, "d", "CREATE TABLE d (id INT PRIMARY KEY)"),
+            ev(40, "d", "DROP TABLE d"),
+            ev(50, "a", "CREATE TABLE a (id INT PRIMARY KEY)"),
+            ev(60, "e", "ALTER TABLE e ADD COLUMN x INT"),
+        ],
+    )
+    assert [g.problem is not None for g in t.groups] == [True, True, False, False, False, True]
+    assert t.groups[0].moves == ((key("shop", "a"), None),)
+    assert t.groups[1].moves == ((key("shop", "b"), key("shop", "c")),)
+    assert [t.exists_at("shop", "a", ts) for ts in (9, 10, 49, 50)] == [None, False, False, True]
+    assert [t.exists_at("shop", "b", ts) for ts in (19, 20)] == [None, False]
+    assert [t.exists_at("shop", "c", ts) for ts in (19, 20)] == [None, True]
+    assert [t.exists_at("shop", "d", ts) for ts in (29, 30, 40)] == [None, True, False]
+    assert t.exists_at("shop", "e", 60) is None  # an ALTER says nothing about it

@@ -176,17 +176,6 @@ def test_generated_columns_are_not_in_data_files(tmp_path):
             "exp/metadata: no `Pos:`",
         ),
         (
-            lambda f: (f / "shop.orders-schema.sql").write_text(
-                "/*!40101 SET NAMES binary*/;\nCREATE TABLE `orders` (\n  `id` bigint NOT NULL,\n"
-                "  `x` varchar(10) WHATEVER\n);\n"
-            ),
-            "exp/shop.orders-schema.sql:2: statement 1: unknown column option 'WHATEVER'",
-        ),
-        (
-            lambda f: (f / "shop.orders-schema.sql").write_text("CREATE TABLE `other` (a int);\n"),
-            "expected the CREATE TABLE of shop.orders, found shop.other",
-        ),
-        (
             lambda f: (f / "shop.orders-schema.sql").unlink(),
             "exp/shop.orders.000000000.sql: data of shop.orders without its schema file",
         ),
@@ -206,6 +195,31 @@ def test_bad_exports_name_the_file(tmp_path, mutate, message):
     with pytest.raises(dumpling.ExportError) as e:
         _discover(folder)
     assert message in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "/*!40101 SET NAMES binary*/;\nCREATE TABLE `orders` (\n  `id` bigint NOT NULL,\n"
+            "  `x` varchar(10) WHATEVER\n);\n",
+            "exp/shop.orders-schema.sql:2: statement 1: unknown column option 'WHATEVER'",
+        ),
+        (
+            "CREATE TABLE `other` (a int);\n",
+            "exp/shop.orders-schema.sql: expected the CREATE TABLE of shop.orders, found shop.other",
+        ),
+    ],
+)
+def test_a_schema_file_that_cannot_be_read_sets_its_table_aside(tmp_path, text, message):
+    """The table is not loaded (nor its rows read); the other tables are found as usual."""
+    folder = _export(tmp_path, [(ORDERS, [{"id": 1}]), (ORDERS.with_(table="b"), [{"id": 2}])])
+    (folder / "shop.orders-schema.sql").write_text(text)
+    e = _discover(folder)
+    assert list(e.tables) == [("shop", "b")]
+    ((k, u),) = e.unreadable.items()
+    assert k == ("shop", "orders") and (u.db, u.table) == ("shop", "orders")
+    assert u.schema_file == "shop.orders-schema.sql" and message in u.why
 
 
 def test_a_missing_folder_is_an_error(tmp_path):

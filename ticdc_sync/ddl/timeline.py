@@ -84,6 +84,10 @@ class DdlGroup:
     effects: tuple[TableEffect, ...]
     overrides: tuple[DdlOverride, ...] = ()
     problem: str | None = None  # could not be replayed (the history is out of step)
+    # Of a group that could not be replayed: the tables its statements drop, create or
+    # rename, as their text names them ((old, new); None: none), in order. A DROP TABLE needs
+    # no schema to say that the table is gone.
+    moves: tuple[tuple[Key | None, Key | None], ...] = ()
 
     def renames(self) -> dict[Key, tuple[str, str] | None]:
         """Net renames of the group: each table that existed before, to where it ended up
@@ -123,6 +127,29 @@ class Timeline:
     def known(self, db: str, table: str) -> bool:
         k = key(db, table)
         return k in self.versions or k in self.fallback
+
+    def exists_at(self, db: str, table: str, ts: int) -> bool | None:
+        """Whether `db.table` exists at commit_ts `ts` as far as this timeline tells: True
+        (created, renamed in, or a version with a schema), False (dropped or renamed away),
+        None (nothing names it, or only a seed or metadata describes it). A DDL that could
+        not be replayed still counts by what its text drops, creates or renames (`moves`)."""
+        k = key(db, table)
+        state: bool | None = None
+        at = -1
+        for v in self.versions.get(k, []):
+            if v.commit_ts <= ts:
+                state, at = v.schema is not None, v.commit_ts
+        for g in self.groups:
+            if g.commit_ts > ts:
+                break
+            if g.problem is None or g.commit_ts < at:
+                continue
+            for old, new in g.moves:
+                if old == k:
+                    state = False
+                if new == k:
+                    state = True
+        return state
 
     def created_here(self, db: str, table: str, before: int) -> bool:
         """Whether `db.table`, as it exists just before commit_ts `before`, was made by a
@@ -243,8 +270,40 @@ def _replay(
                     if e.new is not None:
                         current[key(*e.new)] = e.after
     except DdlError as err:
-        return DdlGroup(ts, tuple(ordered), tuple(effects), tuple(overrides), str(err))
+        moves = _moves(project, source, ts, ordered)
+        return DdlGroup(ts, tuple(ordered), tuple(effects), tuple(overrides), str(err), moves)
     return DdlGroup(ts, tuple(ordered), tuple(effects), tuple(overrides))
+
+
+def _moves(
+    project: Project, source: str, ts: int, events: list[DdlEvent]
+) -> tuple[tuple[Key | None, Key | None], ...]:
+    """The tables `events` drop, create or rename, read from their text alone (`DdlGroup.moves`;
+    a text that does not parse names none)."""
+    out: list[tuple[Key | None, Key | None]] = []
+    for ev in events:
+        ov = project.ddl_override(source, ev.db, ev.tbl, ts)
+        if ov is not None and ov.action is OverrideAction.SKIP:
+            continue
+        sql = ov.sql if ov is not None and ov.sql else ev.sql
+        try:
+            stmts = parse_ddl(sql, ev.db or None, None if ov is not None else ev.hint)
+        except DdlError:
+            continue
+        for stmt in stmts:
+            if isinstance(stmt, DropTable):
+                out.append((key(stmt.db, stmt.table), None))
+            elif isinstance(stmt, RenameTables):
+                out += [(key(*old), key(*new)) for old, new in stmt.pairs]
+            elif isinstance(stmt, CreateTable):
+                out.append((None, key(stmt.schema.db, stmt.schema.table)))
+            elif isinstance(stmt, CreateTableLike):
+                out.append((None, key(stmt.db, stmt.table)))
+            elif isinstance(stmt, AlterTable):
+                for c in stmt.clauses:
+                    if isinstance(c, RenameTableClause):
+                        out.append((key(stmt.db, stmt.table), key(c.new_db, c.new_table)))
+    return tuple(out)
 
 
 def _apply(stmt: DdlStatement, ev: DdlEvent, sql: str, lookup) -> list[TableEffect]:

@@ -14,11 +14,18 @@ from collections.abc import Sequence
 
 from ticdc_sync import routing
 from ticdc_sync.codecs.infer import schema_from_meta
-from ticdc_sync.ddl.timeline import Key, Timeline, key
+from ticdc_sync.ddl.timeline import Key, Timeline, Version, key
 from ticdc_sync.ddl.timeline import build as build_timeline
 from ticdc_sync.locations import warehouse_path
 from ticdc_sync.model import Project, Source
-from ticdc_sync.plan.loads import Reloads, export_tables, plan_loads, with_snapshots
+from ticdc_sync.plan.loads import (
+    Reloads,
+    export_tables,
+    gone_by,
+    loaded_snapshot,
+    plan_loads,
+    with_snapshots,
+)
 from ticdc_sync.plan.model import Plan, SourcePlan, TargetPlan
 from ticdc_sync.plan.project_parts import (
     defaults_dict,
@@ -110,21 +117,43 @@ def _source_plan(
         (db, tbl) for db, tbl in project.seed_schemas if project.route(source.name, db, tbl)
     }
     if source.initial_load is not None and ss.export is not None:
+        # A table whose schema file cannot be read too: its target is refused, with why.
         tables |= {
             (t.db, t.table)
-            for t in ss.export.tables.values()
+            for t in (*ss.export.tables.values(), *ss.export.unreadable.values())
             if project.route(source.name, t.db, t.table)
         }
     grouped, skipped = routing.targets(project, source.name, sorted(tables))
-    loads = plan_loads(project, source, ss, grouped, state, reloads)
-    timeline = build_timeline(
-        project, source.name, ss.ddl_events, with_snapshots(ss.recorded, loads.values())
+    # The export's snapshot; once loaded, the schema history's record of it stands in for
+    # an export that can no longer be read.
+    snapshot = (
+        None
+        if source.initial_load is None
+        else ss.export.snapshot_ts
+        if ss.export is not None
+        else loaded_snapshot(ss.recorded)
     )
-    inferred = _inferred(source, ss, grouped, timeline)
+    before_loads: list[Timeline] = []
+
+    def absent(tr: routing.TargetRoute) -> bool:
+        if snapshot is None:
+            return False
+        if not before_loads:
+            before_loads.append(build_timeline(project, source.name, ss.ddl_events, ss.recorded))
+        return gone_by(tr, before_loads[0], snapshot, ss.export)
+
+    loads, refused = plan_loads(project, source, ss, grouped, state, reloads, absent)
+    # A table loaded by this run is, at the export's snapshot, what the export's schema file
+    # says: its DDL at or below the snapshot is in the export (and is skipped), the DDL after
+    # it applies on top. Replays of the DDL before the snapshot may fail (the table's schema
+    # before it is unknown): nothing of the table before the snapshot is applied or typed.
+    recorded = with_snapshots(ss.recorded, loads.values())
+    timeline = build_timeline(project, source.name, ss.ddl_events, recorded)
+    inferred = _inferred(source, ss, grouped, timeline, recorded)
     if inferred:
         # Replayed again over the inferred schemas: an ALTER of a table whose CREATE was
         # never seen applies to the schema its rows' metadata describes.
-        timeline = build_timeline(project, source.name, ss.ddl_events, ss.recorded, inferred)
+        timeline = build_timeline(project, source.name, ss.ddl_events, recorded, inferred)
     resolved = resolved_ts(source, ss)
     notes: list[str] = []
     if not ss.tally_complete:
@@ -145,6 +174,8 @@ def _source_plan(
             inferred,
             loads.get(tr.target),
             staged_rows,
+            refused.get(tr.target),
+            snapshot,
         )
         for tr in grouped.values()
     ]
@@ -168,17 +199,24 @@ def _source_plan(
 
 
 def _inferred(
-    source: Source, ss: SourceState, grouped: dict[str, routing.TargetRoute], timeline: Timeline
+    source: Source,
+    ss: SourceState,
+    grouped: dict[str, routing.TargetRoute],
+    timeline: Timeline,
+    recorded: dict[Key, list[Version]],
 ) -> dict[Key, TableSchema]:
     """Schemas from protocol metadata (lossy), for the routed tables that nothing else
-    describes: no seed, no recorded version, and no CREATE TABLE before their first DDL
-    (their first DDL cannot be replayed, or there is none)."""
+    describes: no seed, no recorded version or export's schema (never guessed where one
+    is exact), and no CREATE TABLE before their first DDL (their first DDL cannot be
+    replayed, or there is none). Each table is judged on its own."""
     out: dict[Key, TableSchema] = {}
     for tr in grouped.values():
         for db, tbl in tr.upstreams:
             k = key(db, tbl)
             meta = ss.metadata.get(k)
-            if meta is None or (timeline.known(db, tbl) and not _unreplayable(timeline, k)):
+            if meta is None or k in recorded:
+                continue
+            if timeline.known(db, tbl) and not _unreplayable(timeline, k):
                 continue
             out[k] = schema_from_meta(db, tbl, meta[0], meta[1], source.protocol)
     return out

@@ -3,18 +3,20 @@ export (first loads and `--reload`), and the schema versions those loads record 
 export's snapshot.
 
 Refuses (`PlanError`) what cannot be loaded exactly: an unreadable export a target still
-needs, a `--reload` that matches nothing or would lose applied changes. Never reads the
+needs, a `--reload` that matches nothing or would lose applied changes. A target one of
+whose tables has a schema file that cannot be read is refused on its own, with the reason
+(the plan shows it blocked; the run fails it and goes on with the others). Never reads the
 export itself (`dumpling` did) and never writes.
 """
 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ticdc_sync import routing
-from ticdc_sync.ddl.timeline import Key, Version, key
+from ticdc_sync.ddl.timeline import Key, Timeline, Version, key
 from ticdc_sync.dumpling import Export
 from ticdc_sync.errors import PlanError
 from ticdc_sync.model import Project, Source
@@ -54,26 +56,25 @@ def plan_loads(
     grouped: dict[str, routing.TargetRoute],
     state: WarehouseState,
     reloads: Reloads,
-) -> dict[str, Load]:
+    absent: Callable[[routing.TargetRoute], bool] = lambda _: False,
+) -> tuple[dict[str, Load], dict[str, str]]:
     """The targets of `source` loaded from its Dumpling export by this run: those whose
     marker shows nothing applied yet (never loaded, or a load that did not commit) and whose
-    upstream tables are in the export, and those `--reload` names."""
+    upstream tables are in the export, and those `--reload` names. Second: the targets that
+    would load but cannot, each with why (a table's schema file cannot be read).
+
+    `absent(route)`: whether a target's tables were gone by the snapshot (`gone_by`); asked
+    only when the export cannot be read, as such a target needs nothing from it."""
     il = source.initial_load
+    refused: dict[str, str] = {}
     if il is not None and ss.export is None and ss.export_error is None:
-        return {}  # a plan without the warehouse's state (no export read): no loads
+        return {}, refused  # a plan without the warehouse's state (no export read): no loads
     if il is not None and ss.export is None:
         # Which tables the export holds is unknown: only a source whose targets are all
         # loaded already can go on without it.
-        started = [
-            state.target(tr.target)
-            for tr in grouped.values()
-            if tr.entry.initial_load and state.target(tr.target).exists
-        ]
-        if (
-            not started
-            or any(t.marker == Marker() for t in started)
-            or len(started) < len([tr for tr in grouped.values() if tr.entry.initial_load])
-        ):
+        needed = [tr for tr in grouped.values() if tr.entry.initial_load and not absent(tr)]
+        started = [state.target(tr.target) for tr in needed if state.target(tr.target).exists]
+        if not started or any(t.marker == Marker() for t in started) or len(started) < len(needed):
             raise _unreadable(source, ss, "its targets are not all loaded yet")
     out: dict[str, Load] = {}
     for name, tr in sorted(grouped.items()):
@@ -91,8 +92,28 @@ def plan_loads(
         if not (wanted or not ts_.exists or ts_.marker == Marker()):
             continue  # loaded already, or following the changefeed
         export = ss.export
+        if export is None and not wanted and not ts_.exists and absent(tr):
+            continue  # its tables were gone by the snapshot: nothing to load
         if export is None:
             raise _unreadable(source, ss, f"target {name} may need loading from it")
+        broken = [
+            export.unreadable[k] for k in (key(*u) for u in tr.upstreams) if k in export.unreadable
+        ]
+        if broken:
+            # Never from another schema (the stream's metadata guessed, a replay of its DDL):
+            # the export's is the only exact one at the snapshot.
+            names = ", ".join(f"{u.db}.{u.table}" for u in broken)
+            why = "; ".join(u.why.split(" (hint: ")[0] for u in broken)
+            reason = (
+                f"cannot load {names} from the Dumpling export {export.shown}: {why} (hint: "
+                "export the table again, or correct its schema file to the table's SHOW CREATE "
+                "TABLE at the snapshot; nothing of this target is created, loaded or applied "
+                "until then)"
+            )
+            if wanted:
+                raise PlanError(f"--reload {name}: {reason}")
+            refused[name] = reason
+            continue
         tables = [t for t in (export.table(db, tbl) for db, tbl in tr.upstreams) if t]
         if not tables:
             if wanted:
@@ -119,7 +140,7 @@ def plan_loads(
             ),
             reload=wanted and ts_.exists,
         )
-    return out
+    return out, refused
 
 
 def _unreadable(source: Source, ss: SourceState, why: str) -> PlanError:
@@ -146,9 +167,38 @@ def with_snapshots(
     return out
 
 
+# How the schema history marks a table's version at an export's snapshot.
+SNAPSHOT_DDL = "-- initial load: "
+
+
 def snapshot_ddl(load: Load, t: LoadTable) -> str:
     """The schema history's DDL text for a table's version at an export's snapshot."""
-    return f"-- initial load: {load.export}/{t.schema_file}"
+    return f"{SNAPSHOT_DDL}{load.export}/{t.schema_file}"
+
+
+def loaded_snapshot(recorded: dict[Key, list[Version]]) -> int | None:
+    """The snapshot TSO a source's targets were loaded at, as its schema history records it
+    (the newest, after a reload), or None: where the source starts when its export can no
+    longer be read."""
+    return max(
+        (v.commit_ts for vs in recorded.values() for v in vs if v.ddl.startswith(SNAPSHOT_DDL)),
+        default=None,
+    )
+
+
+def gone_by(
+    tr: routing.TargetRoute, timeline: Timeline, snapshot: int, export: Export | None
+) -> bool:
+    """Whether none of the target's upstream tables existed at the export's snapshot: none
+    is in the export (when it can be read), and the stream's DDL dropped or renamed each
+    away at or before the snapshot. Such a target starts at the snapshot with nothing to
+    load. (A table not in the export that the stream does not show gone may be one the export
+    left out: it starts from the changefeed.)"""
+    return all(
+        (export is None or export.table(db, t) is None)
+        and timeline.exists_at(db, t, snapshot) is False
+        for db, t in tr.upstreams
+    )
 
 
 def export_tables(project: Project, state: WarehouseState) -> set[tuple[str, str]]:
@@ -157,5 +207,5 @@ def export_tables(project: Project, state: WarehouseState) -> set[tuple[str, str
     for s in project.sources:
         export: Export | None = state.source(s.name).export
         if s.initial_load is not None and export is not None:
-            out |= set(export.tables)
+            out |= set(export.tables) | set(export.unreadable)
     return out

@@ -137,7 +137,13 @@ class Load:
     def marker(self) -> Marker:
         """The target's marker once loaded: every row change and DDL up to the snapshot is
         in the table (`Marker.ddl_done` holds for staged DDL at or below it)."""
-        return Marker(self.snapshot_ts, self.snapshot_ts, 0, 1)
+        return snapshot_marker(self.snapshot_ts)
+
+
+def snapshot_marker(snapshot_ts: int) -> Marker:
+    """A target as of an export's snapshot: the row changes and DDL at or below it are
+    replays (`Marker.ddl_done` holds for them)."""
+    return Marker(snapshot_ts, snapshot_ts, 0, 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,15 +177,38 @@ class TargetPlan:
     # "ticdc_sync.yml defaults" or "built-in default".
     lag_ms: int = DEFAULT_TARGET_LAG_MS
     lag_from: str = "built-in default"
+    # A target not created yet whose upstream tables did not exist at its source's export
+    # snapshot (dropped or renamed away at or before it): it starts at that snapshot, as a
+    # load would, with nothing to load.
+    from_snapshot: int | None = None
+    # Why the target cannot start at all (its load is impossible): nothing is created, loaded
+    # or applied, and the run fails it (`blocked` says the same).
+    refused: str | None = None
 
     @property
     def to_create(self) -> bool:
         return not self.exists
 
     @property
+    def absent(self) -> bool:
+        """Not created, and this plan does not create it: its tables were gone by the
+        export's snapshot (`from_snapshot`) and no DDL after it brings one back (yet)."""
+        return (
+            not self.exists
+            and self.from_snapshot is not None
+            and self.create is None
+            and not self.pending
+        )
+
+    @property
     def start(self) -> Marker:
-        """The marker the row and DDL steps start from: after the load, if there is one."""
-        return self.load.marker if self.load is not None else self.marker
+        """The marker the row and DDL steps start from: after the load, if there is one (or
+        at the snapshot its tables were gone by)."""
+        if self.load is not None:
+            return self.load.marker
+        if self.from_snapshot is not None and not self.exists:
+            return snapshot_marker(self.from_snapshot)
+        return self.marker
 
     @property
     def pending(self) -> tuple[TargetDdl, ...]:
@@ -222,5 +251,6 @@ class Plan:
         """Changes a run would make: targets to create or load, DDL to apply (or blocked),
         table features to change."""
         return any(
-            t.to_create or t.pending or t.feature_parts or t.load is not None for t in self.targets
+            (t.to_create and not t.absent) or t.pending or t.feature_parts or t.load is not None
+            for t in self.targets
         )

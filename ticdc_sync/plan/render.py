@@ -151,8 +151,10 @@ def _ddl_dict(plan: Plan, d: TargetDdl) -> dict[str, Any]:
 
 def target_status(t: TargetPlan) -> str:
     """create / change / blocked / unchanged, for the summary."""
-    if any(d.status == BLOCKED for d in t.ddl):
+    if t.refused is not None or any(d.status == BLOCKED for d in t.ddl):
         return "blocked"
+    if t.absent:
+        return "unchanged"
     if t.to_create:
         return "create"
     if (
@@ -451,6 +453,10 @@ def _target_text(t: TargetPlan, td: dict[str, Any]) -> list[str]:
             s.decision.action != policy.BLOCK for d in t.ddl for s in d.steps
         ):
             what = "to create: no schema known yet"
+        if t.refused is not None:
+            what = "cannot be created or loaded"
+        if t.absent:
+            what = f"not created: gone by the export's snapshot {t.from_snapshot}"
     else:
         what = f"applied up to {t.marker.applied_ts}"
         if t.load is not None:
@@ -483,6 +489,8 @@ def _target_text(t: TargetPlan, td: dict[str, Any]) -> list[str]:
             out += [f"      {c['name']}: {c['lossy']}" for c in lossy]
     for n in td["notes"]:
         out.append(f"    note: {n}")
+    if t.refused is not None:
+        out.append(f"    blocked: {t.refused}")
     if td["load"]:
         out += _load_text(td["load"])
     if td["create_sql"]:

@@ -1,4 +1,5 @@
-"""One target's run as steps: create, load, row segments split at its DDL, the DDL, or a stop.
+"""One target's run as steps: create, load, row segments split at its DDL, the DDL, or a stop
+(a target that cannot start at all: one `Halt`).
 
 Rows before a DDL are merged with the old schema, then the DDL, then the rows after it
 (DESIGN.md §2); a blocked DDL ends the steps just before it. Purely additive DDL (ADD
@@ -64,7 +65,15 @@ class Stop:
     ddl: TargetDdl
 
 
-Step = Create | Features | LoadRows | Rows | Ddl | Stop
+@dataclass(frozen=True, slots=True)
+class Halt:
+    """The target cannot start at all (`TargetPlan.refused`): nothing is created, loaded
+    or applied, and the run fails it with `reason`."""
+
+    reason: str
+
+
+Step = Create | Features | LoadRows | Rows | Ddl | Stop | Halt
 
 
 def end_ts(step: Step) -> int:
@@ -75,11 +84,13 @@ def end_ts(step: Step) -> int:
         return step.load.snapshot_ts
     if isinstance(step, (Ddl, Stop)):
         return step.ddl.commit_ts
-    return -1
+    return -1  # Create, Features, Halt: before anything else
 
 
 def target_steps(t: TargetPlan) -> list[Step]:
     """The steps that bring target `t` from its marker to its `stop_ts`."""
+    if t.refused is not None:
+        return [Halt(t.refused)]
     steps: list[Step] = []
     if t.create is not None:
         steps.append(Create(t.create))

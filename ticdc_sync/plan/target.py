@@ -2,6 +2,12 @@
 seed, or inferred metadata), its merge keys, columns and table features, its DDL with
 decisions, and where its rows stop.
 
+With an initial load, everything at or below the export's snapshot is the export's: a target
+loaded from it starts there, and so does one whose tables are not in the export because the
+stream dropped or renamed them away at or before the snapshot (nothing to create or load). A
+target whose load is refused (`plan.loads`) gets no schema from anywhere else: it is blocked
+with the reason.
+
 Called once per routed target by `build`. Decides from the inputs it is given; never
 reads the warehouse or project files itself, never writes.
 """
@@ -16,13 +22,21 @@ from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl.timeline import Key, Timeline, key
 from ticdc_sync.dumpling import data_columns
 from ticdc_sync.locations import target_location
-from ticdc_sync.model import Project, Source
+from ticdc_sync.model import Project, Source, TableFeatures
 from ticdc_sync.plan.features import feature_setting_parts, features_added
-from ticdc_sync.plan.model import BLOCKED, DeltaPart, Load, TargetDdl, TargetPlan
+from ticdc_sync.plan.loads import gone_by
+from ticdc_sync.plan.model import (
+    BLOCKED,
+    DeltaPart,
+    Load,
+    TargetDdl,
+    TargetPlan,
+    snapshot_marker,
+)
 from ticdc_sync.plan.target_ddl import target_ddl
 from ticdc_sync.sqlgen import table_ref
 from ticdc_sync.upstream import TableSchema
-from ticdc_sync.warehouse_state import WarehouseState
+from ticdc_sync.warehouse_state import TargetState, WarehouseState
 
 
 def target_plan(
@@ -36,25 +50,47 @@ def target_plan(
     inferred: dict[Key, TableSchema],
     load: Load | None,
     staged_rows: Mapping[Key, int],
+    refused: str | None = None,
+    snapshot: int | None = None,
 ) -> TargetPlan:
+    """`snapshot`: the source's export snapshot TSO (None: no initial load, or not known)."""
     ts_ = state.target(tr.target)
     marker = ts_.marker
-    # Rows and DDL continue from the load's snapshot when the target is loaded first.
-    start = load.marker if load is not None else marker
     location = ts_.location or target_location(warehouse, tr.target)
+    settings = project.table_features(tr.entry)
+    if refused is not None:
+        return _refused(tr, source, ts_, location, settings, refused)
+    notes: list[str] = []
+    il = source.initial_load
+    from_snapshot: int | None = None
+    if il is not None and tr.entry.initial_load and load is None and not ts_.exists:
+        export = state.source(source.name).export
+        if snapshot is not None and gone_by(tr, timeline, snapshot, export):
+            from_snapshot = snapshot
+            names = ", ".join(f"{db}.{t}" for db, t in tr.upstreams)
+            notes.append(
+                f"not in the Dumpling export {il.dumpling}: {names} did not exist at its "
+                f"snapshot {from_snapshot} (dropped or renamed away at or before it): starts "
+                "from the snapshot, so nothing of it before the snapshot is applied"
+            )
+        else:
+            notes.append(
+                f"not in the Dumpling export {il.dumpling}: starts from the changefeed (its "
+                "CREATE TABLE, or a schema/*.sql seed)"
+            )
+    # Rows and DDL continue from the load's snapshot when the target is loaded first (or
+    # from the snapshot its tables were gone by).
+    if load is not None:
+        start = load.marker
+    elif from_snapshot is not None:
+        start = snapshot_marker(from_snapshot)
+    else:
+        start = marker
     ref = table_ref(location)
     lo = max(start.applied_ts, 0)
     schema = next(
         (s for s in (timeline.at(db, tbl, lo) for db, tbl in tr.upstreams) if s is not None), None
     )
-    notes: list[str] = []
-    settings = project.table_features(tr.entry)
-    il = source.initial_load
-    if il is not None and tr.entry.initial_load and load is None and not ts_.exists:
-        notes.append(
-            f"not in the Dumpling export {il.dumpling}: starts from the changefeed (its "
-            "CREATE TABLE, or a schema/*.sql seed)"
-        )
     for lt in load.tables if load is not None else ():
         left_out = [c.name for c in lt.schema.columns if c.name not in data_columns(lt.schema)]
         if left_out:
@@ -146,6 +182,39 @@ def target_plan(
         load=load,
         lag_ms=lag_ms,
         lag_from=lag_from,
+        from_snapshot=from_snapshot,
+    )
+
+
+def _refused(
+    tr: routing.TargetRoute,
+    source: Source,
+    ts_: TargetState,
+    location: str,
+    settings: TableFeatures,
+    reason: str,
+) -> TargetPlan:
+    """A target whose load is impossible: nothing created, loaded or applied."""
+    return TargetPlan(
+        name=tr.target,
+        source=source.name,
+        entry=tr.entry,
+        upstreams=tr.upstreams,
+        location=location,
+        exists=ts_.exists,
+        marker=ts_.marker,
+        keys=(),
+        keys_from="none",
+        schema=None,
+        create=None,
+        create_from=None,
+        columns=ts_.columns,
+        features=ts_.features,
+        ddl=(),
+        stop_ts=None,
+        blocked=reason,
+        settings=settings,
+        refused=reason,
     )
 
 

@@ -72,7 +72,13 @@ class Ctx:
         self.issues.extend(issues)
         if data is None and not issues:
             self.issues.append(
-                Issue(file, None, "", "file is empty", f"see the {kind} keys in docs/reference/keys.md")
+                Issue(
+                    file,
+                    None,
+                    "",
+                    "file is empty",
+                    f"see the {kind} keys in docs/reference/keys.md",
+                )
             )
         if kind != "profiles_file" and data is not None:
             data = interpolate(data, file, self.issues)

@@ -160,10 +160,12 @@ def tidy_staging(project: Project, state, plan, targets: dict, result: dict, out
 
     names = [s.name for s in project.sources]
     for sp in plan.sources:
+        # A target whose tables were gone by the export's snapshot holds nothing and needs
+        # nothing staged up to the resolved TSO (a CREATE after it would make it pending).
         applied = [
             targets[t.name]["applied_ts"] if t.name in targets else t.marker.applied_ts
             for t in plan.targets
-            if t.source == sp.source.name
+            if t.source == sp.source.name and not t.absent
         ]
         bound = trim_bound(applied, sp.resolved_ts, project.staging_retention_ms, sp.open_bad)
         if bound is None:

@@ -25,6 +25,7 @@ from ticdc_sync.plan.steps import (
     Create,
     Ddl,
     Features,
+    Halt,
     LoadRows,
     Rows,
     Step,
@@ -176,6 +177,8 @@ class _Progress:
             self.marker = apply_ddl(w, self.marker, step.ddl, step.ahead)
         elif isinstance(step, Stop):
             raise blocked_error(w.name, step.ddl)
+        elif isinstance(step, Halt):
+            raise BlockedError(f"target {w.name} is blocked: {step.reason}")
         w.result.applied_ts = self.marker.applied_ts
 
 
