@@ -2,7 +2,9 @@
 
 Per partition: the last staged offset, the highest watermark (or, for sources without a
 commit_ts, the highest approximate ts), and the first staged bad record. Per upstream
-table: row and DDL event counts (for routing and the "skipped" report). Each staging
+table: row and DDL event counts (for routing and the "skipped" report), and the lowest and
+highest commit_ts of its row changes (what the run loop starts its pending ranges from,
+`engine.Started`). Each staging
 commit carries the tallies of everything staged *before* it in its Delta `userMetadata`;
 what was staged since is found by offset (`offset > last_offset` per partition) and folded
 in. So a run's bookkeeping costs one narrow aggregate over the newest batch, not a scan of
@@ -33,6 +35,8 @@ INCREMENT_FIELDS = (
     "rows",
     "ddls",
     "events",
+    "row_lo",
+    "row_hi",
 )
 
 
@@ -56,6 +60,9 @@ class PartitionTally:
 class SourceTally:
     partitions: dict[tuple[str, int], PartitionTally] = field(default_factory=dict)
     tables: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)  # rows, ddls
+    # Lowest and highest commit_ts of each table's row changes ever staged (None in a tally
+    # written before they were kept: unknown).
+    spans: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
 
     @property
     def bad(self) -> int:
@@ -90,6 +97,13 @@ class SourceTally:
                 tkey = (r["db"] or "", r["tbl"] or "")
                 rows, ddls = self.tables.get(tkey, (0, 0))
                 self.tables[tkey] = (rows + int(r["rows"]), ddls + int(r["ddls"]))
+            lo, hi = r["row_lo"], r["row_hi"]
+            if lo is not None and hi is not None:
+                tkey = (r["db"] or "", r["tbl"] or "")
+                old_span = self.spans.get(tkey)
+                if old_span is not None:
+                    lo, hi = min(old_span[0], int(lo)), max(old_span[1], int(hi))
+                self.spans[tkey] = (int(lo), int(hi))
         return total
 
     def to_dict(self) -> dict:
@@ -101,6 +115,7 @@ class SourceTally:
             "tables": [
                 [db, tbl, rows, ddls] for (db, tbl), (rows, ddls) in sorted(self.tables.items())
             ],
+            "spans": [[db, tbl, lo, hi] for (db, tbl), (lo, hi) in sorted(self.spans.items())],
         }
 
     @staticmethod
@@ -110,10 +125,12 @@ class SourceTally:
             t.partitions[(topic, part)] = PartitionTally(topic, part, last, wm, ix, first_bad, bad)
         for db, tbl, rows, ddls in d.get("tables", []):
             t.tables[(db, tbl)] = (rows, ddls)
+        for db, tbl, lo, hi in d.get("spans", []):
+            t.spans[(db, tbl)] = (lo, hi)
         return t
 
     def copy(self) -> SourceTally:
-        return SourceTally(dict(self.partitions), dict(self.tables))
+        return SourceTally(dict(self.partitions), dict(self.tables), dict(self.spans))
 
 
 def _max(a: int | None, b: int | None) -> int | None:

@@ -35,7 +35,6 @@ from ticdc_sync.spark.labels import job_name, read_job
 from ticdc_sync.sqlgen import quote, sql_string, table_ref
 from ticdc_sync.staged import SourceTally, from_user_metadata, to_user_metadata
 from ticdc_sync.warehouse import TALLIES_FILE
-from ticdc_sync.window import DdlEvent
 
 STAGED_SCHEMA = "`source` STRING, " + EVENT_SCHEMA
 # Each staging commit adds a file or a few per task: past this many, OPTIMIZE bin-packs them.
@@ -64,6 +63,20 @@ STAGED_PROPERTIES = {
 
 
 @dataclass(frozen=True)
+class StagedBatch:
+    """One staging commit of a source: the tally before it and its aggregate rows
+    (`staged.INCREMENT_FIELDS` per topic, partition and table)."""
+
+    source: str
+    before: SourceTally
+    increments: tuple
+
+    def where(self) -> str:
+        """SQL: the events of this batch."""
+        return _since_sql(self.source, self.before)
+
+
+@dataclass(frozen=True)
 class PartitionProgress:
     topic: str
     partition: int
@@ -85,6 +98,8 @@ class Staging:
         self._set_missing_properties(self.events_path, STAGED_PROPERTIES)
         self._tallies: dict[str, SourceTally] = {}
         self._stored: dict[str, SourceTally] | None = None
+        # Per source, what its newest `stage` added (`StagedBatch`), for the run loop.
+        self.last_batch: dict[str, StagedBatch] = {}
 
     def _set_missing_properties(self, path: str, properties: dict[str, str]) -> None:
         """Table properties a newer ticdc-sync sets, set on a table an older one created."""
@@ -143,8 +158,10 @@ class Staging:
                 )
             self._stage_once(source, before, carried)
         after = before.copy()
-        staged = after.fold(self._increments(source, before))
+        increments = self._increments(source, before)
+        staged = after.fold(increments)
         self._tallies[source] = after
+        self.last_batch[source] = StagedBatch(source, before, tuple(increments))
         self._save_tallies()
         return staged
 
@@ -331,6 +348,8 @@ class Staging:
                 F.count(F.when(kind == KIND_ROW, 1)).alias("rows"),
                 F.count(F.when(kind == KIND_DDL, 1)).alias("ddls"),
                 F.count(F.lit(1)).alias("events"),
+                F.min(F.when(kind == KIND_ROW, F.col("commit_ts"))).alias("row_lo"),
+                F.max(F.when(kind == KIND_ROW, F.col("commit_ts"))).alias("row_hi"),
             )
             .collect()
         )
@@ -362,80 +381,6 @@ class Staging:
             .collect()[0]
         )
         return r["wm"] if r["wm"] is not None else r["ix"]
-
-    def upstream_tables(self, source: str) -> list[dict]:
-        """{db, tbl, rows, ddls} for every upstream table seen in a source."""
-        return [
-            {"db": db, "tbl": tbl, "rows": rows, "ddls": ddls}
-            for (db, tbl), (rows, ddls) in sorted(self.tally(source).tables.items())
-        ]
-
-    def ddl_events(self, source: str, max_ts: int) -> list[DdlEvent]:
-        if not self.tally(source).ddls:
-            return []
-        rows = (
-            self.events()
-            .where(
-                (F.col("source") == source)
-                & (F.col("kind") == KIND_DDL)
-                & (F.col("commit_ts") <= max_ts)
-            )
-            .select(
-                "db",
-                "tbl",
-                "commit_ts",
-                "ddl_sql",
-                "ddl_hint",
-                "table_changes",
-                "topic",
-                "partition",
-                "offset",
-            )
-            .collect()
-        )
-        return [
-            DdlEvent(
-                db=r["db"] or "",
-                tbl=r["tbl"] or "",
-                commit_ts=r["commit_ts"],
-                sql=r["ddl_sql"] or "",
-                hint=r["ddl_hint"],
-                table_changes=r["table_changes"],
-                topic=r["topic"],
-                partition=r["partition"],
-                offset=r["offset"],
-            )
-            for r in rows
-        ]
-
-    def first_meta(self, source: str, db: str, tbl: str):
-        """Protocol column metadata and pk names of one row of an upstream table (for inference)."""
-        r = (
-            self.events()
-            .where(
-                (F.col("source") == source)
-                & (F.col("kind") == KIND_ROW)
-                & (F.col("db") == db)
-                & (F.col("tbl") == tbl)
-                & F.col("col_meta").isNotNull()
-            )
-            .orderBy("commit_ts", "partition", "offset", "idx")
-            # Keys and values as arrays: a map reaches Python through a Java HashMap, which
-            # loses the message's column order (the order an inferred schema must keep).
-            .select(
-                F.map_keys("col_meta").alias("names"),
-                F.map_values("col_meta").alias("metas"),
-                "pk_names",
-            )
-            .limit(1)
-            .collect()
-        )
-        if not r:
-            return None, None
-        meta = dict(zip(r[0]["names"], r[0]["metas"], strict=True))
-        return meta, list(r[0]["pk_names"] or [])
-
-    # --- schema history -------------------------------------------------------------
 
 
 def _replace_file(spark: SparkSession, location: str, data: bytes) -> None:

@@ -1,0 +1,115 @@
+"""What one staging commit added, as the run loop needs it: each upstream table's row
+changes (how many, lowest and highest commit_ts), the DDL events, and the protocol column
+metadata of tables first seen in it.
+
+The loop folds these into its in-memory state (`loop`, `engine.StageOutcome`), so a
+re-plan after each poll reads nothing from the staging table. Each query reads only the
+batch's own events (`StagedBatch.where`, by offset, so Delta's file statistics skip older
+files), and runs only when the batch has what it looks for: DDL, or a new table. Only DDL
+and small aggregates reach the driver; rows never do. Decides nothing.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from ticdc_sync.ddl.timeline import Key, key
+from ticdc_sync.engine import TableSpan
+from ticdc_sync.events import KIND_DDL, KIND_ROW
+from ticdc_sync.spark.staging import StagedBatch, Staging
+from ticdc_sync.window import DdlEvent
+
+Metadata = dict[Key, tuple[dict[str, str], tuple[str, ...]]]
+
+
+def tables(batch: StagedBatch) -> dict[tuple[str, str], TableSpan]:
+    """Row changes per upstream table (as staged: db, tbl) in the batch."""
+    out: dict[tuple[str, str], TableSpan] = {}
+    for r in batch.increments:
+        if not int(r["rows"]) or r["row_lo"] is None:
+            continue
+        t = (r["db"] or "", r["tbl"] or "")
+        lo, hi, rows = int(r["row_lo"]), int(r["row_hi"]), int(r["rows"])
+        old = out.get(t)
+        if old is not None:
+            lo, hi, rows = min(lo, old.lo), max(hi, old.hi), rows + old.rows
+        out[t] = TableSpan(rows, lo, hi)
+    return out
+
+
+def ddl_events(staging: Staging, batch: StagedBatch) -> tuple[DdlEvent, ...]:
+    """The batch's DDL events (broadcast copies included: the timeline removes them)."""
+    if not any(int(r["ddls"]) for r in batch.increments):
+        return ()
+    rows = (
+        staging.events()
+        .where(batch.where())
+        .where(F.col("kind") == KIND_DDL)
+        .select(
+            "db",
+            "tbl",
+            "commit_ts",
+            "ddl_sql",
+            "ddl_hint",
+            "table_changes",
+            "topic",
+            "partition",
+            "offset",
+        )
+        .collect()
+    )
+    return tuple(
+        DdlEvent(
+            db=r["db"] or "",
+            tbl=r["tbl"] or "",
+            commit_ts=r["commit_ts"],
+            sql=r["ddl_sql"] or "",
+            hint=r["ddl_hint"],
+            table_changes=r["table_changes"],
+            topic=r["topic"],
+            partition=r["partition"],
+            offset=r["offset"],
+        )
+        for r in sorted(
+            rows, key=lambda r: (r["commit_ts"], r["topic"], r["partition"], r["offset"])
+        )
+    )
+
+
+def new_table_metadata(staging: Staging, batch: StagedBatch) -> Metadata:
+    """Protocol column metadata and primary-key names of the first row change (in commit
+    order) of each table whose first rows this batch staged: what a schema is inferred
+    from where nothing else describes the table (`plan.build`). One job for all of them."""
+    new = {
+        (r["db"] or "", r["tbl"] or "")
+        for r in batch.increments
+        if int(r["rows"]) and (r["db"] or "", r["tbl"] or "") not in batch.before.tables
+    }
+    if not new:
+        return {}
+    first = Window.partitionBy("db", "tbl").orderBy("commit_ts", "partition", "offset", "idx")
+    rows = (
+        staging.events()
+        .where(batch.where())
+        .where((F.col("kind") == KIND_ROW) & F.col("col_meta").isNotNull())
+        .withColumn("__n", F.row_number().over(first))
+        .where(F.col("__n") == 1)
+        # Keys and values as arrays: a map reaches Python through a Java HashMap, which
+        # loses the message's column order (the order an inferred schema must keep).
+        .select(
+            "db",
+            "tbl",
+            F.map_keys("col_meta").alias("names"),
+            F.map_values("col_meta").alias("metas"),
+            "pk_names",
+        )
+        .collect()
+    )
+    out: Metadata = {}
+    for r in rows:
+        t = (r["db"] or "", r["tbl"] or "")
+        if t in new:
+            meta = dict(zip(r["names"], r["metas"], strict=True))
+            out[key(*t)] = (meta, tuple(r["pk_names"] or ()))
+    return out
