@@ -21,12 +21,6 @@ from ticdc_sync.window import DdlEvent
 StopCheck = Callable[[], bool]
 
 
-class Fatal(Exception):
-    """The whole run must stop (the run lease is lost, ...): raised by an engine method,
-    it stops every apply at its next step and ends the run with this error. Any other
-    exception from `apply` is the failure of that target only."""
-
-
 @dataclass(frozen=True, slots=True)
 class TableSpan:
     """Row changes of one upstream table: how many, and their lowest and highest commit_ts."""

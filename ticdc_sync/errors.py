@@ -54,3 +54,9 @@ class DdlError(UserError):
 
 class BlockedError(UserError):
     """A table is blocked at a DDL by policy or because the DDL is unsupported."""
+
+
+class Fatal(TicdcSyncError):
+    """The whole run must stop (the run lease is lost, ...): raised by an engine method,
+    it stops every apply at its next step and ends the run with this error. Any other
+    exception from a target's apply is the failure of that target only (`loop`)."""

@@ -41,7 +41,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-from ticdc_sync.errors import UserError
+from ticdc_sync.errors import Fatal, UserError
 from ticdc_sync.lake import storage_options, table_uri
 from ticdc_sync.locations import state_location
 
@@ -83,8 +83,9 @@ class LeaseHeld(UserError):
     """Another run holds the warehouse's run lease."""
 
 
-class LeaseLost(UserError):
-    """This run no longer holds the warehouse's run lease: it must not commit."""
+class LeaseLost(UserError, Fatal):
+    """This run no longer holds the warehouse's run lease: it must not commit (the whole
+    run stops: `errors.Fatal`)."""
 
 
 @dataclass(frozen=True)

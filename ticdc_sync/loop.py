@@ -37,10 +37,10 @@ from ticdc_sync.engine import (
     ApplyJob,
     ApplyOutcome,
     Engine,
-    Fatal,
     StageOutcome,
     Started,
 )
+from ticdc_sync.errors import Fatal
 from ticdc_sync.loop_results import LoopResult, PollSummary, SourceRun, TargetRun
 from ticdc_sync.model import Source
 from ticdc_sync.plan.model import BLOCKED, HELD, READY, Plan, SourcePlan, TargetPlan
@@ -601,11 +601,7 @@ class _Loop:
         bounds: dict[str, int] = {}
         for sp in plan.sources:
             name = sp.source.name
-            applied = [
-                self.state.target(t.name).marker.applied_ts
-                for t in plan.targets
-                if t.source == name
-            ]
+            applied = [self._covers(t, sp.resolved_ts) for t in plan.targets if t.source == name]
             bound = trim_bound(applied, sp.resolved_ts, self.s.retention_ms, sp.open_bad)
             if bound is not None and bound > self.trimmed.get(name, -1):
                 bounds[name] = bound
@@ -620,6 +616,18 @@ class _Loop:
                 self.out(f"  {name}: {n} applied event(s) older than the retention deleted")
         if o.compacted:
             self.out("  staging table compacted")
+
+    def _covers(self, t: TargetPlan, resolved: int | None) -> int:
+        """Up to where every staged change of `t`'s tables is in it: its marker, or, when
+        nothing of it is pending below the resolved TSO, that TSO (a target with nothing to
+        apply holds back no trim; `--follow` commits no marker for it)."""
+        at = self.state.target(t.name).marker.applied_ts
+        if resolved is None or resolved < 0:
+            return at
+        oldest = self._oldest(t, resolved, _NOT_APPLIED)
+        if t.create is not None or t.load is not None or t.feature_parts:
+            return at  # work without a commit_ts: nothing is trimmed past it
+        return max(at, resolved if oldest is None else oldest - 1)
 
     # --- results ---------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ class TargetRun:
         return {
             "source": self.source,
             "upstream": sorted(self.upstream),
-            "applied_ts": self.applied_ts,
+            "applied_ts": self.applied_ts if self.applied_ts is not None else -1,
             "inserted": self.inserted,
             "updated": self.updated,
             "deleted": self.deleted,

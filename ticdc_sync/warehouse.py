@@ -140,6 +140,13 @@ def _ddl_events(events: LakeTable) -> dict[str, list[DdlEvent]]:
     return out
 
 
+def recorded_history(project: Project) -> dict[str, dict[Key, list[Version]]]:
+    """The schema history's versions per source, as `read_state` reads them (for a run that
+    has just recorded some)."""
+    history = LakeTable(state_location(_warehouse_path(project), "schema_history"))
+    return _recorded(history) if history.exists() else {}
+
+
 def _recorded(history: LakeTable) -> dict[str, dict[Key, list[Version]]]:
     """Recorded versions per source (rows of older versions without a source count for
     every source)."""

@@ -1,4 +1,5 @@
-"""Targets applied side by side (`spark.fanout`) land exactly what one-at-a-time lands.
+"""Targets applied side by side (`spark.fanout`, `run.apply_workers`) land exactly what
+one-at-a-time lands.
 
 The same upstream history goes into two projects: one applies its targets side by side
 (the default), the other one at a time. Every target must end with the same rows and the
@@ -16,7 +17,7 @@ import pytest
 from tests.spark.engine_harness import load, make_project, read_target, write_captures
 from tests.spark.test_ddl_engine_kinds import Upstream
 from ticdc_sync.locations import target_location, warehouse_path
-from ticdc_sync.spark import fanout, runner
+from ticdc_sync.spark import runner
 from ticdc_sync.spark.conf import MARKER_COMMIT_CONF
 from ticdc_sync.sqlgen import table_ref
 
@@ -49,8 +50,11 @@ def commits(spark, project, name: str) -> list[tuple[str, str | None]]:
     return [(r["operation"], r["userMetadata"]) for r in rows]
 
 
-def land(spark, tmp_path, name: str, lines: list[str]):
+def land(spark, tmp_path, name: str, lines: list[str], workers: int | None = None):
     root = make_project(tmp_path / name, protocol="canal-json", topic="cdc")
+    if workers is not None:
+        profiles = root / "profiles.yml"
+        profiles.write_text(profiles.read_text() + f"      run: {{apply_workers: {workers}}}\n")
     u, narrow = history()
     write_captures(root, "cdc", u.records())
     project = load(root)
@@ -58,15 +62,14 @@ def land(spark, tmp_path, name: str, lines: list[str]):
     return project, code, narrow
 
 
-def test_side_by_side_lands_what_one_at_a_time_lands(spark, tmp_path, monkeypatch):
+def test_side_by_side_lands_what_one_at_a_time_lands(spark, tmp_path):
     together: list[str] = []
     p1, code1, narrow = land(spark, tmp_path, "together", together)
     # The run's own session never carries a target's marker or MERGE setting.
     assert spark.conf.get(MARKER_COMMIT_CONF, None) is None
 
-    monkeypatch.setattr(fanout, "MAX_CONCURRENT_TARGETS", 1)
     alone: list[str] = []
-    p2, code2, _ = land(spark, tmp_path, "alone", alone)
+    p2, code2, _ = land(spark, tmp_path, "alone", alone, workers=1)
 
     assert code1 == code2 == 1  # `c` is blocked in both
     for name in TABLES:

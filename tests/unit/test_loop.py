@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.unit.loop_fakes import T0, Clock, Fake, Inline, Spec, Threads, source, ts
-from ticdc_sync.engine import ApplyOutcome, Fatal, StageOutcome
+from ticdc_sync.engine import ApplyOutcome, StageOutcome
+from ticdc_sync.errors import Fatal
 from ticdc_sync.loop import LoopResult, Settings, StopRequest, run_loop
 
 
@@ -490,7 +491,10 @@ def _empty():
 # --------------------------------------------------------------------------- trim
 
 
-def test_trim_bounds_are_the_lowest_marker_of_each_source() -> None:
+def test_trim_bounds_are_where_every_target_of_each_source_has_everything() -> None:
+    """Every target has applied all it has pending: each source trims up to its resolved
+    TSO, not only up to its lowest marker (a target with nothing more to apply holds
+    nothing back, and commits nothing to say so)."""
     clock = Clock(T0 + 10_000)
     fake = Fake(
         [Spec("a", lag_ms=0), Spec("b", lag_ms=0), Spec("c", source="r", lag_ms=0)],
@@ -501,7 +505,7 @@ def test_trim_bounds_are_the_lowest_marker_of_each_source() -> None:
         clock,
     )
     run(fake, retention_ms=0)
-    assert fake.trims == [{"r": ts(T0 + 300), "s": ts(T0 + 200)}]
+    assert fake.trims == [{"r": ts(T0 + 5_000), "s": ts(T0 + 5_000)}]
 
 
 def test_a_target_behind_holds_the_trim_bound() -> None:
@@ -514,7 +518,8 @@ def test_a_target_behind_holds_the_trim_bound() -> None:
     )
     fake.hooks["a"] = lambda job, stop: (_ for _ in ()).throw(RuntimeError("boom"))
     run(fake, retention_ms=0)
-    assert fake.trims == [{"s": ts(T0 - 5_000)}]
+    # `a` failed: its oldest pending change stays, and everything from it on.
+    assert fake.trims == [{"s": ts(T0 + 100) - 1}]
 
 
 # --------------------------------------------------------------------------- results

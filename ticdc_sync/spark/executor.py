@@ -1,12 +1,12 @@
-"""Carry out a Plan in Spark: each target's steps, targets side by side, in epochs at renames.
+"""Carry out one target's planned steps in Spark: create, table features, load, row segments,
+DDL, or the stop at a blocked DDL, each its own commit carrying the target's marker.
 
-The plan decided what every target does (`plan.steps.target_steps`); this module only runs
-the steps and reports what happened. Targets are independent (each commits to its own table
-with its own marker) and run side by side (`fanout`), except across a RENAME TABLE that
-moves one target's rows into another: the target the rows leave must have reached the
-rename's commit_ts - 1 before the one they enter copies them (by time travel, so the order
-of the two at the rename itself does not matter). So a source's targets advance in epochs:
-everything before the first such rename, then the renames at it, then the next epoch.
+The plan decided the steps (`plan.steps.target_steps`); this module only runs them, in
+order, and records how far they got (`StepRunner.reached`, `marker`) and what went wrong:
+a blocked DDL or a target's own error ends its steps (`blocked`, `error`), a lost run lease
+or an unexpected error is kept in `crash` for the caller to raise. When a target runs and
+which targets wait for which (a RENAME TABLE that copies another target's rows) is the run
+loop's business (`loop`, `schedule`); `spark.engine` calls this per apply.
 """
 
 from __future__ import annotations
@@ -15,12 +15,10 @@ import fnmatch
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from functools import partial
 
 from ticdc_sync.errors import BlockedError, UserError
 from ticdc_sync.lease import LeaseLost
-from ticdc_sync.model import Project
-from ticdc_sync.plan.model import Plan, TargetPlan
+from ticdc_sync.plan.model import TargetPlan
 from ticdc_sync.plan.steps import (
     Create,
     Ddl,
@@ -33,10 +31,9 @@ from ticdc_sync.plan.steps import (
     end_ts,
     target_steps,
 )
-from ticdc_sync.spark import fanout, labels
+from ticdc_sync.spark import labels
 from ticdc_sync.spark.ddl_commit import apply_ddl, apply_features, blocked_error
 from ticdc_sync.spark.rows import TargetWriter
-from ticdc_sync.spark.state import State
 from ticdc_sync.window import Marker
 
 Out = Callable[[str], None]
@@ -76,8 +73,8 @@ def step_text(step: Step) -> str:
     return "blocked"
 
 
-class _Progress:
-    """One target's queue of steps, marker and outcome across the epochs of a run."""
+class StepRunner:
+    """One target's queue of steps, its marker and what its steps did."""
 
     def __init__(
         self,
@@ -98,7 +95,11 @@ class _Progress:
         self.errors: list[str] = []
         self.crash: BaseException | None = None
         self.seconds = 0.0
-        self.summary: dict | None = None  # its run_results entry, once it is done
+        self.summarized = False  # its summary line is out
+        # The commit_ts its completed steps reach: every change at or below is in the table
+        # (a row segment without rows commits nothing, yet is done).
+        self.reached: int = self.marker.applied_ts
+        self.ran: list[Step] = []  # the steps run to their end, in order
 
     def _next(self) -> Step | None:
         """The next step to run, or None when asked to stop (each step is its own commit
@@ -114,8 +115,8 @@ class _Progress:
         )
         return step
 
-    def advance(self, limit: int, barrier: int | None) -> None:
-        """Run the steps that end at or before `limit`, then the DDL at `barrier`, if next."""
+    def advance(self, limit: int = END) -> None:
+        """Run the steps that end at or before `limit` (all of them by default)."""
         if self.done:
             return
         w = self.writer
@@ -123,12 +124,6 @@ class _Progress:
         try:
             with labels.phase(w.spark, f"apply {w.name}"):
                 while self.steps and end_ts(self.steps[0]) <= limit:
-                    step = self._next()
-                    if step is None:
-                        return
-                    self._run(step)
-                nxt = self.steps[0] if self.steps else None
-                if barrier is not None and isinstance(nxt, Ddl) and nxt.commit_ts == barrier:
                     step = self._next()
                     if step is None:
                         return
@@ -141,25 +136,22 @@ class _Progress:
         except BlockedError as e:
             w.result.blocked = {"message": str(e)}
             self.errors.append(str(e))
-            w.out(f"error: {e}")
             self.done = True
         except UserError as e:
             w.result.error = str(e)
             self.errors.append(f"target {w.name}: {e}")
-            w.out(f"error: target {w.name}: {e}")
             self.done = True
-        except Exception as e:  # noqa: BLE001 - re-raised once every target has finished
+        except Exception as e:  # noqa: BLE001 - the caller raises it
             self.crash = e
             self.done = True
         finally:
             self.seconds += time.monotonic() - t0
             if not self.steps:
                 self.done = True
-            if self.done and self.summary is None:
-                self.summary = _summary(self, w.out)
+            if self.done and not self.summarized:
+                self.summarized = True
+                w.out(summary_line(self))
                 self.on_step(self.target.name, None)
-            if isinstance(w.out, fanout.GroupedOut):
-                w.out.flush()
 
     def _run(self, step: Step) -> None:
         w = self.writer
@@ -180,88 +172,16 @@ class _Progress:
         elif isinstance(step, Halt):
             raise BlockedError(f"target {w.name} is blocked: {step.reason}")
         w.result.applied_ts = self.marker.applied_ts
+        self.ran.append(step)
+        if isinstance(step, (Rows, LoadRows)) or (isinstance(step, Ddl) and not step.ahead):
+            self.reached = max(self.reached, end_ts(step))
 
 
-def execute(
-    spark,
-    state: State,
-    project: Project,
-    plan: Plan,
-    *,
-    select: Sequence[str] = (),
-    exclude: Sequence[str] = (),
-    out: Out = print,
-    should_stop: StopCheck = _never,
-    on_step: StepHook = _ignore,
-) -> tuple[dict[str, dict], list[str]]:
-    """Bring every selected target of `plan` to where the plan says. Returns each target's
-    run_results entry and the error lines (blocked or failed targets); an unexpected error
-    is raised after every other target has finished. `should_stop` is asked before each
-    step: when it says so, every target stops there (`interrupted` in its entry).
-    `on_step(target, text)` hears which step each target begins, and None when it is done."""
-    results: dict[str, dict] = {}
-    errors: list[str] = []
-    crash: BaseException | None = None
-    for sp in plan.sources:
-        targets = [
-            t
-            for t in plan.targets
-            if t.source == sp.source.name and selected(t.name, select, exclude)
-        ]
-        if not targets:
-            continue
-        side_by_side = len(targets) > 1
-        progress = []
-        for t in targets:
-            w = TargetWriter(spark, state, project, sp.source, t, sp.timeline, out)
-            if side_by_side:
-                w.rebind(fanout.target_session(spark), fanout.GroupedOut(out))
-            progress.append(_Progress(w, t, should_stop, on_step))
-        barriers = sorted(
-            {
-                s.commit_ts
-                for p in progress
-                for s in p.steps
-                if isinstance(s, Ddl) and s.ddl.rename_from
-            }
-        )
-        # Every target reaches the barrier's commit_ts - 1 before any DDL at the barrier
-        # runs: the rows a rename moves are read as of then.
-        phases = [x for b in barriers for x in ((b - 1, None), (b - 1, b))] + [(END, None)]
-        for limit, barrier in phases:
-            tasks = [partial(p.advance, limit, barrier) for p in progress if not p.done]
-            for outcome in fanout.run_all(tasks, side_by_side):
-                if isinstance(outcome, BaseException):
-                    crash = crash or outcome
-        for p in progress:
-            crash = crash or p.crash
-            errors.extend(p.errors)
-            results[p.target.name] = p.summary or _summary(p, out)
-    if crash is not None:
-        raise crash
-    return results, errors
-
-
-def _summary(p: _Progress, out: Out) -> dict:
+def summary_line(p: StepRunner) -> str:
+    """The line a target's apply ends with."""
     r = p.writer.result
-    out(
+    return (
         f"apply {p.target.name}: +{r.inserted} ~{r.updated} -{r.deleted} in {r.merges} "
         f"merge(s), {len(r.ddl_applied)} DDL, applied ts {r.applied_ts} ({p.seconds:.1f}s)"
         + (", interrupted" if p.interrupted else "")
     )
-    return {
-        "source": p.target.source,
-        "upstream": sorted(f"{d}.{t}" for d, t in p.target.upstreams),
-        "applied_ts": r.applied_ts,
-        "inserted": r.inserted,
-        "updated": r.updated,
-        "deleted": r.deleted,
-        "merges": r.merges,
-        "ddl": r.ddl_applied,
-        "blocked": r.blocked,
-        "error": r.error,
-        "quarantined": r.quarantined,
-        "interrupted": p.interrupted,
-        "loaded": r.loaded,
-        "seconds": round(p.seconds, 3),
-    }

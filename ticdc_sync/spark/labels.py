@@ -70,3 +70,23 @@ def job_name(spark: SparkSession, text: str) -> Iterator[None]:
 def read_job(source: str) -> str:
     """The name of the job that reads, decodes and stages a source's new records."""
     return f"{PREFIX}read {source}"
+
+
+# Spark's FAIR scheduler pools (`session.DEFAULT_CONF`, `fairscheduler.xml`): staging a
+# poll is weighted above applying targets, so that staging keeps pace with the stream while
+# targets are applied on the same cores.
+STAGE_POOL = "stage"
+APPLY_POOL = "apply"
+_POOL = "spark.scheduler.pool"
+
+
+@contextmanager
+def pool(spark: SparkSession, name: str) -> Iterator[None]:
+    """Run the Spark jobs this thread starts inside the block in scheduler pool `name`."""
+    sc = spark.sparkContext
+    before = sc.getLocalProperty(_POOL)
+    sc.setLocalProperty(_POOL, name)
+    try:
+        yield
+    finally:
+        sc.setLocalProperty(_POOL, before)  # type: ignore[arg-type]

@@ -63,6 +63,29 @@ class RunProgress:
     ) -> Iterator[PhaseStatus]:
         """The phase `name` runs inside the block; its Spark jobs are those of the job
         groups `groups` (phase texts, as given to `labels.phase`)."""
+        phase = self.begin(
+            name,
+            groups=groups,
+            read_job=read_job,
+            bytes_total=bytes_total,
+            targets_total=targets_total,
+        )
+        try:
+            yield phase.status
+        finally:
+            self.end(phase)
+
+    def begin(
+        self,
+        name: str,
+        *,
+        groups: Sequence[str] = (),
+        read_job: str | None = None,
+        bytes_total: int | None = None,
+        targets_total: int | None = None,
+    ) -> _Phase:
+        """Start the phase `name` (`phase` without a block: for a phase that another
+        thread's work ends, the applies of a run); `end` ends it."""
         status = PhaseStatus(name, bytes_total=bytes_total, targets_total=targets_total)
         if targets_total is not None:
             status.targets_done = 0
@@ -72,12 +95,12 @@ class RunProgress:
             self._phase = phase
         if self.console is not None:
             self.console.phase(self._intro(status))
-        try:
-            yield status
-        finally:
-            with self._lock:
-                if self._phase is phase:
-                    self._phase = None
+        return phase
+
+    def end(self, phase: _Phase) -> None:
+        with self._lock:
+            if self._phase is phase:
+                self._phase = None
 
     @staticmethod
     def _intro(st: PhaseStatus) -> str:

@@ -28,12 +28,14 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ticdc_sync.errors import UserError
 from ticdc_sync.model import Project, TransportKind
-from ticdc_sync.spark.batch import Out, run_once
+from ticdc_sync.spark.batch import Out
 
 if TYPE_CHECKING:
     from ticdc_sync.console import Console
     from ticdc_sync.interrupts import Interrupts
+    from ticdc_sync.loop import LoopResult, StopRequest
     from ticdc_sync.spark.progress import RunProgress
 
 
@@ -82,6 +84,7 @@ def run(
     from ticdc_sync.interrupts import Interrupts
     from ticdc_sync.lease import RunLease
     from ticdc_sync.locations import warehouse_path
+    from ticdc_sync.loop import LoopResult, StopRequest
     from ticdc_sync.spark.progress import RunProgress
 
     if out is None:
@@ -98,13 +101,17 @@ def run(
         wait=project.output.run_lease_wait if wait is None else wait,
         out=out,
     )
-    partial: dict = {}  # the batch's run_results so far, for an interrupted run
+    partial = LoopResult()  # what the run has done so far, for an interrupted run
+    stop_request = StopRequest()
+    t0 = time.monotonic()
 
     def first(signum: int) -> None:
+        stop_request.request()
         if follow:
             out(
-                f"warning: received signal {signum}: finishing the current batch, then "
-                "stopping (a second signal stops at once)"
+                f"warning: received signal {signum}: no more staging; the targets being "
+                "applied finish their current step, then the run stops (a second signal "
+                "stops at once)"
             )
         else:
             (console or out)(
@@ -113,7 +120,7 @@ def run(
             )
 
     def abort() -> None:
-        write_results(project, _failed(project, KeyboardInterrupt(), partial))
+        write_results(project, _failed(project, KeyboardInterrupt(), partial, t0))
         lease.release()
         if console is not None:
             console.final(
@@ -143,6 +150,7 @@ def run(
                     progress=progress,
                     console=console,
                     partial=partial,
+                    stop_request=stop_request,
                     reloading=reloading,
                 ),
                 spark,
@@ -178,18 +186,23 @@ class _Run:
     stop: Interrupts | None
     progress: RunProgress
     console: Console | None
-    partial: dict  # the batch's run_results so far, for an interrupted run
-    reloading: dict  # reload= and force= for the first batch's plan
+    partial: LoopResult  # what the run has done so far, for an interrupted run
+    stop_request: StopRequest  # fed by the first Ctrl-C / SIGTERM (`stop`)
+    reloading: dict  # reload= and force= (`_Replan`)
 
 
 def _run_locked(r: _Run, spark) -> int:
+    """The run loop (`loop.run_loop`) over a Spark engine: plain runs stage once and apply
+    everything resolved; `--follow` polls until stopped."""
     from ticdc_sync.interrupts import EXIT_INTERRUPTED
+    from ticdc_sync.loop import Settings, run_loop
+    from ticdc_sync.plan.project_parts import output_dict
     from ticdc_sync.spark import labels
+    from ticdc_sync.spark.engine import SparkEngine
+    from ticdc_sync.spark.executor import selected
     from ticdc_sync.spark.state import State
 
-    def stopping() -> bool:
-        return r.stop is not None and r.stop.requested
-
+    t0 = time.monotonic()
     if spark is None:
         with r.progress.phase("starting Spark"):
             spark = _session(r.project, r.console.jvm_line if r.console is not None else None)
@@ -198,66 +211,161 @@ def _run_locked(r: _Run, spark) -> int:
     r.progress.attach(spark)
     with labels.phase(spark, "open state"), r.progress.phase("open state", groups=["open state"]):
         state = State(spark, r.warehouse)
-    batches = 0
-    code, failures = 0, 0
-    while True:
-        # A plain run stops between steps when asked; --follow finishes its batch.
-        step_stop = (lambda: False) if r.follow else stopping
-        try:
-            if step_stop():
-                raise KeyboardInterrupt
-            code, result = run_once(
-                r.project,
-                spark,
-                state,
-                select=r.select,
-                exclude=r.exclude,
-                out=r.out,
-                saved=r.saved,
-                should_stop=step_stop,
-                progress=r.progress,
-                result=r.partial,
-                **(r.reloading if batches == 0 else {}),
-            )
-        except BaseException as e:
-            # --follow outlives a Kafka outage: a batch that failed reading Kafka staged
-            # nothing (staging is one commit), so it is simply read again.
-            if (
-                not r.follow
-                or stopping()
-                or not isinstance(e, Exception)
-                or not _kafka_unavailable(r.project, e)
-            ):
-                write_results(r.project, _failed(r.project, e, r.partial))
-                if isinstance(e, KeyboardInterrupt) and stopping():
-                    _interrupted(r.console, r.out)
-                    return EXIT_INTERRUPTED
-                raise
-            failures += 1
-            wait = min(FOLLOW_MAX_BACKOFF_S, r.poll_seconds * 2**failures)
-            r.out(
-                f"warning: Kafka unavailable ({_first_line(e)}); nothing was staged "
-                f"from this batch; retrying in {wait:.0f}s (attempt {failures})"
-            )
-            _sleep_unless(stopping, wait)
-            if stopping():
-                return code
-            continue
-        failures = 0
-        interrupted = not r.follow and stopping()
-        result["outcome"] = "interrupted" if interrupted else "blocked or failed" if code else "ok"
-        write_results(r.project, result)
-        batches += 1
+    # The plan decides how many targets are applied at once (`schedule.apply_workers`).
+    workers = int(output_dict(r.project)["apply_workers"])
+    replan = _Replan(r)
+    engine = SparkEngine(
+        r.project,
+        spark,
+        state,
+        out=r.out,
+        progress=r.progress,
+        follow=r.follow,
+        side_by_side=workers > 1,
+        on_step=r.progress.step,
+        on_first_apply=replan.applying,
+    )
+    settings = Settings(
+        sources=r.project.sources,
+        workers=workers,
+        follow=r.follow,
+        poll_seconds=r.poll_seconds,
+        max_polls=r.max_batches,
+        retention_ms=r.project.staging_retention_ms,
+        selected=lambda name: selected(name, r.select, r.exclude),
+    )
+
+    def on_poll(summary, res) -> None:
+        body = _results(r.project, res, t0, "ok" if res.code == 0 else "blocked or failed")
+        write_results(r.project, body)
         if r.follow and r.console is not None:
-            r.console.result(batch_line(batches, result))
-        if interrupted:
+            r.console.result(summary.line())
+        elif r.follow:
+            r.out(summary.line())
+
+    try:
+        res = run_loop(
+            engine,
+            replan,
+            settings,
+            stop=r.stop_request,
+            out=r.out,
+            on_poll=on_poll,
+            result=r.partial,
+        )
+    except BaseException as e:
+        write_results(r.project, _failed(r.project, e, r.partial, t0))
+        if isinstance(e, KeyboardInterrupt) and r.stop_request.level:
             _interrupted(r.console, r.out)
             return EXIT_INTERRUPTED
-        if not r.follow or stopping() or (r.max_batches is not None and batches >= r.max_batches):
-            return code
-        _sleep_unless(stopping, r.poll_seconds)
-        if stopping():
-            return code
+        raise
+    finally:
+        replan.done()
+    interrupted = res.interrupted and not r.follow
+    outcome = "interrupted" if interrupted else "blocked or failed" if res.code else "ok"
+    body = _results(r.project, res, t0, outcome)
+    write_results(r.project, body)
+    if not r.follow:
+        r.out(
+            f"done: {len(body['targets'])} target(s), {len(body['errors'])} error(s) "
+            f"in {body['seconds']:.1f}s"
+        )
+    if interrupted:
+        _interrupted(r.console, r.out)
+        return EXIT_INTERRUPTED
+    return res.code
+
+
+class _Replan:
+    """`loop`'s re-planner for this run: `plan.build_plan` over the loop's state, with what
+    this run was asked (`--reload` until those targets are loaded, the saved plan's DDL
+    held back, `--select` checked), printing each note of the plan once."""
+
+    def __init__(self, r: _Run) -> None:
+        self.r = r
+        self.first = True
+        self.reload = tuple(r.reloading.get("reload", ()))
+        self.force = bool(r.reloading.get("force", False))
+        self.printed: set[str] = set()
+        self.chosen: list[str] = []
+        self.apply_phase = None
+
+    def __call__(self, ws):
+        from ticdc_sync.plan import build_plan
+        from ticdc_sync.plan.saved import hold_unreviewed
+        from ticdc_sync.spark.executor import selected
+
+        r = self.r
+        plan = build_plan(r.project, ws, reload=self.reload, force=self.force)
+        if r.saved is not None:
+            plan = hold_unreviewed(plan, r.saved)
+        if self.first:
+            self.first = False
+            names = [t.name for t in plan.targets]
+            if r.select and not any(selected(n, r.select) for n in names):
+                raise UserError(
+                    f"--select {' '.join(r.select)} matches no target (targets: "
+                    f"{', '.join(names) or 'none'}) (hint: `ticdc-sync plan` lists them; globs "
+                    "like 'canal_*' work)"
+                )
+            # A reload is asked once: later plans of this run take the targets it
+            # reloads as they then stand (loaded, or still to be loaded by this plan).
+            self.reload = tuple(t.name for t in plan.targets if t.load and t.load.reload)
+            self.force = self.force and bool(self.reload)
+        else:
+            # Still to reload: the targets whose reload this plan still shows.
+            self.reload = tuple(t.name for t in plan.targets if t.load and t.load.reload)
+        self.chosen = [t.name for t in plan.targets if selected(t.name, r.select, r.exclude)]
+        self._notes(plan)
+        return plan
+
+    def _notes(self, plan) -> None:
+        out = self.r.out
+        lines = []
+        for sp in plan.sources:
+            if sp.skipped:
+                lines.append(
+                    f"  {sp.source.name}: skipped {sum(n for *_, n in sp.skipped)} row "
+                    "change(s) of unrouted tables "
+                    + ", ".join(f"{db}.{t}" for db, t, _ in sp.skipped)
+                )
+            if sp.resolved_ts is not None:
+                lines.append(
+                    f"  {sp.source.name}: resolved ts {sp.resolved_ts} over {sp.partitions} "
+                    "partition(s)"
+                )
+            lines += [f"  {sp.source.name}: {note}" for note in sp.notes]
+        for t in plan.targets:
+            if t.name in self.chosen:
+                lines += [f"  {t.name}: {note}" for note in t.notes]
+        for line in lines:
+            if line not in self.printed:
+                self.printed.add(line)
+                out(line)
+
+    def applying(self) -> None:
+        """The first apply of the run begins: a plain run's progress shows the apply phase."""
+        if self.apply_phase is None and not self.r.follow:
+            self.apply_phase = self.r.progress.begin(
+                "apply",
+                groups=[f"apply {n}" for n in self.chosen],
+                targets_total=len(self.chosen),
+            )
+
+    def done(self) -> None:
+        if self.apply_phase is not None:
+            self.r.progress.end(self.apply_phase)
+            self.apply_phase = None
+
+
+def _results(project: Project, res, t0: float, outcome: str) -> dict:
+    """The run_results body of the loop's results so far."""
+    return {
+        "project": project.name,
+        "outcome": outcome,
+        **res.as_results(),
+        "seconds": round(time.monotonic() - t0, 3),
+    }
 
 
 def _interrupted(console: Console | None, out: Out) -> None:
@@ -267,64 +375,21 @@ def _interrupted(console: Console | None, out: Out) -> None:
     (console.error if console is not None else out)(line)
 
 
-def batch_line(n: int, result: dict) -> str:
-    """The one line `run --follow` prints per batch: events staged, targets' applied ts
-    (the lowest; how far behind the wall clock it is) and the batch's time."""
-    from ticdc_sync.status import tso_wall_time
-
-    staged = sum(s.get("staged_events", 0) for s in result["sources"].values())
-    applied = [
-        t["applied_ts"] for t in result["targets"].values() if t.get("applied_ts") is not None
-    ]
-    low = min(applied) if applied else None
-    lag = "-"
-    if low is not None and low > 0:
-        lag = f"{max(0.0, time.time() - (low >> 18) / 1000):.1f}s"
-    errors = len(result.get("errors") or [])
-    return (
-        f"batch {n}: {staged} event(s) staged, {len(result['targets'])} target(s) at ts "
-        f"{low if low is not None else '-'} ({tso_wall_time(low)}), lag {lag}, "
-        f"{errors} error(s), {result.get('seconds', 0):.1f}s"
-    )
-
-
-def _failed(project: Project, e: BaseException, done: dict | None = None) -> dict:
-    """The run_results of a run that ended with `e` (interrupted, or an error), with the
-    sources and targets it had finished (`done`)."""
+def _failed(project: Project, e: BaseException, res, t0: float) -> dict:
+    """The run_results of a run that ended with `e` (interrupted, or an error), with what
+    the loop had done (`res`)."""
     outcome = "interrupted" if isinstance(e, KeyboardInterrupt) else "error"
-    done = done or {}
-    return {
-        "project": project.name,
-        "outcome": outcome,
-        "errors": [
-            *done.get("errors", []),
-            _first_line(e) if isinstance(e, Exception) else "interrupted",
-        ],
-        "sources": dict(done.get("sources", {})),
-        "targets": dict(done.get("targets", {})),
-    }
-
-
-FOLLOW_MAX_BACKOFF_S = 60.0
-
-
-def _sleep_unless(stopping: Callable[[], bool], seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and not stopping():
-        time.sleep(0.2)
+    body = _results(project, res, t0, outcome)
+    body["errors"] = [
+        *body["errors"],
+        _first_line(e) if isinstance(e, Exception) else "interrupted",
+    ]
+    return body
 
 
 def _first_line(e: Exception) -> str:
     text = str(e).strip()
     return (text.splitlines()[0] if text else type(e).__name__)[:300]
-
-
-def _kafka_unavailable(project: Project, e: Exception) -> bool:
-    if project.output.transport.kind is not TransportKind.KAFKA:
-        return False
-    from ticdc_sync.spark.kafka import is_unavailable
-
-    return is_unavailable(project.output.transport, e)
 
 
 def write_results(project: Project, result: dict) -> None:

@@ -55,6 +55,10 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.databricks.delta.snapshotPartitions": "1",
     "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "false",
     "spark.ui.showConsoleProgress": "false",
+    # Staging and applying run at once (`loop`): jobs go to the FAIR scheduler's pools
+    # (`labels.pool`, `fairscheduler.xml` beside this module), staging weighted above applies.
+    "spark.scheduler.mode": "FAIR",
+    "spark.scheduler.allocation.file": str(Path(__file__).with_name("fairscheduler.xml")),
     "spark.sql.ansi.enabled": "false",
 }
 

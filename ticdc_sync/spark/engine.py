@@ -1,0 +1,242 @@
+"""The Spark side of `engine.Engine`: stage a source in one commit, apply one target's planned
+steps, trim the staging table, read the warehouse at the start of a run.
+
+The run loop (`loop`) decides when each of these happens and keeps the state between them;
+this module only carries them out and reports what happened (`engine.StageOutcome`,
+`ApplyOutcome`, ...). A target's apply runs the steps its plan lists (`executor._Progress`,
+in a session of its own when several targets are applied at once), and reports its new
+state as delta-rs reads it. Staging's own writes (stage, trim, compact) all come from the
+loop's thread: the staging table has one writer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from ticdc_sync import warehouse
+from ticdc_sync.engine import (
+    ApplyJob,
+    ApplyOutcome,
+    StageOutcome,
+    Started,
+    StopCheck,
+    TableSpan,
+    TrimOutcome,
+)
+from ticdc_sync.errors import UserError
+from ticdc_sync.model import Project, Source, TransportKind
+from ticdc_sync.plan.steps import Create, Ddl, LoadRows
+from ticdc_sync.spark import fanout, labels, staged_batch
+from ticdc_sync.spark.batch import labels_phase, resolve_bad_records, stage_source
+from ticdc_sync.spark.executor import END, StepRunner, summary_line
+from ticdc_sync.spark.rows import TargetWriter
+from ticdc_sync.spark.state import State
+
+if TYPE_CHECKING:
+    from ticdc_sync.spark.progress import RunProgress
+
+Out = Callable[[str], None]
+
+
+class SparkEngine:
+    """`engine.Engine` over one SparkSession and the warehouse's state tables."""
+
+    def __init__(
+        self,
+        project: Project,
+        spark,
+        state: State,
+        *,
+        out: Out = print,
+        progress: RunProgress | None = None,
+        follow: bool = False,
+        side_by_side: bool = True,
+        on_step: Callable[[str, str | None], None] | None = None,
+        on_first_apply: Callable[[], None] | None = None,
+    ) -> None:
+        from ticdc_sync.spark.progress import RunProgress
+
+        self.project = project
+        self.spark = spark
+        self.state = state
+        self.out = out
+        self.progress = progress or RunProgress()
+        self.follow = follow
+        # Several targets at once: each in a session of its own (its marker conf and temp
+        # views are per session, `fanout`), its lines printed together when it is done.
+        self.side_by_side = side_by_side
+        self.on_step = on_step or (lambda _t, _s: None)
+        self.on_first_apply = on_first_apply
+        self._lock = threading.Lock()
+        self.names = [s.name for s in project.sources]
+
+    # --- start -------------------------------------------------------------------------
+
+    def read_state(self) -> Started:
+        """The warehouse as the run finds it: read through delta-rs like `plan` does, with
+        the tallies (and partition progress before open bad records) computed here."""
+        tallies, progress = {}, {}
+        for source in self.project.sources:
+            tallies[source.name] = self.state.staging.tally(source.name)
+            progress[source.name] = self._capped(source)
+        ws = warehouse.read_state(self.project, tallies=tallies, progress=progress)
+        staged = {
+            name: {t: TableSpan(t_rows(tally, t), lo, hi) for t, (lo, hi) in tally.spans.items()}
+            for name, tally in tallies.items()
+        }
+        return Started(ws, staged)
+
+    def _capped(self, source: Source) -> dict[tuple[str, int], int | None]:
+        """Each partition with an open bad record: its progress just before that record."""
+        tally = self.state.staging.tally(source.name)
+        open_bad = self.state.quarantine.first_open(source.name) if tally.bad else {}
+        parts = self.state.staging.partitions(source.name, open_bad)
+        return {
+            (p.topic, p.partition): self.state.staging.capped_watermark(source.name, p)
+            for p in parts
+            if p.first_bad_offset is not None
+        }
+
+    # --- staging -----------------------------------------------------------------------
+
+    def stage(self, source: Source) -> StageOutcome:
+        """Read what the source holds after the staged positions, stage it in one commit,
+        and settle its open bad records (quarantined where their table's policy says so)."""
+        with labels.pool(self.spark, labels.STAGE_POOL):
+            return self._stage(source)
+
+    def _stage(self, source: Source) -> StageOutcome:
+        t0 = time.monotonic()
+        staging = self.state.staging
+        staging.last_batch.pop(source.name, None)
+        try:
+            staged = stage_source(
+                self.project, self.spark, self.state, source, self.out, self.progress
+            )
+        except Exception as e:  # noqa: BLE001 - a Kafka outage is the loop's to wait out
+            why = self._unavailable(e)
+            if why is None:
+                raise
+            return StageOutcome(
+                source.name,
+                0,
+                staging.tally(source.name),
+                unavailable=why,
+                seconds=time.monotonic() - t0,
+            )
+        res: dict = {}
+        phase = f"resolve {source.name}"
+        with labels_phase(self.spark, phase), self.progress.phase(phase, groups=[phase]):
+            errors = resolve_bad_records(self.project, self.state, source, res, self.out)
+            tally = staging.tally(source.name)
+            if not tally.partitions:
+                topics = ", ".join(source.topics) or f"pattern {source.topic_pattern}"
+                self.out(
+                    f"warning: source {source.name} has read nothing from its topics ever "
+                    f"({topics})"
+                )
+            open_bad = self.state.quarantine.first_open(source.name) if tally.bad else {}
+            batch = staging.last_batch.get(source.name)
+            tables: dict[tuple[str, str], TableSpan] = {}
+            ddl: tuple = ()
+            metadata: dict = {}
+            if batch is not None and staged:
+                tables = staged_batch.tables(batch)
+                ddl = staged_batch.ddl_events(staging, batch)
+                metadata = staged_batch.new_table_metadata(staging, batch)
+            return StageOutcome(
+                source=source.name,
+                staged=staged,
+                tally=tally,
+                ddl=ddl,
+                tables=tables,
+                open_bad=open_bad,
+                progress=self._capped(source) if open_bad else {},
+                metadata=metadata,
+                quarantined=int(res.get("quarantined", 0)),
+                errors=tuple(errors),
+                seconds=time.monotonic() - t0,
+            )
+
+    def _unavailable(self, e: Exception) -> str | None:
+        """Why a `--follow` run could not read Kafka (it tries again later), or None."""
+        if not self.follow or self.project.output.transport.kind is not TransportKind.KAFKA:
+            return None
+        from ticdc_sync.spark.kafka import is_unavailable
+
+        if not is_unavailable(self.project.output.transport, e):
+            return None
+        text = str(e).strip()
+        return (text.splitlines()[0] if text else type(e).__name__)[:300]
+
+    # --- applying ----------------------------------------------------------------------
+
+    def apply(self, job: ApplyJob, should_stop: StopCheck) -> ApplyOutcome:
+        """Run `job.target`'s steps (up to `job.limit`, every step when None), each its own
+        commit with the target's marker; a target's own failure is reported in the
+        outcome, a lost run lease raises `Fatal`."""
+        with self._lock:
+            first, self.on_first_apply = self.on_first_apply, None
+        if first is not None:
+            first()
+        t, sp = job.target, job.source
+        out: Out = fanout.GroupedOut(self.out) if self.side_by_side else self.out
+        spark = fanout.target_session(self.spark) if self.side_by_side else self.spark
+        w = TargetWriter(spark, self.state, self.project, sp.source, t, sp.timeline, out)
+        p = StepRunner(w, t, should_stop, self.on_step)
+        with labels.pool(spark, labels.APPLY_POOL):
+            p.advance(END if job.limit is None else job.limit)
+        if p.crash is not None:
+            # A lost run lease (`Fatal`) ends the run; anything else fails this target.
+            raise p.crash
+        r = w.result
+        if not p.summarized:
+            # Stopped at `limit` (a RENAME ahead waits for another target): say where.
+            out(summary_line(p))
+        if isinstance(out, fanout.GroupedOut):
+            out.flush()
+        location = t.location
+        recorded = ()
+        if any(isinstance(s, (Ddl, LoadRows, Create)) for s in p.ran):
+            history = warehouse.recorded_history(self.project).get(t.source, {})
+            mine = {k for k in history if k in {(db.lower(), tb.lower()) for db, tb in t.upstreams}}
+            recorded = tuple((k, v) for k in sorted(mine) for v in history[k])
+        return ApplyOutcome(
+            target=t.name,
+            state=warehouse.target_state(t.name, location),
+            reached=p.reached,
+            inserted=r.inserted,
+            updated=r.updated,
+            deleted=r.deleted,
+            merges=r.merges,
+            quarantined=r.quarantined,
+            loaded=r.loaded,
+            ddl=tuple(r.ddl_applied),
+            recorded=recorded,
+            blocked=(r.blocked or {}).get("message"),
+            error=r.error and f"target {t.name}: {r.error}",
+            interrupted=p.interrupted,
+            seconds=p.seconds,
+        )
+
+    # --- trimming ----------------------------------------------------------------------
+
+    def trim(self, bounds: Mapping[str, int]) -> TrimOutcome:
+        """Delete each source's staged events at or below its bound (`retention.trim_bound`
+        decided it), then compact the staging table when it has many files."""
+        deleted: dict[str, int] = {}
+        with labels_phase(self.spark, "retention"), labels.pool(self.spark, labels.STAGE_POOL):
+            for name, bound in sorted(bounds.items()):
+                deleted[name] = self.state.staging.trim(self.names, name, bound)
+            compacted = self.state.staging.compact(self.names)
+        return TrimOutcome(deleted, compacted)
+
+
+def t_rows(tally, t: tuple[str, str]) -> int:
+    return tally.tables.get(t, (0, 0))[0]
+
+
+__all__ = ["SparkEngine", "UserError"]
