@@ -33,6 +33,9 @@ EXIT_OK = 0
 EXIT_USER_ERROR = 1
 EXIT_PENDING = 2
 EXIT_CRASH = 3
+# `status --fail-over-lag`: a target is past its target_lag (like `plan --detailed-exitcode`'s
+# 2: the command worked, and what it found asks for attention).
+EXIT_OVER_LAG = 2
 
 PROJECT_ENV = "TICDC_SYNC_PROJECT_DIR"
 TARGET_ENV = "TICDC_SYNC_TARGET"
@@ -214,6 +217,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         from ticdc_sync.warehouse import read_state
 
         status.show_rows(build_plan(project, read_state(project)), args.show, _out)
+    if args.fail_over_lag and rep["over_lag"]:
+        return EXIT_OVER_LAG
     return EXIT_OK
 
 
@@ -377,6 +382,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["text", "json"],
         default="text",
         help="text table, or JSON (ticdc_sync/schemas/status.schema.json) (default: text)",
+    )
+    p.add_argument(
+        "--fail-over-lag",
+        action="store_true",
+        help=f"exit {EXIT_OVER_LAG} when a target's oldest unapplied change is older than its "
+        "target_lag (for monitoring; the report is printed as usual)",
     )
     p.set_defaults(func=cmd_status)
 

@@ -11,6 +11,7 @@ and who holds the warehouse's run lease. `--show N` prints N rows of each target
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from ticdc_sync.locations import state_location, warehouse_path
 from ticdc_sync.model import Project
 from ticdc_sync.plan import build_plan
 from ticdc_sync.plan.model import BLOCKED, Plan, TargetPlan
+from ticdc_sync.schedule import over_lag, staging_lag_ms, staleness_ms
 from ticdc_sync.warehouse import read_state
 
 Out = Callable[[str], None]
@@ -44,10 +46,14 @@ def lag_seconds(applied: int | None, resolved: int | None) -> float | None:
     return max(0, (resolved >> 18) - (applied >> 18)) / 1000
 
 
-def report(project: Project, quarantine_limit: int = 0) -> dict[str, Any]:
+def report(
+    project: Project, quarantine_limit: int = 0, now_ms: int | None = None
+) -> dict[str, Any]:
     """The status as data (what `--format json` prints); with `quarantine_limit`, also
-    that many quarantined records (`quarantine_records`)."""
+    that many quarantined records (`quarantine_records`). `now_ms`: the wall clock that
+    staleness is measured against (default: now)."""
     plan = build_plan(project, read_state(project))
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     wh = warehouse_path(project)
     events = LakeTable(state_location(wh, "events"))
     quarantine = LakeTable(state_location(wh, "quarantine"))
@@ -60,8 +66,13 @@ def report(project: Project, quarantine_limit: int = 0) -> dict[str, Any]:
             sp.resolved_ts if sp and sp.resolved_ts is not None and sp.resolved_ts >= 0 else None
         )
         applied = t.marker.applied_ts if t.exists else None
-        ready, waiting = _pending(events, t, resolved) if have_events else (0, 0)
+        ready, waiting, first = _pending(events, t, resolved) if have_events else (0, 0, None)
         blocked_ddl = next((d for d in t.ddl if d.status == BLOCKED), None)
+        oldest = _oldest(t, resolved, first)
+        current = None
+        if t.exists and resolved is not None:
+            current = max(applied or -1, resolved if oldest is None else oldest - 1)
+        stale = staleness_ms(now_ms, resolved, oldest) if t.exists else None
         targets.append(
             {
                 "name": t.name,
@@ -81,14 +92,30 @@ def report(project: Project, quarantine_limit: int = 0) -> dict[str, Any]:
                 "quarantined": _quarantined(quarantine, t) if have_quarantine else 0,
                 "blocked": t.blocked,
                 "blocked_ddl": _ddl(blocked_ddl) if blocked_ddl is not None else None,
+                "current_ts": current,
+                "current_at": tso_wall_time(current),
+                "staleness_seconds": None if stale is None else stale / 1000,
+                "target_lag_seconds": t.lag_ms / 1000,
+                "over_lag": t.exists and over_lag(now_ms, oldest, t.lag_ms),
             }
         )
+    sources = {}
+    for sp in plan.sources:
+        res = sp.resolved_ts if sp.resolved_ts is not None and sp.resolved_ts >= 0 else None
+        lag = staging_lag_ms(now_ms, res)
+        sources[sp.source.name] = {
+            "resolved_ts": res,
+            "resolved_at": tso_wall_time(res),
+            "staging_lag_seconds": None if lag is None else lag / 1000,
+        }
     total_q = quarantine.read(["offset"]).num_rows if have_quarantine else 0
     rep: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "project": project.name,
         "target": project.output.name,
         "targets": targets,
+        "sources": sources,
+        "over_lag": sorted(t["name"] for t in targets if t["over_lag"]),
         "quarantined_total": total_q,
         "run_lease": _run_lease(wh),
     }
@@ -129,12 +156,14 @@ def _upstream_filter(t: TargetPlan) -> list[tuple[str, str, Any]]:
     return [("source", "=", t.source)]
 
 
-def _pending(events: LakeTable, t: TargetPlan, resolved: int | None) -> tuple[int, int]:
+def _pending(events: LakeTable, t: TargetPlan, resolved: int | None) -> tuple[int, int, int | None]:
     """Staged row and DDL events of `t`'s upstream tables after its applied TSO: those
     at or before the source's resolved TSO (a run applies them now) and those after it
-    (they wait until TiCDC resolves their commit_ts)."""
+    (they wait until TiCDC resolves their commit_ts), and the lowest commit_ts of the
+    first kind."""
     applied = t.marker.applied_ts if t.exists else -1
     ready = waiting = 0
+    first: int | None = None
     for db, tbl in t.upstreams:
         ts = events.read(
             ["commit_ts"],
@@ -149,9 +178,20 @@ def _pending(events: LakeTable, t: TargetPlan, resolved: int | None) -> tuple[in
         for v in ts.to_pylist():
             if resolved is not None and v is not None and v <= resolved:
                 ready += 1
+                first = v if first is None else min(first, v)
             else:
                 waiting += 1
-    return ready, waiting
+    return ready, waiting, first
+
+
+def _oldest(t: TargetPlan, resolved: int | None, first_row: int | None) -> int | None:
+    """The commit_ts of `t`'s oldest change it can apply now and has not (a staged row,
+    or a resolved DDL it has not applied, blocked ones included): what its staleness and
+    its lag budget count from (`schedule`)."""
+    found = [first_row] if first_row is not None else []
+    if resolved is not None:
+        found += [d.commit_ts for d in t.pending if d.commit_ts <= resolved]
+    return min(found) if found else None
 
 
 def _quarantined(quarantine: LakeTable, t: TargetPlan) -> int:
@@ -185,16 +225,28 @@ def quarantine_records(quarantine: LakeTable, limit: int) -> list[dict[str, Any]
 
 def render(rep: dict[str, Any]) -> str:
     lines = [
-        f"{'target':<28} {'applied ts':>20} {'applied at (UTC)':<24} {'lag':>9} {'pending':>8} "
-        f"{'waiting':>8} {'quarantined':>11}  blocked"
+        f"{'target':<28} {'applied ts':>20} {'current as of (UTC)':<24} {'staleness':>10} "
+        f"{'lag':>6} {'pending':>8} {'waiting':>8} {'quarantined':>11}  blocked"
     ]
     for t in rep["targets"]:
         applied = t["applied_ts"] if t["applied_ts"] is not None else "-"
-        lag = f"{t['lag_seconds']:.1f}s" if t["lag_seconds"] is not None else "-"
+        stale = _seconds(t["staleness_seconds"]) + ("!" if t["over_lag"] else "")
         blocked = t["blocked"] or ""
         lines.append(
-            f"{t['name']:<28} {applied!s:>20} {t['applied_at']:<24} {lag:>9} "
-            f"{t['pending_events']:>8} {t['waiting_events']:>8} {t['quarantined']:>11}  {blocked}"
+            f"{t['name']:<28} {applied!s:>20} {t['current_at']:<24} {stale:>10} "
+            f"{_seconds(t['target_lag_seconds']):>6} {t['pending_events']:>8} "
+            f"{t['waiting_events']:>8} {t['quarantined']:>11}  {blocked}"
+        )
+    for name, src in sorted(rep["sources"].items()):
+        lines.append(
+            f"source {name}: resolved ts {src['resolved_ts'] if src['resolved_ts'] is not None else '-'}"
+            f" ({src['resolved_at']}), staging lag {_seconds(src['staging_lag_seconds'])}"
+        )
+    if rep["over_lag"]:
+        lines.append(
+            f"over their target_lag (!): {', '.join(rep['over_lag'])}: their oldest unapplied "
+            "change is older than their lag (a `run --follow` applies them; `status "
+            "--fail-over-lag` exits 2 on this)"
         )
     for t in rep["targets"]:
         d = t.get("blocked_ddl")
@@ -241,6 +293,19 @@ def render_quarantine(records: list[dict[str, Any]], total: int) -> str:
             ["topic/partition/offset", "table", "commit_ts", "reason", "value"], rows, width=60
         )
     )
+
+
+def _seconds(v: float | None) -> str:
+    """Seconds for a table cell: `-`, `12.3s`, `5m`, `2.5h`."""
+    if v is None:
+        return "-"
+    if v < 120:
+        return f"{v:.1f}s"
+    if v < 7200:
+        return f"{v / 60:.0f}m"
+    if v < 172_800:
+        return f"{v / 3600:.1f}h"
+    return f"{v / 86400:.0f}d"
 
 
 def _escape(text: str) -> str:

@@ -1,8 +1,11 @@
-"""A target's marker reaches the resolved ts even when its segment has no rows.
+"""A target's marker reaches the end of what it applied even when its segment has no rows,
+and a target with nothing pending costs nothing yet is reported current.
 
-Delta commits nothing for a MERGE or INSERT without rows; the marker of a target that got
-no (new) rows must still be committed, or `status` and readers see it behind though the
-run reported it applied.
+Delta commits nothing for a MERGE or INSERT without rows; the marker of a target applied
+with no (new) rows must still be committed, or `status` and readers see it behind though
+the run reported it applied. A target with nothing pending at all is not applied (no
+commit: many idle tables must cost nothing), and `status` says it is current as of the
+resolved TSO all the same.
 """
 
 from __future__ import annotations
@@ -38,14 +41,27 @@ def test_marker_of_a_target_without_new_rows_is_committed(spark, tmp_path):
     assert "apply idle: +0 ~0 -0 in 1 merge(s), 0 DDL, applied ts 200 " in "\n".join(results)
     assert applied(project) == {"busy": 200, "idle": 200}
 
-    # A later watermark with no rows: `busy` (a MERGE of nothing) moves on too.
+    # A later watermark with no rows: nothing is pending, so nothing is applied and no
+    # commit is made; both are current as of 300 all the same, and stay so.
+    versions = {t: _version(spark, root, t) for t in ("busy", "idle")}
     write_captures(root, "t", [(0, 2, None, wm(300))])
     assert runner.run(project, spark=spark, out=lambda s: None) == 0
-    assert applied(project) == {"busy": 300, "idle": 300}
-    # Nothing new: no further commit.
-    versions = {t: _version(spark, root, t) for t in ("busy", "idle")}
+    assert applied(project) == {"busy": 200, "idle": 200}
+    assert current(project) == {"busy": 300, "idle": 300}
+    assert {t: _version(spark, root, t) for t in ("busy", "idle")} == versions
     assert runner.run(project, spark=spark, out=lambda s: None) == 0
     assert {t: _version(spark, root, t) for t in ("busy", "idle")} == versions
+
+    # A row of `idle` after it: `idle` is current just before it until applied.
+    row2 = canal_row("shop", "idle", "INSERT", 350, {"id": "2", "v": "b"}, MT, ["id"])
+    write_captures(root, "t", [(0, 3, None, row2), (0, 4, None, wm(400))])
+    assert runner.run(project, spark=spark, out=lambda s: None) == 0
+    assert applied(project) == {"busy": 200, "idle": 400}
+    assert current(project) == {"busy": 400, "idle": 400}
+
+
+def current(project) -> dict[str, int | None]:
+    return {t["name"]: t["current_ts"] for t in status.report(project)["targets"]}
 
 
 def _version(spark, root, name: str) -> int:
