@@ -28,15 +28,79 @@ _before = None
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
 
-# Session- and module-scoped fixtures that hold a process or an expensive result: under
-# pytest-xdist every test that uses one is put in one group, so one worker builds it once
-# (`--dist loadgroup`; without xdist the marks change nothing). A module with a fixture of
-# its own (module or class scope) is kept whole in the same way.
-SHARED_FIXTURE_GROUPS = {
+# Parallel runs (pytest-xdist, `-n N --dist loadgroup`, as scripts/test.sh runs them): the
+# tests that share a session fixture holding a process, or a module fixture, run in one
+# worker, which builds it once. xdist's scheduler sees test ids only, so the groups are
+# named by file; at collection every test's fixtures are checked against this list, so a
+# test that needs a group and is outside its files fails the run at once.
+FIXTURE_GROUPS = {
     "s3_server": "s3-server",
     "standalone_cluster": "spark-cluster",
     "kafka_broker": "kafka-broker",
 }
+FILE_GROUPS = {
+    "tests/s3/": "s3-server",
+    "tests/cluster/": "spark-cluster",
+    "tests/kafka/test_capture.py": "kafka-broker",
+    "tests/kafka/test_capture_replay.py": "kafka-broker",
+    "tests/kafka/test_e2e_protocols.py": "kafka-broker",
+    "tests/kafka/test_kafka_read.py": "kafka-broker",
+    # A module-scoped warehouse, and an S3 server of moto's for the module.
+    "tests/spark/test_lake.py": "module-test_lake",
+}
+
+
+def group_of(nodeid: str) -> str | None:
+    """The worker group of a test id (`tests/x/test_y.py::test_z[p]`), None if it has none."""
+    path = nodeid.split("::", 1)[0]
+    for prefix, group in FILE_GROUPS.items():
+        if path == prefix or (prefix.endswith("/") and path.startswith(prefix)):
+            return group
+    return None
+
+
+def _needs_group(item) -> str | None:
+    """What `item`'s fixtures need: a FIXTURE_GROUPS name, "module" for a fixture of module
+    or class scope (any group of its file keeps the module whole), or None."""
+    for fixture, group in FIXTURE_GROUPS.items():
+        if fixture in item.fixturenames:
+            return group
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in info.name2fixturedefs.values() if info else ():
+        if defs and defs[-1].scope in ("module", "class", "package"):
+            return "module"
+    return None
+
+
+def _check_groups(items) -> None:
+    wrong = []
+    for item in items:
+        need, has = _needs_group(item), group_of(item.nodeid)
+        if need and (has is None if need == "module" else has != need):
+            wrong.append(f"{item.nodeid}: needs {need!r}, has {has!r}")
+    if wrong:
+        raise pytest.UsageError(
+            "tests/conftest.py FILE_GROUPS: these tests share a fixture that one worker of a "
+            "parallel run must hold; add their files:\n  " + "\n  ".join(wrong)
+        )
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` by FILE_GROUPS: a group is one unit of work, handed out largest
+    first; every other test is a unit of its own. (xdist's `xdist_group` marks cannot
+    reach its scheduler under pytest 9, whose test ids xdist can no longer suffix.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.rfind("@") > nodeid.rfind("]"):  # an xdist_group mark, where it works
+                return nodeid.rsplit("@", 1)[-1]
+            return group_of(nodeid) or nodeid
+
+    return FileGroupScheduling(config, log)
 
 
 def _interrupt(signum, _frame):
@@ -51,29 +115,15 @@ def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers", "needs_shared: reads ../shared (third-party corpus, protocol docs)"
     )
-    # pytest-xdist's own mark, named here too so that a run without xdist knows it.
-    config.addinivalue_line("markers", "xdist_group(name): tests that one worker runs")
 
 
-def _xdist_group(item) -> str | None:
-    used = item.fixturenames
-    for fixture, group in SHARED_FIXTURE_GROUPS.items():
-        if fixture in used:
-            return group
-    info = getattr(item, "_fixtureinfo", None)
-    for defs in info.name2fixturedefs.values() if info else ():
-        if defs and defs[-1].scope in ("module", "class", "package"):
-            return f"module-{item.module.__name__}"
-    return None
-
-
-# Before xdist's own hook, which reads the group marks to schedule the tests.
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items) -> None:
-    for item in items:
-        group = _xdist_group(item)
-        if group and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(group))
+    _check_groups(items)
+    if hasattr(config, "workerinput"):
+        # In a worker of a parallel run: the minutes-long tests are handed out first (after
+        # the groups, which xdist hands out largest first), so none starts last and runs
+        # alone at the end. The same order in every worker, as xdist requires.
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     if shared_present():
         return
     skip = pytest.mark.skip(reason=SHARED_ABSENT)
