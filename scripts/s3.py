@@ -177,7 +177,7 @@ def sign_v4(
     now: dt.datetime | None = None,
 ) -> dict[str, str]:
     """The headers of an AWS Signature Version 4 request to S3 (path-style addressing)."""
-    now = now or dt.datetime.now(dt.UTC)
+    now = now or dt.datetime.now(dt.timezone.utc)
     stamp = now.strftime("%Y%m%dT%H%M%SZ")
     day = stamp[:8]
     body_hash = hashlib.sha256(payload).hexdigest()

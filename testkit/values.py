@@ -27,7 +27,7 @@ from ticdc_sync.upstream import Column
 
 from .gojson import f32
 
-UTC = dt.UTC
+UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1)
 BLOB_TYPES = ("tinytext", "text", "mediumtext", "longtext") + (
     "tinyblob",

@@ -1,5 +1,7 @@
 """Session-wide: a SIGTERM to pytest (a CI timeout, `pkill`) tears fixtures down like Ctrl-C;
-tests marked `needs_shared` are skipped when ../shared is absent (tests/shared_paths.py).
+tests marked `needs_shared` are skipped when ../shared is absent (tests/shared_paths.py);
+the JVMs that tests start compile for a short life; tests that share a costly fixture run
+in one worker when the suite runs in parallel (pytest-xdist, `--dist loadgroup`).
 
 The Kafka broker and the standalone Spark cluster run in their own process groups, so
 only their fixtures' teardown stops them; the default SIGTERM action skips it.
@@ -7,6 +9,7 @@ only their fixtures' teardown stops them; the default SIGTERM action skips it.
 
 from __future__ import annotations
 
+import os
 import signal
 
 import pytest
@@ -14,6 +17,90 @@ import pytest
 from tests.shared_paths import SHARED_ABSENT, shared_present
 
 _before = None
+
+# Every Spark driver a test starts through spark-submit (the CLI runs of tests/runtime,
+# tests/kafka, tests/cluster, tests/s3 and the crash tests; not the cluster's daemons or
+# executors) lives for seconds to a minute: the client compiler alone (C1) and the serial
+# collector spend about half the CPU of the default tiered compilation and G1 on such a
+# JVM, measured on this project's runs. What the JVM executes is the same; the one shared
+# test session, which lives for the whole run, asks for the full compiler back
+# (tests/spark/conftest.py). A developer's own SPARK_SUBMIT_OPTS is left alone.
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
+
+# Parallel runs (pytest-xdist, `-n N --dist loadgroup`, as scripts/test.sh runs them): the
+# tests that share a session fixture holding a process, or a module fixture, run in one
+# worker, which builds it once. xdist's scheduler sees test ids only, so the groups are
+# named by file; at collection every test's fixtures are checked against this list, so a
+# test that needs a group and is outside its files fails the run at once.
+FIXTURE_GROUPS = {
+    "s3_server": "s3-server",
+    "standalone_cluster": "spark-cluster",
+    "kafka_broker": "kafka-broker",
+}
+FILE_GROUPS = {
+    "tests/s3/": "s3-server",
+    "tests/cluster/": "spark-cluster",
+    "tests/kafka/test_capture.py": "kafka-broker",
+    "tests/kafka/test_capture_replay.py": "kafka-broker",
+    "tests/kafka/test_e2e_protocols.py": "kafka-broker",
+    "tests/kafka/test_kafka_read.py": "kafka-broker",
+    # A module-scoped warehouse, and an S3 server of moto's for the module.
+    "tests/spark/test_lake.py": "module-test_lake",
+}
+
+
+def group_of(nodeid: str) -> str | None:
+    """The worker group of a test id (`tests/x/test_y.py::test_z[p]`), None if it has none."""
+    path = nodeid.split("::", 1)[0]
+    for prefix, group in FILE_GROUPS.items():
+        if path == prefix or (prefix.endswith("/") and path.startswith(prefix)):
+            return group
+    return None
+
+
+def _needs_group(item) -> str | None:
+    """What `item`'s fixtures need: a FIXTURE_GROUPS name, "module" for a fixture of module
+    or class scope (any group of its file keeps the module whole), or None."""
+    for fixture, group in FIXTURE_GROUPS.items():
+        if fixture in item.fixturenames:
+            return group
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in info.name2fixturedefs.values() if info else ():
+        if defs and defs[-1].scope in ("module", "class", "package"):
+            return "module"
+    return None
+
+
+def _check_groups(items) -> None:
+    wrong = []
+    for item in items:
+        need, has = _needs_group(item), group_of(item.nodeid)
+        if need and (has is None if need == "module" else has != need):
+            wrong.append(f"{item.nodeid}: needs {need!r}, has {has!r}")
+    if wrong:
+        raise pytest.UsageError(
+            "tests/conftest.py FILE_GROUPS: these tests share a fixture that one worker of a "
+            "parallel run must hold; add their files:\n  " + "\n  ".join(wrong)
+        )
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` by FILE_GROUPS: a group is one unit of work, handed out largest
+    first; every other test is a unit of its own. (xdist's `xdist_group` marks cannot
+    reach its scheduler under pytest 9, whose test ids xdist can no longer suffix.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.rfind("@") > nodeid.rfind("]"):  # an xdist_group mark, where it works
+                return nodeid.rsplit("@", 1)[-1]
+            return group_of(nodeid) or nodeid
+
+    return FileGroupScheduling(config, log)
 
 
 def _interrupt(signum, _frame):
@@ -31,6 +118,12 @@ def pytest_configure(config) -> None:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
+    _check_groups(items)
+    if hasattr(config, "workerinput"):
+        # In a worker of a parallel run: the minutes-long tests are handed out first (after
+        # the groups, which xdist hands out largest first), so none starts last and runs
+        # alone at the end. The same order in every worker, as xdist requires.
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     if shared_present():
         return
     skip = pytest.mark.skip(reason=SHARED_ABSENT)

@@ -21,13 +21,16 @@ import sys
 import traceback
 from collections.abc import Callable
 from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ticdc_sync import __version__
 from ticdc_sync.console import PROGRESS_MODES, Console, log_file
 from ticdc_sync.errors import ProjectError, UserError
 from ticdc_sync.interrupts import EXIT_INTERRUPTED
+
+if TYPE_CHECKING:  # an annotation only: importlib.resources.abc is new in Python 3.11
+    from importlib.resources.abc import Traversable
 
 EXIT_OK = 0
 EXIT_USER_ERROR = 1

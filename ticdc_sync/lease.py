@@ -141,11 +141,11 @@ class Lease:
 
 
 def _text(t: dt.datetime) -> str:
-    return t.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
+    return dt.datetime.now(dt.timezone.utc)
 
 
 def read_lease(warehouse: str, env: Mapping[str, str] | None = None) -> Lease | None:

@@ -7,11 +7,24 @@ words users write in YAML. No I/O and no pyspark here.
 from __future__ import annotations
 
 import fnmatch
+import sys
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 
 from ticdc_sync.upstream import TableSchema
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # Python 3.10: the same behaviour for what this package uses (str() and format()
+    # give the value; members compare equal to their value).
+    from enum import Enum
+
+    class StrEnum(str, Enum):
+        def __str__(self) -> str:
+            return str(self.value)
+
+        def __format__(self, spec: str) -> str:
+            return format(str(self.value), spec)
 
 
 class Protocol(StrEnum):

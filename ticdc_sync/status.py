@@ -35,7 +35,7 @@ def tso_wall_time(ts: int | None) -> str:
     """A TSO's physical part (ms since epoch, codec facts 1.1 `es`) as UTC text."""
     if ts is None or ts < 0:
         return "-"
-    when = dt.datetime.fromtimestamp((ts >> 18) / 1000, tz=dt.UTC)
+    when = dt.datetime.fromtimestamp((ts >> 18) / 1000, tz=dt.timezone.utc)
     return when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 

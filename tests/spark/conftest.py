@@ -17,7 +17,26 @@ from ticdc_sync.spark.session import build_session  # noqa: E402 (after the TZ p
 
 @pytest.fixture(scope="session")
 def spark():
-    session = build_session(
+    # This JVM lives for the whole run: it keeps the JVM's default compilers and collector,
+    # not the short-lived drivers' settings of tests/conftest.py (measured: C1 alone cost
+    # a warm test more CPU than the full compiler).
+    from tests.conftest import SHORT_LIVED_JVM
+
+    opts = os.environ.get("SPARK_SUBMIT_OPTS")
+    if opts == SHORT_LIVED_JVM:
+        del os.environ["SPARK_SUBMIT_OPTS"]
+    try:
+        session = _build()
+    finally:
+        if opts == SHORT_LIVED_JVM:
+            os.environ["SPARK_SUBMIT_OPTS"] = opts
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def _build():
+    return build_session(
         None,
         app_name="ticdc-sync-tests",
         kafka=True,
@@ -31,6 +50,3 @@ def spark():
             "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
         },
     )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()

@@ -31,7 +31,7 @@ READERS = {
 
 def _value(v: Any) -> Any:
     if isinstance(v, dt.datetime) and v.tzinfo is not None:
-        return v.astimezone(dt.UTC).replace(tzinfo=None)
+        return v.astimezone(dt.timezone.utc).replace(tzinfo=None)
     if isinstance(v, bytearray | memoryview):
         return bytes(v)
     return v
