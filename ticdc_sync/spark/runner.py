@@ -69,6 +69,7 @@ def run(
     wait: float | None = None,
     reload: tuple[str, ...] = (),
     force: bool = False,
+    stop_request: StopRequest | None = None,
 ) -> int:
     """Consume what is available, apply what is resolved, exit (or keep going with follow).
 
@@ -79,7 +80,8 @@ def run(
     `follow` it prints one line per batch, the details going to the log. `wait`:
     seconds to wait for the warehouse's run lease while another run holds it (default:
     the profile's `run_lease.wait_seconds`). `reload`/`force`: targets to load again from
-    their export (`plan.build_plan`), in the first batch only.
+    their export (`plan.build_plan`). `stop_request`: lets the caller stop the run as the
+    first Ctrl-C does (a notebook, a test: `StopRequest.request()` from any thread).
     Returns the exit code: 0, 1 (errors), 130 (interrupted)."""
     from ticdc_sync.interrupts import Interrupts
     from ticdc_sync.lease import RunLease
@@ -102,7 +104,7 @@ def run(
         out=out,
     )
     partial = LoopResult()  # what the run has done so far, for an interrupted run
-    stop_request = StopRequest()
+    stop_request = stop_request or StopRequest()
     t0 = time.monotonic()
 
     def first(signum: int) -> None:
@@ -231,6 +233,9 @@ def _run_locked(r: _Run, spark) -> int:
         follow=r.follow,
         poll_seconds=r.poll_seconds,
         max_polls=r.max_batches,
+        # Trimming rewrites the staging table: not every poll, but often enough that a
+        # `--follow` run's staging stays small (30 polls: a minute at the default 2 s).
+        trim_every_seconds=30 * r.poll_seconds,
         retention_ms=r.project.staging_retention_ms,
         selected=lambda name: selected(name, r.select, r.exclude),
     )
