@@ -71,14 +71,18 @@ def history(t0: int) -> list[bytes]:
     return out
 
 
-def follow_then_stop(project, spark, polls: int) -> tuple[int, list[str]]:
-    """`run --follow` until `polls` polls are summarized, then stopped as by Ctrl-C."""
+def follow_then_stop(project, spark, polls: int, until: str = "") -> tuple[int, list[str]]:
+    """`run --follow` until a line holds `until` (then one more poll) or `polls` polls are
+    summarized, then stopped as by Ctrl-C."""
     stop = StopRequest()
     lines: list[str] = []
+    seen = []
 
     def out(line: str) -> None:
         lines.append(line)
-        if line.startswith(f"poll {polls}:"):
+        if until and until in line:
+            seen.append(line)
+        if line.startswith("poll ") and (seen or line.startswith(f"poll {polls}:")):
             stop.request()
 
     code = runner.run(
@@ -96,7 +100,9 @@ def test_a_target_behind_keeps_its_rows_through_trims_and_its_ddl_in_order(spark
     )
     write_captures(root, "t", [(0, i, None, m) for i, m in enumerate(history(now_ts()))])
     project = load(root)
-    code, lines = follow_then_stop(project, spark, polls=3)
+    # Staging is trimmed every 30 polls' time (6 s here): at most a few polls after `fast`
+    # is applied.
+    code, lines = follow_then_stop(project, spark, polls=12, until="older than the retention")
     assert code == 0, "\n".join(lines)
     results = json.loads((root / "target" / "run_results.json").read_text())
     # `fast` (lag 0) was applied; `slow` (lag 10h) waited, and is not over its lag.

@@ -291,6 +291,7 @@ class _Replan:
         self.first = True
         self.reload = tuple(r.reloading.get("reload", ()))
         self.force = bool(r.reloading.get("force", False))
+        self.reload_from: dict[str, int | None] = {}  # reloaded target -> its version before
         self.printed: set[str] = set()
         self.chosen: list[str] = []
         self.apply_phase = None
@@ -301,6 +302,13 @@ class _Replan:
         from ticdc_sync.spark.executor import selected
 
         r = self.r
+        if not self.first:
+            # A target reloaded by this run has committed since the first plan (its load):
+            # later plans take it as it now stands.
+            self.reload = tuple(
+                n for n in self.reload if ws.target(n).version == self.reload_from.get(n)
+            )
+            self.force = self.force and bool(self.reload)
         plan = build_plan(r.project, ws, reload=self.reload, force=self.force)
         if r.saved is not None:
             plan = hold_unreviewed(plan, r.saved)
@@ -313,13 +321,10 @@ class _Replan:
                     f"{', '.join(names) or 'none'}) (hint: `ticdc-sync plan` lists them; globs "
                     "like 'canal_*' work)"
                 )
-            # A reload is asked once: later plans of this run take the targets it
-            # reloads as they then stand (loaded, or still to be loaded by this plan).
+            # The patterns become the targets they reload, each until its reload commits.
             self.reload = tuple(t.name for t in plan.targets if t.load and t.load.reload)
+            self.reload_from = {n: ws.target(n).version for n in self.reload}
             self.force = self.force and bool(self.reload)
-        else:
-            # Still to reload: the targets whose reload this plan still shows.
-            self.reload = tuple(t.name for t in plan.targets if t.load and t.load.reload)
         self.chosen = [t.name for t in plan.targets if selected(t.name, r.select, r.exclude)]
         self._notes(plan)
         return plan
