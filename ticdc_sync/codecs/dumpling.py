@@ -22,6 +22,16 @@ from ticdc_sync.model import SourceOptions
 from ticdc_sync.upstream import Column
 
 
+def written_bare(col: Column) -> bool:
+    """Whether Dumpling writes the column's values bare in a CSV file: numbers (integer,
+    float, double and decimal types) are; every other value is between delimiters, escaped
+    (sql_type.go: SQLTypeNumber against SQLTypeString and SQLTypeBytes)."""
+    return _sql.base(col) in _NUMBERS
+
+
+_NUMBERS = (*datatypes.INTEGER_TYPES, "float", "double", "decimal")
+
+
 def utf8(raw: str) -> str:
     """The UTF-8 text whose bytes `raw` holds one per character; NULL when not UTF-8."""
     return f"CAST(try_validate_utf8(encode({raw}, 'ISO-8859-1')) AS STRING)"
