@@ -452,3 +452,87 @@ def test_unescape_undoes_every_backslash_escape_exactly(spark):
         (c, r["want"], r["got"]) for c, r in zip(cases, got, strict=True) if r["got"] != r["want"]
     ]
     assert not bad, bad[:5]
+
+
+def _fast_csv_cases(rng, o) -> list[str]:
+    """Lines as Dumpling writes them (bare, quoted, quoted) from values full of what its
+    escapes and Spark's CSV parser treat specially, and lines no Dumpling writes."""
+    from testkit.dumpling import DumplingFlags, escape_csv
+
+    flags = DumplingFlags(
+        filetype="csv",
+        csv_separator=o.csv_separator,
+        csv_delimiter=o.csv_delimiter,
+        csv_null_value=o.csv_null_value,
+    )
+    sep, delim, null = o.csv_separator, o.csv_delimiter, o.csv_null_value
+    chars = ["a", "N", "n", "0", "Z", "\\", '"', "'", ",", "|", " ", "\t", "\0", "\r", "\n"]
+    chars += ["\x1a", "\xe9", "\xff", "é", "😀"]
+    texts = ["", "\\N", "NULL", null, sep, delim, "\\", delim + delim]
+
+    def text() -> str:
+        if rng.random() < 0.3:
+            return rng.choice(texts)
+        return "".join(rng.choice(chars) for _ in range(rng.randrange(0, 7)))
+
+    def value(bare: bool) -> str:
+        if rng.random() < 0.15:
+            return null
+        if bare:
+            return rng.choice(["1", "-2.50", "0", "1e3", " 7", ""])
+        raw = text().encode("utf-8")
+        return (delim.encode() + escape_csv(raw, flags) + delim.encode()).decode("latin-1")
+
+    noise = ["a", sep, delim, "\\", "N", "n", " ", "1", null]
+
+    def odd() -> str:
+        """A field no Dumpling writes: bare or quoted noise, unescaped."""
+        junk = "".join(rng.choice(noise) for _ in range(rng.randrange(0, 5)))
+        return rng.choice([junk, delim + junk + delim, delim + junk, junk + delim])
+
+    lines = [sep.join([value(True), value(False), value(False)]) for _ in range(1500)]
+    for _ in range(1500):
+        fields = [value(i == 0) for i in range(rng.choice([2, 3, 3, 3, 4]))]
+        fields[rng.randrange(len(fields))] = odd()
+        lines.append(sep.join(fields))
+    lines += ["".join(rng.choice(noise) for _ in range(rng.randrange(0, 9))) for _ in range(500)]
+    return lines
+
+
+@pytest.mark.parametrize(
+    "dialect",
+    [{}, {"csv_separator": "|", "csv_delimiter": "'", "csv_null_value": "NULL"}],
+    ids=["default", "pipe"],
+)
+def test_spark_csv_reading_is_used_only_where_it_equals_the_exact_parser(spark, dialect):
+    """Every line read both ways: Spark's CSV parser first (what it reads where it is proven,
+    the exact parser elsewhere) and the exact parser alone give the same fields, count and
+    well-formedness; and Spark's parser reads most of what Dumpling writes."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from ticdc_sync.model import DumplingOptions, ExportFiletype
+    from ticdc_sync.spark.load import fast_csv, parse_fields
+
+    o = DumplingOptions(filetype=ExportFiletype.CSV, **dialect)
+    assert fast_csv(o)
+    lines = _fast_csv_cases(random.Random(5), o)
+    df = spark.createDataFrame([(x, i) for i, x in enumerate(lines)], "line STRING, i INT")
+    bare = [True, False, False]
+    cols = ["i", "__r0", "__r1", "__r2", "__count", "__ok"]
+    both = parse_fields(df, o, bare).select(*cols, "__proven").collect()
+    exact = parse_fields(df, o, bare, fast=False).select(*cols).collect()
+    by_line = {r["i"]: r for r in exact}
+    differ = [
+        (lines[r["i"]], r.asDict(), by_line[r["i"]].asDict())
+        for r in both
+        if tuple(r[c] for c in cols) != tuple(by_line[r["i"]])
+    ]
+    assert not differ, differ[:5]
+    proven = [r["i"] for r in both if r["__proven"]]
+    assert len([i for i in proven if i < 1500]) > 600, len(proven)
+    # A dialect Spark's parser cannot read exactly is read by the exact parser alone.
+    multi = DumplingOptions(filetype=ExportFiletype.CSV, csv_separator=";;")
+    assert not fast_csv(multi)
+    assert not parse_fields(df.limit(5), multi, bare).where(F.col("__proven")).count()

@@ -22,9 +22,22 @@ from ticdc_sync.model import SourceOptions
 from ticdc_sync.upstream import Column
 
 
+def written_bare(col: Column) -> bool:
+    """Whether Dumpling writes the column's values bare in a CSV file: numbers (integer,
+    float, double and decimal types) are; every other value is between delimiters, escaped
+    (sql_type.go: SQLTypeNumber against SQLTypeString and SQLTypeBytes)."""
+    return _sql.base(col) in _NUMBERS
+
+
+_NUMBERS = (*datatypes.INTEGER_TYPES, "float", "double", "decimal")
+
+
 def utf8(raw: str) -> str:
-    """The UTF-8 text whose bytes `raw` holds one per character; NULL when not UTF-8."""
-    return f"CAST(try_validate_utf8(encode({raw}, 'ISO-8859-1')) AS STRING)"
+    """The UTF-8 text whose bytes `raw` holds one per character; NULL when not UTF-8. A value
+    of ASCII characters only (as many bytes as characters: every other character takes two
+    in Spark's UTF-8 strings) is its own text, without the conversion to bytes and back."""
+    convert = f"CAST(try_validate_utf8(encode({raw}, 'ISO-8859-1')) AS STRING)"
+    return f"IF(octet_length({raw}) = char_length({raw}), {raw}, {convert})"
 
 
 def _bit(col: Column, raw: str) -> str:

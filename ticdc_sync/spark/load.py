@@ -4,12 +4,14 @@ Spark reads the export's data files, in parallel: a file is split into tasks lik
 file (a compressed one is one task), never passed through the driver. Each line is one
 record, because Dumpling's backslash escapes (`--escape-backslash`, its default) turn every
 newline and carriage return inside a value into `\\n` / `\\r`. Lines are read as ISO-8859-1,
-one character per byte, so every value keeps its exact bytes. A line is cut into fields by
-one regular expression (CSV: Dumpling's separator, delimiter and null value; SQL: the row
-tuples of its INSERT statements, `'..'` strings, `x'..'` bytes, NULL, numbers), the fields'
-escapes are undone, and the row is shaped like a staged row event (an `after` map of column
-to text), then typed by the same code as change events (`TargetWriter.typed_rows`, with the
-`codecs.dumpling` conventions).
+one character per byte, so every value keeps its exact bytes. The exact parser cuts a line
+into fields with one regular expression (CSV: Dumpling's separator, delimiter and null value;
+SQL: the row tuples of its INSERT statements, `'..'` strings, `x'..'` bytes, NULL, numbers)
+and undoes the fields' escapes. A CSV line is read first by Spark's own CSV parser (far
+cheaper), whose reading is kept only where it is proven to be the exact parser's: writing
+the values it read back as Dumpling writes them gives the very same line (`parse_fields`).
+The values are typed for the target with the codec's conversions and fit checks
+(`codecs.dumpling`), the SQL that types change events.
 
 The target gets every row with `_commit_ts` = the snapshot TSO, in ONE Delta commit that
 overwrites the table and carries the marker `Load.marker`: a load killed at any point left
@@ -26,6 +28,7 @@ Decides nothing: which targets load, from which files, is the plan's.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -34,13 +37,13 @@ from ticdc_sync import datatypes
 from ticdc_sync.codecs import dumpling as dumpling_codec
 from ticdc_sync.dumpling import data_columns
 from ticdc_sync.errors import UserError
-from ticdc_sync.events import OP_INSERT
 from ticdc_sync.model import BadMessagePolicy, DumplingOptions, ExportFiletype, SourceOptions
 from ticdc_sync.plan.loads import snapshot_ddl
 from ticdc_sync.plan.model import Load, LoadTable
 from ticdc_sync.spark import raised
 from ticdc_sync.spark.conf import commit_marker
 from ticdc_sync.spark.delta_log import table_exists
+from ticdc_sync.spark.row_typing import fit_error
 from ticdc_sync.sqlgen import COMMIT_TS, quote, sql_string
 from ticdc_sync.window import Marker
 
@@ -49,7 +52,7 @@ from ticdc_sync.window import Marker
 LOAD_MARK = "dumpling-load\x1f"
 QUARANTINE_TOPIC = "dumpling:"
 
-__all__ = ["load", "read_lines", "parse_fields", "unescape"]
+__all__ = ["load", "read_lines", "parse_fields", "fast_csv", "unescape"]
 
 
 def load(w, step_load: Load) -> Marker:
@@ -221,13 +224,136 @@ def unescape(field: Column) -> Column:
     return F.when(F.instr(field, "\\") == 0, field).otherwise(out)
 
 
-def parse_fields(lines: DataFrame, options: DumplingOptions) -> DataFrame:
-    """`lines` with `__fields` (the raw values of its `line`: ISO-8859-1 text; NULL for SQL
-    NULL or the CSV null value) and `__ok` (whether the line is one well-formed record).
+# Spark's CSV parser (the plain CSV source's, univocity) reads a line for a fraction of what
+# the exact parser (a regular expression per line, escapes undone per field) costs. It does
+# not read Dumpling's escapes as Dumpling means them (`\\n` stays two characters, the text
+# `\\N` reads as NULL, a field too many is dropped), so its reading of a line is used only
+# where it is proven exact (`_written`), and the exact parser reads every other line.
+FAST_OPTIONS = {
+    "escape": "\\",
+    "mode": "PERMISSIVE",
+    "ignoreLeadingWhiteSpace": "false",
+    "ignoreTrailingWhiteSpace": "false",
+    "maxColumns": "65536",
+}
+# A line of fewer bytes has fewer fields than `maxColumns` (with more, the parser fails the
+# job instead of the line); a longer line goes to the exact parser.
+FAST_MAX_BYTES = 65536
 
-    Each step is a projection of its own: the tokens and the fields are each read more
-    than once, and a column is computed once per row, where a repeated expression is
-    shared only if Spark's subexpression elimination finds it."""
+
+def fast_csv(options: DumplingOptions) -> bool:
+    """Whether lines of this CSV dialect are read by Spark's CSV parser first: a one-character
+    separator and delimiter (neither a backslash nor a line break), and a null value that the
+    exact parser reads as one bare field (no separator in it, not starting with the
+    delimiter, each backslash followed by a character that is neither a backslash nor the
+    separator). Every other dialect is read by the exact parser alone."""
+    sep, delim, null = options.csv_separator, options.csv_delimiter, options.csv_null_value
+    if len(sep) != 1 or len(delim) != 1 or sep == delim or {sep, delim} & {"\\", "\r", "\n"}:
+        return False
+    return sep not in null and not null.startswith(delim) and _single_escapes(null)
+
+
+def _single_escapes(text: str) -> bool:
+    i = 0
+    while i < len(text):
+        if text[i] == "\\":
+            if i + 1 == len(text) or text[i + 1] == "\\":
+                return False
+            i += 1
+        i += 1
+    return True
+
+
+def _written(values: list[Column], bare: Sequence[bool], o: DumplingOptions) -> Column:
+    """The line that writes `values` as Dumpling does, where the exact parser reads that
+    line back as exactly `values`; else NULL. Numbers are bare; every other value is between
+    delimiters, each backslash and delimiter in it escaped with a backslash (Dumpling's
+    `escapeBackslashCSV`; a NUL left raw is read back raw: no CR or LF is ever in a line);
+    NULL is the null value. A bare value holds no separator or backslash, does not start
+    with the delimiter and is not the null value.
+
+    This is what proves a line's reading by Spark's CSV parser exact: if the values it read
+    write back to the very same line, the exact parser reads that line as those values,
+    whatever Spark's parser did to get them."""
+    sep, delim, null = o.csv_separator, o.csv_delimiter, o.csv_null_value
+    parts: list[Column] = []
+    fits = F.lit(True)
+    for v, is_bare in zip(values, bare, strict=True):
+        if is_bare:
+            text = v
+            fits = fits & (
+                v.isNull()
+                | (
+                    (v != F.lit(null))
+                    & (F.instr(v, sep) == 0)
+                    & (F.instr(v, "\\") == 0)
+                    & ~F.startswith(v, F.lit(delim))
+                )
+            )
+        else:
+            escaped = F.replace(
+                F.replace(v, F.lit("\\"), F.lit("\\\\")), F.lit(delim), F.lit("\\" + delim)
+            )
+            text = F.concat(F.lit(delim), escaped, F.lit(delim))
+        parts += [F.coalesce(text, F.lit(null)), F.lit(sep)]
+    return F.when(fits, F.concat(*parts[:-1]))
+
+
+def parse_fields(
+    lines: DataFrame, options: DumplingOptions, bare: Sequence[bool], fast: bool = True
+) -> DataFrame:
+    """`lines` with the raw values of each `line` as `__r0`..`__r{n-1}` (n = `len(bare)`,
+    the table's data columns; `bare[i]` when Dumpling writes column i bare): ISO-8859-1
+    text, NULL for SQL NULL or the CSV null value and past the line's last field; with
+    `__count` (how many fields the line has), `__ok` (whether the line is one well-formed
+    record) and `__proven` (whether Spark's CSV parser read it).
+
+    Where the CSV dialect allows (`fast_csv`, and `fast`), Spark's CSV parser reads every
+    line first, and the exact parser reads only the lines whose fast reading is not proven
+    (`_written`). Each step is a projection of its own, so that what a step computes is
+    computed once per row though read more than once (Spark does not merge a projection
+    into the next when that would repeat an expensive expression)."""
+    n = len(bare)
+    line = F.col("line")
+    keep = [F.col(quote(c)) for c in lines.columns]
+    if options.filetype is ExportFiletype.CSV and fast and n and fast_csv(options):
+        schema = ", ".join(f"__f{i} STRING" for i in range(n))
+        opts = {
+            **FAST_OPTIONS,
+            "sep": options.csv_separator,
+            "quote": options.csv_delimiter,
+            "nullValue": options.csv_null_value,
+        }
+        read = F.when(F.octet_length(line) < FAST_MAX_BYTES, F.from_csv(line, schema, opts))
+        lines = lines.select(*keep, read.alias("__fast"))
+        written = _written([F.col("__fast")[f"__f{i}"] for i in range(n)], bare, options)
+        # The fast reading where it is proven; NULL sends the line to the exact parser.
+        lines = lines.select(*keep, F.when(written == line, F.col("__fast")).alias("__fast"))
+        fast_values = [F.col("__fast")[f"__f{i}"] for i in range(n)]
+    else:
+        lines = lines.select(*keep, F.lit(None).cast("struct<__f0:string>").alias("__fast"))
+        fast_values = [F.lit(None).cast("string")] * n
+    proven = F.col("__fast").isNotNull()
+    tokens, field, whole = _exact_parser(options)
+    lines = lines.select(*keep, "__fast", F.when(~proven, tokens).alias("__tokens"))
+    ok = proven | (F.array_join(F.col("__tokens"), "") == whole)
+    if options.filetype is ExportFiletype.SQL:
+        ok = proven | (line.rlike(SQL_ROW) & (F.array_join(F.col("__tokens"), "") == whole))
+    lines = lines.select(
+        *keep, "__fast", F.transform(F.col("__tokens"), field).alias("__exact"), ok.alias("__ok")
+    )
+    exact = F.col("__exact")
+    raws = [
+        F.when(proven, v).otherwise(F.get(exact, i)).alias(f"__r{i}")
+        for i, v in enumerate(fast_values)
+    ]
+    count = F.when(proven, F.lit(n)).otherwise(F.size(exact))
+    return lines.select(*keep, *raws, count.alias("__count"), "__ok", proven.alias("__proven"))
+
+
+def _exact_parser(options: DumplingOptions) -> tuple[Column, Callable[[Column], Column], Column]:
+    """The exact parser of a line: its tokens (one per field, with the separator before it),
+    the raw value of a token, and the text the tokens of a well-formed line join to."""
     line = F.col("line")
     if options.filetype is ExportFiletype.CSV:
         sep, delim = options.csv_separator, options.csv_delimiter
@@ -246,32 +372,25 @@ def parse_fields(lines: DataFrame, options: DumplingOptions) -> DataFrame:
                 .otherwise(unescape(raw))
             )
 
-        ok = F.array_join(F.col("__tokens"), "") == whole
-    else:
-        inner = F.regexp_extract(line, SQL_ROW, 1)
-        whole = F.concat(F.lit(","), inner)
-        tokens = F.regexp_extract_all(whole, F.lit(SQL_TOKEN), 0)
+        return tokens, field, whole
+    inner = F.regexp_extract(line, SQL_ROW, 1)
+    whole = F.concat(F.lit(","), inner)
+    tokens = F.regexp_extract_all(whole, F.lit(SQL_TOKEN), 0)
 
-        def field(t: Column) -> Column:
-            raw = F.substring(t, 2, 2**31 - 1)
-            first = F.substring(raw, 1, 1)
-            return (
-                F.when(first == "'", unescape(F.substring(raw, 2, F.length(raw) - 2)))
-                .when(
-                    F.lower(F.substring(raw, 1, 2)) == "x'",
-                    F.decode(F.unhex(F.substring(raw, 3, F.length(raw) - 3)), "ISO-8859-1"),
-                )
-                .when(F.upper(raw) == "NULL", F.lit(None).cast("string"))
-                .otherwise(raw)
+    def sql_field(t: Column) -> Column:
+        raw = F.substring(t, 2, 2**31 - 1)
+        first = F.substring(raw, 1, 1)
+        return (
+            F.when(first == "'", unescape(F.substring(raw, 2, F.length(raw) - 2)))
+            .when(
+                F.lower(F.substring(raw, 1, 2)) == "x'",
+                F.decode(F.unhex(F.substring(raw, 3, F.length(raw) - 3)), "ISO-8859-1"),
             )
+            .when(F.upper(raw) == "NULL", F.lit(None).cast("string"))
+            .otherwise(raw)
+        )
 
-        ok = line.rlike(SQL_ROW) & (F.array_join(F.col("__tokens"), "") == whole)
-    with_tokens = lines.withColumn("__tokens", tokens)
-    return with_tokens.select(
-        *[F.col(quote(c)) for c in lines.columns],
-        F.transform(F.col("__tokens"), field).alias("__fields"),
-        ok.alias("__ok"),
-    )
+    return tokens, sql_field, whole
 
 
 def _insert_heads(lt: LoadTable) -> list[str]:
@@ -283,7 +402,9 @@ def _insert_heads(lt: LoadTable) -> list[str]:
 
 
 def _table_rows(w, step_load: Load, lt: LoadTable, target_cols) -> DataFrame:
-    """The typed rows of one upstream table of the load (`TargetWriter.typed_rows`)."""
+    """The typed rows of one upstream table of the load: `v_<column>` for each target
+    column, `__err` (why the row cannot be loaded, or NULL), and what a bad row's message
+    and quarantine need (`line`, `__path`, `__block`, `db`, `tbl`)."""
     o = step_load.options
     csv = o.filetype is ExportFiletype.CSV
     paths = [f.location for f in lt.files]
@@ -292,11 +413,12 @@ def _table_rows(w, step_load: Load, lt: LoadTable, target_cols) -> DataFrame:
         lines = w.spark.createDataFrame([], "line STRING, __path STRING, __block BIGINT")
     else:
         lines = read_lines(w.spark, paths, header=csv and not o.no_header)
-    lines = parse_fields(lines, o)
+    columns = [lt.schema.column(c) for c in names]
+    bare = [c is not None and dumpling_codec.written_bare(c) for c in columns]
+    parsed = parse_fields(lines, o, bare)
     line = F.col("line")
-    fields, ok = F.col("__fields"), F.col("__ok")
+    ok, count = F.col("__ok"), F.col("__count")
     n = len(names)
-    count = F.size(fields)
     if csv:
         is_row = F.lit(True)
         other = F.lit(None).cast("string")
@@ -318,13 +440,11 @@ def _table_rows(w, step_load: Load, lt: LoadTable, target_cols) -> DataFrame:
         F.when(~is_row, other)
         .when(
             ~ok,
-            F.concat(
-                F.lit(
-                    "cannot read this line as a Dumpling "
-                    + ("CSV record" if csv else "INSERT row")
-                    + " (an unterminated or misquoted value?) (hint: check the export's flags "
-                    "in `initial_load.options`)"
-                ),
+            F.lit(
+                "cannot read this line as a Dumpling "
+                + ("CSV record" if csv else "INSERT row")
+                + " (an unterminated or misquoted value?) (hint: check the export's flags "
+                "in `initial_load.options`)"
             ),
         )
         .when(
@@ -343,62 +463,70 @@ def _table_rows(w, step_load: Load, lt: LoadTable, target_cols) -> DataFrame:
             ),
         )
     )
-    # A row of the wrong width still fills exactly n values (the error names it).
-    padded = F.slice(F.concat(fields, F.array_repeat(F.lit(None).cast("string"), n)), 1, n)
-    name_arr = F.array(*[F.lit(c) for c in names])
-    shown = F.concat(F.lit(step_load.export + "/"), F.element_at(F.split("__path", "/"), -1))
-    frame = lines.select(
-        shown.alias("topic"),
-        F.lit(0).alias("partition"),
-        F.col("__block").alias("offset"),
-        F.lit(0).alias("idx"),
+    raws = [f"__r{i}" for i in range(n)]
+    # Lines that are no row (an SQL file's INSERT heads and comments) and are allowed drop out.
+    rows = parsed.where(is_row | bad.isNotNull()).select(
+        "line", "__path", "__block", *raws, bad.alias("__bad")
+    )
+    typed = rows.selectExpr(
+        "line",
+        "__path",
+        "__block",
+        *_typing(lt, target_cols, o, dict(zip(names, raws, strict=True))),
+    )
+    return typed.select(
+        "*",
         F.lit(step_load.snapshot_ts).cast("bigint").alias("commit_ts"),
-        F.lit(OP_INSERT).alias("op"),
         F.lit(lt.db).alias("db"),
         F.lit(lt.table).alias("tbl"),
-        F.when(is_row | bad.isNotNull(), F.map_from_arrays(name_arr, padded))
-        .otherwise(F.lit(None))
-        .alias("after"),
-        F.lit(None).cast("map<string,string>").alias("before"),
-        F.lit(None).cast("string").alias("after_json"),
-        F.lit(None).cast("string").alias("before_json"),
-        bad.alias("__bad"),
-        F.col("__path"),
-        F.xxhash64(F.encode(line, "ISO-8859-1")).alias("__hash"),
-        F.encode(line, "ISO-8859-1").alias("__raw"),
-    ).where(F.col("after").isNotNull())
-    opts = SourceOptions(time_zone=o.time_zone)
-    return w.typed_rows(
-        frame,
-        lt.db,
-        lt.table,
-        lt.schema,
-        target_cols,
-        step_load.snapshot_ts,
-        codec=dumpling_codec,
-        opts=opts,
-        row_error="__bad",
-        carry=("__bad", "__path", "__hash", "__raw"),
-        # The `after` map is built from the schema's own column names (above).
-        names_known=True,
     )
+
+
+def _typing(
+    lt: LoadTable, target_cols: list[tuple[str, str]], o: DumplingOptions, raws: dict[str, str]
+) -> list[str]:
+    """SQL: each target column's value (`v_<name>`) from the raw values (`raws`: data column
+    to the column holding its text) and `__err`: the row's `__bad`, else the first value
+    that does not fit its column. The codec's conversions and fit checks (`codecs.dumpling`),
+    the same as change events are typed with; a column the export does not hold (generated
+    upstream, or another shard's) is NULL."""
+    opts = SourceOptions(time_zone=o.time_zone)
+    by_name = {n.lower(): quote(r) for n, r in raws.items()}
+    values: list[str] = []
+    checks: list[tuple[str, str, str]] = []
+    for name, ttype in target_cols:
+        col = lt.schema.column(name)
+        raw = by_name.get(col.name.lower()) if col is not None else None
+        if col is None or raw is None:
+            values.append(f"CAST(NULL AS {ttype}) AS {quote('v_' + name)}")
+            continue
+        value = dumpling_codec.value_sql(col, raw, opts)
+        values.append(f"CAST({value} AS {ttype}) AS {quote('v_' + name)}")
+        checks.append((col.name, raw, dumpling_codec.fits_sql(col, raw, opts)))
+    return [*values, f"coalesce(__bad, {fit_error(checks)}) AS __err"]
 
 
 # --------------------------------------------------------------------------- bad rows
 
 
+def _shown(step_load: Load) -> Column:
+    """The bad row's file as the plan shows it: `<export>/<file name>`."""
+    return F.concat(F.lit(step_load.export + "/"), F.element_at(F.split("__path", "/"), -1))
+
+
 def _failure(step_load: Load) -> Column:
-    """The message a bad row raises: where it is, for `_located`, and why."""
+    """The message a bad row raises: where it is, for `_located`, and why. Built only for a
+    bad row (inside the `when` that raises it)."""
     sep = F.lit("\x1f")
     return F.concat(
         F.lit(raised.PREFIX + LOAD_MARK),
         F.col("__path"),
         sep,
-        F.col("topic"),
+        _shown(step_load),
         sep,
-        F.col("offset").cast("string"),
+        F.col("__block").cast("string"),
         sep,
-        F.col("__hash").cast("string"),
+        F.xxhash64(F.encode("line", "ISO-8859-1")).cast("string"),
         sep,
         F.col("db"),
         F.lit("."),
@@ -451,21 +579,21 @@ def _quarantine(w, step_load: Load, typed: DataFrame) -> DataFrame:
     bad = typed.where(F.col("__err").isNotNull())
     q = bad.select(
         F.lit(w.source.name).alias("source"),
-        F.concat(F.lit(QUARANTINE_TOPIC), F.col("topic")).alias("topic"),
-        F.col("partition").cast("int").alias("partition"),
-        F.col("offset").cast("bigint").alias("offset"),
-        F.col("idx").cast("int").alias("idx"),
+        F.concat(F.lit(QUARANTINE_TOPIC), _shown(step_load)).alias("topic"),
+        F.lit(0).alias("partition"),
+        F.col("__block").alias("offset"),
+        F.lit(0).alias("idx"),
         "db",
         "tbl",
         "commit_ts",
         F.concat(
             F.col("__err"),
             F.lit(" (in the part of the file from byte "),
-            F.col("offset").cast("string"),
+            F.col("__block").cast("string"),
             F.lit(")"),
         ).alias("reason"),
         F.lit(None).cast("binary").alias("raw_key"),
-        F.col("__raw").alias("raw_value"),
+        F.encode("line", "ISO-8859-1").alias("raw_value"),
     )
     # One load writes its bad rows at once; run again, it replaces them (no duplicates).
     where = " OR ".join(
