@@ -338,14 +338,15 @@ class TargetWriter:
                 # once per target per batch. So no key-range job (a table of a few files
                 # has nothing to skip), and the MERGE rewrites the few files it touches
                 # instead of writing deletion vectors for them, which takes more jobs than
-                # rewriting files this small (benchmarks/README.md). Delta copies the
-                # source itself ("all"): under "auto" it does not copy a deterministic
-                # source that reads only Delta tables, as ours does, and then computes it
-                # twice (for the touched files, then for the write), which for a large
-                # batch costs more than the copy.
+                # rewriting files this small (benchmarks/README.md).
+                src = materialized = src.localCheckpoint(eager=True, storageLevel=SOURCE_COPY)
                 src.createOrReplaceTempView(SOURCE_VIEW)
                 sql = merge_sql(self.ref, SOURCE_VIEW, key_names, cols)
-                conf = {MATERIALIZE: "all", MERGE_DELETION_VECTORS: "false"}
+                conf = {
+                    MATERIALIZE: "none",
+                    MERGE_DELETION_VECTORS: "false",
+                    **_small_merge_conf(src),
+                }
             else:
                 # Delta's MERGE reads its source twice (touched files, then the write):
                 # computed once into a local checkpoint on disk (the first job over the
@@ -500,9 +501,25 @@ MATERIALIZE = "spark.databricks.delta.merge.materializeSource"
 # Whether a MERGE marks the rows it removes with deletion vectors (where the table has
 # them) or rewrites the files they are in.
 MERGE_DELETION_VECTORS = "spark.databricks.delta.merge.deletionVectors.persistent"
+ADAPTIVE = "spark.sql.adaptive.enabled"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 # Up to this size a target counts as small for `TargetWriter.merge`: below it, rewriting a
 # touched file measured no slower than writing its deletion vector (benchmarks/README.md).
 SMALL_TARGET = 16 * 1024 * 1024
+
+
+def _small_merge_conf(src: DataFrame) -> dict[str, str]:
+    """Session settings for the MERGE of a small target from its copied source `src`.
+
+    Without adaptive execution: under it every shuffle and broadcast of the MERGE's
+    queries (Delta's own log replay among them) runs as a job of its own with a
+    re-optimization after it, which for a target of a few files is most of the MERGE's
+    cost (benchmarks/README.md). Its shuffles then get as many partitions as the copied
+    source has: that copy was computed adaptively, so it has one partition when it is
+    small and more for a large batch, which the MERGE's join of it then keeps."""
+    # The copy's partitions are known without a job (its blocks are in place).
+    parts = src._jdf.rdd().getNumPartitions()  # type: ignore[attr-defined]
+    return {ADAPTIVE: "false", SHUFFLE_PARTITIONS: str(max(1, parts))}
 
 
 def _drop_checkpoint(df: DataFrame) -> None:
