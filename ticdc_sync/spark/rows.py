@@ -33,7 +33,7 @@ from ticdc_sync.plan.model import TargetPlan
 from ticdc_sync.plan.steps import Rows
 from ticdc_sync.spark import raised
 from ticdc_sync.spark.conf import before_commit, commit_marker, session_conf
-from ticdc_sync.spark.delta_log import data_size, table_exists, target_marker
+from ticdc_sync.spark.delta_log import checksum_facts, data_size, table_exists, target_marker
 from ticdc_sync.spark.row_typing import (
     ROW_NAMES,
     Images,
@@ -310,9 +310,17 @@ class TargetWriter:
 
     def merge(self, marker: Marker, step: Rows) -> Marker:
         """Apply one row segment in one MERGE (or INSERT) whose commit carries the new marker."""
-        if not table_exists(self.spark, self.location):
+        # A local table's checksum answers for existence, columns and size without a query
+        # plan or a job (one per target per batch otherwise); else ask Delta.
+        facts = checksum_facts(self.location)
+        if facts is not None:
+            target_cols = [c for c in facts.columns if c[0] != COMMIT_TS]
+            files, size = facts.files, facts.size
+        elif not table_exists(self.spark, self.location):
             return marker  # the DDL that creates this target comes later in the window
-        target_cols = self._target_columns()
+        else:
+            target_cols = self._target_columns()
+            files, size = data_size(self.spark, self.location)
         typed, keys = self._typed(step.hi, target_cols, step.lo)
         new_marker = Marker(step.hi, marker.ddl_ts, marker.ddl_part, marker.ddl_parts)
         if typed is None:
@@ -322,7 +330,6 @@ class TargetWriter:
         src = self._collapse(typed, key_names, [n for n, _ in target_cols])
         cols = [n for n, _ in target_cols]
         # No data files: a MERGE has nothing to match. The size picks how it merges.
-        files, size = data_size(self.spark, self.location)
         empty = files == 0
         materialized = None
         conf = {MATERIALIZE: "none"}
