@@ -1,6 +1,6 @@
 """What a Delta table's log says: whether it exists, its newest ticdc-sync marker, whether it has
-data files, and its newest commit (read from `_delta_log` files directly where that saves
-a Spark job). Reads only; never writes a table.
+data files, its columns, and its newest commit (read from `_delta_log` files directly where
+that saves a Spark job or a query plan). Reads only; never writes a table.
 """
 
 from __future__ import annotations
@@ -8,9 +8,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
 
 from ticdc_sync import store
 from ticdc_sync.locations import is_local, local_path
@@ -77,12 +79,35 @@ def checksum_size(location: str) -> tuple[int, int] | None:
     """(`numFiles`, `tableSizeBytes`) of the newest commit's version checksum, or None
     where it cannot be read: a remote table, a version without a checksum, a file being
     written."""
+    found = checksum_facts(location)
+    return None if found is None else (found.files, found.size)
+
+
+@dataclass(frozen=True)
+class TableFacts:
+    """A table's newest version as its version checksum states it."""
+
+    files: int
+    size: int
+    # (name, Spark type as `DataType.simpleString`) of every column, in table order.
+    columns: tuple[tuple[str, str], ...]
+
+
+def checksum_facts(location: str) -> TableFacts | None:
+    """The data files, bytes and columns of a local table's newest version, from that
+    version's checksum (`_delta_log/<version>.crc`: `numFiles`, `tableSizeBytes` and
+    `metadata` are required fields of it in the Delta protocol), without the JVM; None
+    where it cannot be read (a remote table, no table, a version without a checksum, a
+    file being written): ask Delta then. The columns are the metadata's schema, which is
+    what a read of the table would show."""
     found = _newest_log_file(location, ".crc")
     if found is None:
         return None
     try:
         crc = json.loads(found[1])
-        return int(crc["numFiles"]), int(crc["tableSizeBytes"])
+        schema = StructType.fromJson(json.loads(crc["metadata"]["schemaString"]))
+        columns = tuple((f.name, f.dataType.simpleString()) for f in schema.fields)
+        return TableFacts(int(crc["numFiles"]), int(crc["tableSizeBytes"]), columns)
     except (ValueError, KeyError, TypeError):
         return None
 

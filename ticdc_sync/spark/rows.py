@@ -33,7 +33,7 @@ from ticdc_sync.plan.model import TargetPlan
 from ticdc_sync.plan.steps import Rows
 from ticdc_sync.spark import raised
 from ticdc_sync.spark.conf import before_commit, commit_marker, session_conf
-from ticdc_sync.spark.delta_log import data_size, table_exists, target_marker
+from ticdc_sync.spark.delta_log import checksum_facts, data_size, table_exists, target_marker
 from ticdc_sync.spark.row_typing import (
     ROW_NAMES,
     Images,
@@ -310,9 +310,17 @@ class TargetWriter:
 
     def merge(self, marker: Marker, step: Rows) -> Marker:
         """Apply one row segment in one MERGE (or INSERT) whose commit carries the new marker."""
-        if not table_exists(self.spark, self.location):
+        # A local table's checksum answers for existence, columns and size without a query
+        # plan or a job (one per target per batch otherwise); else ask Delta.
+        facts = checksum_facts(self.location)
+        if facts is not None:
+            target_cols = [c for c in facts.columns if c[0] != COMMIT_TS]
+            files, size = facts.files, facts.size
+        elif not table_exists(self.spark, self.location):
             return marker  # the DDL that creates this target comes later in the window
-        target_cols = self._target_columns()
+        else:
+            target_cols = self._target_columns()
+            files, size = data_size(self.spark, self.location)
         typed, keys = self._typed(step.hi, target_cols, step.lo)
         new_marker = Marker(step.hi, marker.ddl_ts, marker.ddl_part, marker.ddl_parts)
         if typed is None:
@@ -322,7 +330,6 @@ class TargetWriter:
         src = self._collapse(typed, key_names, [n for n, _ in target_cols])
         cols = [n for n, _ in target_cols]
         # No data files: a MERGE has nothing to match. The size picks how it merges.
-        files, size = data_size(self.spark, self.location)
         empty = files == 0
         materialized = None
         conf = {MATERIALIZE: "none"}
@@ -338,14 +345,15 @@ class TargetWriter:
                 # once per target per batch. So no key-range job (a table of a few files
                 # has nothing to skip), and the MERGE rewrites the few files it touches
                 # instead of writing deletion vectors for them, which takes more jobs than
-                # rewriting files this small (benchmarks/README.md). Delta copies the
-                # source itself ("all"): under "auto" it does not copy a deterministic
-                # source that reads only Delta tables, as ours does, and then computes it
-                # twice (for the touched files, then for the write), which for a large
-                # batch costs more than the copy.
+                # rewriting files this small (benchmarks/README.md).
+                src = materialized = src.localCheckpoint(eager=True, storageLevel=SOURCE_COPY)
                 src.createOrReplaceTempView(SOURCE_VIEW)
                 sql = merge_sql(self.ref, SOURCE_VIEW, key_names, cols)
-                conf = {MATERIALIZE: "all", MERGE_DELETION_VECTORS: "false"}
+                conf = {
+                    MATERIALIZE: "none",
+                    MERGE_DELETION_VECTORS: "false",
+                    **_small_merge_conf(src),
+                }
             else:
                 # Delta's MERGE reads its source twice (touched files, then the write):
                 # computed once into a local checkpoint on disk (the first job over the
@@ -500,9 +508,25 @@ MATERIALIZE = "spark.databricks.delta.merge.materializeSource"
 # Whether a MERGE marks the rows it removes with deletion vectors (where the table has
 # them) or rewrites the files they are in.
 MERGE_DELETION_VECTORS = "spark.databricks.delta.merge.deletionVectors.persistent"
+ADAPTIVE = "spark.sql.adaptive.enabled"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 # Up to this size a target counts as small for `TargetWriter.merge`: below it, rewriting a
 # touched file measured no slower than writing its deletion vector (benchmarks/README.md).
 SMALL_TARGET = 16 * 1024 * 1024
+
+
+def _small_merge_conf(src: DataFrame) -> dict[str, str]:
+    """Session settings for the MERGE of a small target from its copied source `src`.
+
+    Without adaptive execution: under it every shuffle and broadcast of the MERGE's
+    queries (Delta's own log replay among them) runs as a job of its own with a
+    re-optimization after it, which for a target of a few files is most of the MERGE's
+    cost (benchmarks/README.md). Its shuffles then get as many partitions as the copied
+    source has: that copy was computed adaptively, so it has one partition when it is
+    small and more for a large batch, which the MERGE's join of it then keeps."""
+    # The copy's partitions are known without a job (its blocks are in place).
+    parts = src._jdf.rdd().getNumPartitions()  # type: ignore[attr-defined]
+    return {ADAPTIVE: "false", SHUFFLE_PARTITIONS: str(max(1, parts))}
 
 
 def _drop_checkpoint(df: DataFrame) -> None:
