@@ -141,6 +141,7 @@ def run_once(
         with labels_phase(spark, "retention"), progress.phase("retention", groups=["retention"]):
             tidy_staging(project, state, plan, targets, result, out)
     result["seconds"] = round(time.monotonic() - t0, 3)
+    result["phases"] = progress.take_seconds()
     out(
         f"done: {len(result['targets'])} target(s), {len(result['errors'])} error(s) "
         f"in {result['seconds']:.1f}s"

@@ -46,6 +46,8 @@ class RunProgress:
         self._job_stages: dict[int, list[int]] = {}
         self._job_names: dict[int, str] = {}
         self._stage_done: dict[int, tuple[int, int, int, int]] = {}
+        # Wall seconds of each phase that ended since `take_seconds` (run_results' `phases`).
+        self._seconds: dict[str, float] = {}
 
     def attach(self, spark) -> None:
         """The session whose jobs to read (once it exists)."""
@@ -78,6 +80,16 @@ class RunProgress:
             with self._lock:
                 if self._phase is phase:
                     self._phase = None
+                took = time.monotonic() - phase.started
+                self._seconds[name] = self._seconds.get(name, 0.0) + took
+
+    def take_seconds(self) -> dict[str, float]:
+        """Wall seconds of each phase that ended since the last call (a phase that ran
+        twice counts once, summed), in the order they first ended."""
+        with self._lock:
+            out = {k: round(v, 3) for k, v in self._seconds.items()}
+            self._seconds.clear()
+        return out
 
     @staticmethod
     def _intro(st: PhaseStatus) -> str:
