@@ -167,7 +167,7 @@ def tidy_staging(project: Project, state, plan, targets: dict, result: dict, out
             if t.source == sp.source.name
         ]
         bound = trim_bound(applied, sp.resolved_ts, project.staging_retention_ms, sp.open_bad)
-        if bound is None:
+        if bound is None or not _may_trim(state, sp.source.name, bound):
             continue
         n = state.staging.trim(names, sp.source.name, bound)
         if n:
@@ -175,6 +175,25 @@ def tidy_staging(project: Project, state, plan, targets: dict, result: dict, out
             out(f"  {sp.source.name}: {n} applied event(s) older than the retention deleted")
     if state.staging.compact(names):
         out("  staging table compacted")
+
+
+def _may_trim(state, source: str, bound: int) -> bool:
+    """Whether the staging table may hold an event `Staging.trim` would delete. Asked of
+    delta-rs, which answers from the files' statistics without a Spark job (the staged
+    events of a warehouse younger than the retention never are); where it cannot answer,
+    the trim runs and finds out itself."""
+    from ticdc_sync.events import KIND_EMPTY, KIND_ROW, KIND_WATERMARK
+    from ticdc_sync.lake import LakeTable
+
+    where = [
+        ("source", "=", source),
+        ("kind", "in", [KIND_ROW, KIND_WATERMARK, KIND_EMPTY]),
+        ("commit_ts", "<=", int(bound)),
+    ]
+    try:
+        return LakeTable(state.staging.events_path).read(["commit_ts"], where, limit=1).num_rows > 0
+    except Exception:  # noqa: BLE001 - only a shortcut: Spark's DELETE decides
+        return True
 
 
 def labels_phase(spark, text: str):
