@@ -15,7 +15,8 @@ PYTHONPATH pointing at the code under test: this checkout (its working tree), or
 each round, so a change in the host's load falls on all; the load average is printed
 before and after each run.
 
-Per run: the process's wall time and CPU time (the process and its JVM, from /proc); the
+Per run: the process's wall time and CPU time (the process and its JVM, from /proc, and
+the Python process's own); the
 phases by the run's own output lines (start: Python, the JVM, the lease and the state
 tables; stage; resolve + plan; each target's apply; retention + exit), where
 `run_results.json` has `phases` (newer versions) those too; and, from Spark's event log
@@ -75,6 +76,7 @@ class Result:
     wall: float
     load: tuple[float, float]
     cpu: float = 0.0  # CPU seconds of the process and its children (the JVM), sampled
+    py_cpu: float = 0.0  # of those, the Python process's own
     inside: float | None = None  # `done: ... in` (where it starts differs between versions)
     stage: float | None = None
     at_staged: float | None = None  # when the stage line was printed
@@ -150,10 +152,12 @@ class TreeCpu:
         for pid in tree & stats.keys():
             self.ticks[pid] = max(self.ticks.get(pid, 0), stats[pid][1])
 
-    def stop(self) -> float:
+    def stop(self) -> tuple[float, float]:
+        """(CPU seconds of the whole tree, of the process itself)."""
         self._stop.set()
         self._thread.join()
-        return sum(self.ticks.values()) / os.sysconf("SC_CLK_TCK")
+        tick = os.sysconf("SC_CLK_TCK")
+        return sum(self.ticks.values()) / tick, self.ticks.get(self.pid, 0) / tick
 
 
 def git(*args: str) -> str:
@@ -234,7 +238,7 @@ def run_once(code: Code, cap: W.Capture, n: int, seed: bool) -> Result:
         for line in p.stdout:
             lines.append((time.perf_counter() - t0, line.rstrip("\n")))
     wall = time.perf_counter() - t0
-    r = Result(code.label, n, wall, (load0, os.getloadavg()[0]), cpu.stop())
+    r = Result(code.label, n, wall, (load0, os.getloadavg()[0]), *cpu.stop())
     log = root / "target" / "logs" / "ticdc-sync.log"
     if log.exists():
         for line in log.read_text(errors="replace").splitlines():
@@ -285,7 +289,7 @@ def row(r: Result) -> str:
     )
     phases = ", ".join(f"{k} {v:.1f}" for k, v in r.phases.items())
     return (
-        f"| {r.code} #{r.round} | {r.wall:.1f} | {r.cpu:.1f} | {_f(r.before)} | "
+        f"| {r.code} #{r.round} | {r.wall:.1f} | {r.cpu:.1f} ({r.py_cpu:.1f}) | {_f(r.before)} | "
         f"{_f(r.stage)} ({_f(r.cpu_of('stage '))}) | {_f(r.between)} | {applies} "
         f"({cpu_applies or '-'}) | {_f(r.after)} | {r.load[0]:.1f}-{r.load[1]:.1f} | "
         f"{phases or '-'} |"
@@ -293,7 +297,7 @@ def row(r: Result) -> str:
 
 
 HEADER = (
-    "| code #run | process s | process CPU s | start (JVM, lease, state tables) | "
+    "| code #run | process s | process CPU s (Python's) | start (JVM, lease, state tables) | "
     "stage (tasks' CPU s) | resolve + plan | apply per target (tasks' CPU s) | "
     "retention + exit | load avg | run_results phases |\n"
     "|---|---|---|---|---|---|---|---|---|---|"
@@ -301,6 +305,7 @@ HEADER = (
 FIGURES: dict[str, Callable[[Result], float | None]] = {
     "process": lambda r: r.wall,
     "process CPU": lambda r: r.cpu,
+    "  of which Python's": lambda r: r.py_cpu,
     "start (JVM, lease, state tables)": lambda r: r.before,
     "stage": lambda r: r.stage,
     "stage, tasks' CPU": lambda r: r.cpu_of("stage "),
