@@ -1,12 +1,14 @@
 """ticdc-sync benchmarks: one command, one table of figures and targets (issue 7).
 
 Usage: python benchmarks/run.py [--events N] [--quick] [--repeat 3] [--only a,b,...]
-                                [--profile] [--protocol canal-json]
+                                [--profile] [--protocol canal-json] [--e2e-dv]
 
 Measures, in one run and on one local[2] SparkSession (best of --repeat each):
   decode   Spark reading the capture and parsing every message with plain from_json (noop sink)
   e2e      ticdc_sync.spark.runner.run on a fresh project (files transport): pass 1 into empty
-           targets, pass 2 (another N events) into the populated targets
+           targets, pass 2 (another N events) into the populated targets, each with its
+           phases (run_results `phases`: stage, resolve, plan, apply and each target's
+           seconds, retention); `--e2e-dv` also with targets created with deletion vectors
   baseline a hand-written Structured Streaming job over the same capture lines: foreachBatch,
            last change per key (window), one MERGE per table per micro-batch, no DDL/watermarks
   merge    10,000 changes MERGEd into targets of 1M and 10M rows (several layouts)
@@ -25,6 +27,7 @@ Measures, in one run and on one local[2] SparkSession (best of --repeat each):
   peer     Spark Declarative Pipelines' AUTO CDC flow vs `ticdc-sync run`, both as CLIs, on
            pass 1 (sdp_peer.py)
 `--profile` also runs e2e pass 1 once under cProfile and prints where the driver waited.
+`compare.py` runs `ticdc-sync run` at this checkout against another commit, alternating.
 Not part of the test suite. Captures are cached under benchmarks/out/ (gitignored).
 """
 
@@ -85,9 +88,14 @@ def session(conf: dict[str, str] | None = None):
     return spark
 
 
-def make_project(root: Path, cap: W.Capture) -> Path:
+def make_project(root: Path, cap: W.Capture, deletion_vectors: bool = False) -> Path:
+    """A project over `cap`'s capture; `deletion_vectors`: its targets are created with
+    them (`table_features.deletion_vectors: true`; the default is without)."""
     root.mkdir(parents=True, exist_ok=True)
-    (root / "ticdc_sync.yml").write_text("name: bench\nprofile: bench\n")
+    features = "defaults:\n  table_features:\n    deletion_vectors: true\n"
+    (root / "ticdc_sync.yml").write_text(
+        "name: bench\nprofile: bench\n" + (features if deletion_vectors else "")
+    )
     (root / "profiles.yml").write_text(
         "bench:\n  target: dev\n  outputs:\n    dev:\n"
         '      spark: {master: "local[2]"}\n'
@@ -155,14 +163,19 @@ def measure_decode(spark, cap: W.Capture, repeat: int) -> float:
 # ------------------------------------------------------------------------------ (b) e2e
 
 
-def measure_e2e(spark, cap: W.Capture, repeat: int, tmp: Path) -> dict:
+def measure_e2e(
+    spark, cap: W.Capture, repeat: int, tmp: Path, deletion_vectors: bool = False
+) -> dict:
+    """Best of `repeat` of each pass; with the best run's phases (run_results `phases`) and
+    each target's seconds. `deletion_vectors`: targets created with them."""
     from ticdc_sync.project import load_project
     from ticdc_sync.spark import runner
 
     results: dict = {"pass1": float("inf"), "pass2": float("inf"), "log": []}
     want = [p["live_rows"] for p in cap.meta["passes"]]
+    label = "e2e (deletion vectors)" if deletion_vectors else "e2e"
     for i in range(repeat):
-        root = make_project(tmp / f"e2e{i}", cap)
+        root = make_project(tmp / f"e2e{i}-{deletion_vectors}", cap, deletion_vectors)
         for n in (1, 2):
             point_captures(root, cap, n)
             project = load_project(root)
@@ -172,16 +185,66 @@ def measure_e2e(spark, cap: W.Capture, repeat: int, tmp: Path) -> dict:
             dt = time.perf_counter() - t0
             if code != 0:
                 raise SystemExit("e2e run failed:\n" + "\n".join(lines))
-            print(f"  e2e pass {n} #{i + 1}: {dt:.1f}s", flush=True)
+            print(f"  {label} pass {n} #{i + 1}: {dt:.1f}s", flush=True)
             if dt < results[f"pass{n}"]:
                 results[f"pass{n}"] = dt
                 results[f"log{n}"] = lines
+                results[f"phases{n}"] = run_phases(root)
             if i == 0:
                 got = target_counts(spark, root / "warehouse")
                 if got != want[n - 1]:
                     raise SystemExit(f"e2e pass {n}: target rows {got}, expected {want[n - 1]}")
         shutil.rmtree(root, ignore_errors=True)
     return results
+
+
+def measure_e2e_dv(spark, cap: W.Capture, repeat: int, tmp: Path) -> tuple[dict, dict]:
+    """e2e without and with deletion vectors, alternating (the order flips each repetition,
+    so the JVM's warm-up and the host's load fall on both): best of `repeat` each."""
+    best: dict[bool, dict] = {}
+    for i in range(repeat):
+        for dv in (False, True) if i % 2 == 0 else (True, False):
+            got = measure_e2e(spark, cap, 1, tmp, deletion_vectors=dv)
+            have = best.setdefault(dv, got)
+            for n in (1, 2):
+                if got[f"pass{n}"] < have[f"pass{n}"]:
+                    for k in (f"pass{n}", f"log{n}", f"phases{n}"):
+                        have[k] = got[k]
+    return best[False], best[True]
+
+
+def run_phases(root: Path) -> dict:
+    """The phases of the project's last run (`target/run_results.json`): {phase: seconds}
+    and {target: seconds}."""
+    body = json.loads((root / "target" / "run_results.json").read_text())
+    return {
+        "phases": body.get("phases") or {},
+        "targets": {t: r["seconds"] for t, r in sorted(body["targets"].items())},
+    }
+
+
+def phase_split(ph: dict | None) -> str:
+    """`open state 1.2s; stage src 30.1s; ...; apply 20.3s (accounts 19.0, ...)`: where a
+    pass went, in run order."""
+    if not ph:
+        return ""
+    phases, parts = ph["phases"], []
+    for name in sorted(phases, key=_phase_rank):
+        text = f"{name} {phases[name]:.1f}s"
+        if name == "apply" and ph["targets"]:
+            text += " (" + ", ".join(f"{t} {s:.1f}" for t, s in ph["targets"].items()) + ")"
+        parts.append(text)
+    return "; ".join(parts)
+
+
+def _phase_rank(name: str) -> int:
+    first = name.split(" ")[0]
+    return PHASE_ORDER.index(first) if first in PHASE_ORDER else len(PHASE_ORDER)
+
+
+# The phases of a pass (run_results `phases`), in run order. `starting Spark` happens only
+# when the run starts the session (a user's run; not here, where the session is shared).
+PHASE_ORDER = ("starting", "open", "stage", "resolve", "plan", "apply", "retention")
 
 
 # ------------------------------------------------------------------------------ (c) baseline
@@ -802,6 +865,11 @@ def main() -> None:
         help="events over 3 vs 300 tables (1,000,000; --quick 100,000)",
     )
     ap.add_argument("--load-rows", type=int, default=None, help="rows of the load export")
+    ap.add_argument(
+        "--e2e-dv",
+        action="store_true",
+        help="also run e2e with targets created with deletion vectors (what they cost or save)",
+    )
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--protocol", default="canal-json")
     ap.add_argument("--mem-child", type=int, default=None, help=argparse.SUPPRESS)
@@ -854,7 +922,10 @@ def main() -> None:
         if "decode" in only:
             res["decode"] = measure_decode(spark, cap, a.repeat)
             loads.append(os.getloadavg()[0])
-        if "e2e" in only:
+        if "e2e" in only and a.e2e_dv:
+            res["e2e"], res["e2e_dv"] = measure_e2e_dv(spark, cap, a.repeat, tmp)
+            loads.append(os.getloadavg()[0])
+        elif "e2e" in only:
             res["e2e"] = measure_e2e(spark, cap, a.repeat, tmp)
             loads.append(os.getloadavg()[0])
         if "baseline" in only:
@@ -915,7 +986,21 @@ def main() -> None:
         r1 = records / e["pass1"]
         r2 = records2 / e["pass2"]
         rows.append(("e2e pass 1 (empty targets)", f"{r1:,.0f} rec/s ({e['pass1']:.1f}s)", "", ""))
+        rows.append(("  its phases", phase_split(e.get("phases1")), "", ""))
         rows.append(("e2e pass 2 (populated)", f"{r2:,.0f} rec/s ({e['pass2']:.1f}s)", "", ""))
+        rows.append(("  its phases", phase_split(e.get("phases2")), "", ""))
+        if "e2e_dv" in res:
+            d = res["e2e_dv"]
+            for k, pn, label in (("pass1", 1, "empty targets"), ("pass2", 2, "populated")):
+                rows.append(
+                    (
+                        f"e2e pass {pn} ({label}), deletion_vectors: true / default",
+                        f"{d[k]:.1f}s / {e[k]:.1f}s = {d[k] / e[k]:.2f}x",
+                        "",
+                        "",
+                    )
+                )
+                rows.append(("  its phases", phase_split(d.get(f"phases{pn}")), "", ""))
         if "decode" in res:
             ratio = r1 / (records / res["decode"])
             rows.append(("e2e / decode limit", f"{ratio:.3f}", ">= 0.333", met(ratio >= 1 / 3)))

@@ -49,6 +49,9 @@ class Job:
     tasks: int
     group: str
     name: str
+    # CPU time of its tasks (Spark's "Executor CPU Time"), which a busy host inflates less
+    # than their run time (core_ms): a task waiting for a core runs but uses no CPU.
+    cpu_ms: float = 0.0
 
 
 @dataclass
@@ -65,6 +68,7 @@ def read_jobs(event_dir: Path) -> list[Job]:
     ends: dict[int, float] = {}
     stage_ms: dict[int, float] = {}
     stage_tasks: dict[int, int] = {}
+    stage_cpu: dict[int, float] = {}
     for line in _event_lines(event_dir):
         e = json.loads(line)
         kind = e["Event"]
@@ -81,9 +85,9 @@ def read_jobs(event_dir: Path) -> list[Job]:
             ends[e["Job ID"]] = e["Completion Time"]
         elif kind == "SparkListenerTaskEnd":
             sid = e["Stage ID"]
-            stage_ms[sid] = stage_ms.get(sid, 0) + (e.get("Task Metrics") or {}).get(
-                "Executor Run Time", 0
-            )
+            metrics = e.get("Task Metrics") or {}
+            stage_ms[sid] = stage_ms.get(sid, 0) + metrics.get("Executor Run Time", 0)
+            stage_cpu[sid] = stage_cpu.get(sid, 0) + metrics.get("Executor CPU Time", 0) / 1e6
             stage_tasks[sid] = stage_tasks.get(sid, 0) + 1
     jobs = []
     for jid, s in sorted(starts.items()):
@@ -97,6 +101,7 @@ def read_jobs(event_dir: Path) -> list[Job]:
                 tasks=sum(stage_tasks.get(sid, 0) for sid in s["stages"]),
                 group=s["group"],
                 name=s["name"],
+                cpu_ms=sum(stage_cpu.get(sid, 0) for sid in s["stages"]),
             )
         )
     return jobs
@@ -134,30 +139,37 @@ def baseline_passes(whole: Interval, jobs: list[Job], walls: tuple[float, float]
 def budget(interval: Interval, by_phase: bool) -> list[str]:
     wall = (interval.end - interval.start) / 1000
     core = sum(j.core_ms for j in interval.jobs) / 1000
+    cpu = sum(j.cpu_ms for j in interval.jobs) / 1000
     lines = [
-        f"{interval.label}: {wall:.1f} s wall, {core:.1f} core-s in {len(interval.jobs)} jobs "
-        f"({core / (wall * CORES):.0%} of {CORES} cores)"
+        f"{interval.label}: {wall:.1f} s wall, {core:.1f} core-s ({cpu:.1f} CPU-s) in "
+        f"{len(interval.jobs)} jobs ({core / (wall * CORES):.0%} of {CORES} cores)"
     ]
     if not by_phase:
         return lines
     phases: dict[str, list[Job]] = {}
     for j in interval.jobs:
         phases.setdefault(phase_of(j), []).append(j)
-    lines.append(f"  {'phase':<28} {'from':>6} {'to':>6} {'core-s':>7} {'jobs':>5}")
+    lines.append(f"  {'phase':<28} {'from':>6} {'to':>6} {'core-s':>7} {'CPU-s':>6} {'jobs':>5}")
     for name, jobs in sorted(phases.items(), key=lambda kv: min(j.start for j in kv[1])):
         first = (min(j.start for j in jobs) - interval.start) / 1000
         last = (max(j.end for j in jobs) - interval.start) / 1000
         core_s = sum(j.core_ms for j in jobs) / 1000
-        lines.append(f"  {name:<28} {first:6.1f} {last:6.1f} {core_s:7.1f} {len(jobs):5d}")
+        cpu_s = sum(j.cpu_ms for j in jobs) / 1000
+        lines.append(
+            f"  {name:<28} {first:6.1f} {last:6.1f} {core_s:7.1f} {cpu_s:6.1f} {len(jobs):5d}"
+        )
     return lines
 
 
 def job_list(interval: Interval) -> list[str]:
-    lines = [f"  {'start':>6} {'wall':>6} {'core-s':>7} {'tasks':>5}  phase / first stage"]
+    lines = [
+        f"  {'start':>6} {'wall':>6} {'core-s':>7} {'CPU-s':>6} {'tasks':>5}  phase / first stage"
+    ]
     for j in interval.jobs:
         lines.append(
             f"  {(j.start - interval.start) / 1000:6.2f} {(j.end - j.start) / 1000:6.2f} "
-            f"{j.core_ms / 1000:7.2f} {j.tasks:5d}  {phase_of(j)} / {j.name[:60]}"
+            f"{j.core_ms / 1000:7.2f} {j.cpu_ms / 1000:6.2f} {j.tasks:5d}  "
+            f"{phase_of(j)} / {j.name[:60]}"
         )
     return lines
 

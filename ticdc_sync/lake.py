@@ -249,17 +249,26 @@ class LakeTable:
 
     # --- rows ------------------------------------------------------------------------
 
-    def read(self, columns: Sequence[str] | None = None, where: Filter = ()) -> pa.Table:
+    def read(
+        self,
+        columns: Sequence[str] | None = None,
+        where: Filter = (),
+        *,
+        order_by: Sequence[str] = (),
+        limit: int | None = None,
+    ) -> pa.Table:
         """The rows matching every `(column, op, value)` in `where` (ops: = != < <= > >=,
         `in` / `not in` with a list), with `columns` (default all), in no particular
-        order. The filter is pushed down to delta-rs, which skips files and row groups by
-        their statistics. Column mapping and deletion vectors are honoured."""
+        order unless `order_by` (ascending, NULLs last) is given; at most `limit` of them.
+        The filter is pushed down to delta-rs, which skips files and row groups by their
+        statistics, and the first `limit` rows of an order are found there too, without
+        bringing the rest into Python. Column mapping and deletion vectors are honoured."""
         self._snapshot()
         if self._table is None:
             raise self._unreadable(f"delta-rs {DELTALAKE_VERSION} cannot load it ({self._refused})")
         names = [n for n, _ in self.schema()]
         wanted = list(columns) if columns is not None else names
-        for c in [*wanted, *(c for c, _, _ in where)]:
+        for c in [*wanted, *(c for c, _, _ in where), *order_by]:
             if c not in names:
                 raise UserError(
                     f"{self.location}: no column {c!r} (it has {', '.join(names)}) (hint: "
@@ -268,6 +277,10 @@ class LakeTable:
         sql = f"SELECT {', '.join(_ident(c) for c in wanted)} FROM t"
         if where:
             sql += " WHERE " + " AND ".join(_condition(c, op, v) for c, op, v in where)
+        if order_by:
+            sql += " ORDER BY " + ", ".join(f"{_ident(c)} ASC NULLS LAST" for c in order_by)
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
         try:
             reader = QueryBuilder().register("t", self._table).execute(sql)
             # Not `pa.table(reader)`: it first asks whether its argument is a pandas

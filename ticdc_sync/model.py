@@ -96,7 +96,10 @@ class TableFeatures:
     """The Delta table features a target may carry (`table_features` in defaults or on a
     table entry): a compatibility setting for readers that lack some of them."""
 
-    deletion_vectors: bool = True  # MERGE marks replaced rows instead of rewriting files
+    # False: a MERGE rewrites the files holding the rows it replaces, so every reader can
+    # read the target (delta-rs's to_pyarrow_table/to_pandas refuse deletion vectors);
+    # True: it marks them instead (deletion vectors).
+    deletion_vectors: bool = False
     column_mapping: FeatureUse = FeatureUse.ENABLE  # at the first RENAME/DROP COLUMN
     type_widening: FeatureUse = FeatureUse.ENABLE  # at the first widening MODIFY
 

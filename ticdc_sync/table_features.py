@@ -68,15 +68,17 @@ def name_needs_mapping(name: str) -> bool:
 
 
 def create_properties(settings: TableFeatures, names: Iterable[str] = ()) -> dict[str, str]:
-    """TBLPROPERTIES of a new target. Nothing else: column mapping and type widening come
+    """TBLPROPERTIES of a new target: deletion vectors where the setting asks for them (by
+    default none). Nothing else: column mapping and type widening come
     with the first DDL that needs them (column mapping at CREATE only when a column name
     needs it); timestampNtz comes with a TIMESTAMP_NTZ column (at CREATE by itself; an ADD
     COLUMN enables it, `ddl.delta_sql`). No column defaults: an ADD COLUMN backfills with
     an UPDATE and every row the sink writes names every column."""
     props: dict[str, str] = {}
     if settings.deletion_vectors:
-        # A MERGE marks the rows it replaces instead of rewriting whole files: its cost
-        # follows the batch, not the table (benchmarks/README.md).
+        # Only where asked: a MERGE then marks the rows it replaces instead of rewriting
+        # their files (its cost follows the batch, not the table: benchmarks/README.md),
+        # but delta-rs's to_pyarrow_table/to_pandas refuse the table.
         props["delta.enableDeletionVectors"] = "true"
     if any(name_needs_mapping(n) for n in names):
         # With timestampNtz, as `_ENABLE` explains: the reader protocol stays at 3.

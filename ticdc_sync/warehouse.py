@@ -220,27 +220,47 @@ def _metadata(
     recorded: dict[Key, list[Version]],
     ddl: dict[str, list[DdlEvent]],
 ) -> dict[Key, tuple[dict[str, str], tuple[str, ...]]]:
-    """Protocol column metadata of one row of each routed table without a seed or a
-    recorded version, for inferring its schema where its DDL does not give one (the plan
-    decides: `plan.build._inferred`)."""
+    """Protocol column metadata of the first row (in commit order) that has some, of each
+    routed table without a seed or a recorded version, for inferring its schema where its
+    DDL does not give one (the plan decides: `plan.build._inferred`)."""
     seeded = {key(db, t) for db, t in project.seed_schemas}
     out: dict[Key, tuple[dict[str, str], tuple[str, ...]]] = {}
     for db, tbl in sorted(tally.tables):
         k = key(db, tbl)
         if k in seeded or k in recorded or routing.route(project, source, db, tbl) is None:
             continue
-        rows = events.read(
-            ["col_meta", "pk_names", "commit_ts", "partition", "offset", "idx"],
-            [("source", "=", source), ("kind", "=", KIND_ROW), ("db", "=", db), ("tbl", "=", tbl)],
-        ).to_pylist()
-        rows = [r for r in rows if r["col_meta"]]
-        if not rows:
+        first = _first_meta(events, source, db, tbl)
+        if first is None:
             continue
-        first = min(rows, key=lambda r: (r["commit_ts"], r["partition"], r["offset"], r["idx"]))
         meta = first["col_meta"]
         pairs = meta if isinstance(meta, list) else list(meta.items())
         out[k] = (dict(pairs), tuple(first["pk_names"] or ()))
     return out
+
+
+_POSITION = ("commit_ts", "partition", "offset", "idx")
+
+
+def _first_meta(events: LakeTable, source: str, db: str, tbl: str) -> dict | None:
+    """The first row event of a table (by commit_ts, then position) among those that carry
+    column metadata: {col_meta, pk_names}, or None.
+
+    Found by its position first (delta-rs orders the narrow position columns and returns one
+    row), then only that row's metadata is read: bringing every row of the table into
+    Python made the plan of a large catch-up slow (benchmarks/README.md). Should that row
+    carry no metadata, every row is read and the first that does is taken."""
+    where = [("source", "=", source), ("kind", "=", KIND_ROW), ("db", "=", db), ("tbl", "=", tbl)]
+    found = events.read(list(_POSITION), where, order_by=_POSITION, limit=1).to_pylist()
+    if not found:
+        return None
+    if all(found[0][c] is not None for c in _POSITION):
+        at = [(c, "=", found[0][c]) for c in _POSITION]
+        rows = events.read(["col_meta", "pk_names"], where + at, limit=1).to_pylist()
+        if rows and rows[0]["col_meta"]:
+            return rows[0]
+    rows = events.read(["col_meta", "pk_names", *_POSITION], where).to_pylist()
+    rows = [r for r in rows if r["col_meta"]]
+    return min(rows, key=lambda r: tuple(r[c] for c in _POSITION)) if rows else None
 
 
 def _exports(project: Project) -> dict[str, tuple[Export | None, str | None]]:

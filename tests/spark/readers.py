@@ -26,7 +26,16 @@ READERS = {
         pa.table(QueryBuilder().register("t", DeltaTable(loc)).execute("SELECT * FROM t"))
     ),
     "delta-rs pyarrow": lambda loc: _arrow(DeltaTable(loc).to_pyarrow_table()),
+    "delta-rs pandas": lambda loc: _arrow(_from_pandas(DeltaTable(loc))),
 }
+
+
+def _from_pandas(table: DeltaTable) -> pa.Table:
+    """`to_pandas()`, brought back to the table's Arrow types to compare values: pandas
+    holds a nullable integer column as floats and a missing value as NaN or NaT."""
+    return pa.Table.from_pandas(
+        table.to_pandas(), schema=pa.schema(table.schema().to_arrow()), preserve_index=False
+    )
 
 
 def _value(v: Any) -> Any:

@@ -118,3 +118,71 @@ def test_insert_update_delete_and_watermark_gating(spark, tmp_path):
         (1, "a2"),
         (4, "c"),
     ]
+
+
+@pytest.mark.parametrize(
+    "entry", ["", "    on_bad_message: quarantine\n", "    ignore_columns: [EXTRA]\n"]
+)
+def test_a_row_with_a_column_the_schema_lacks_is_never_applied_without_it(spark, tmp_path, entry):
+    """A row that carries a column the upstream schema lacks (a DDL that added it was not
+    applied) fails the target, is quarantined, or loses that column where the entry says
+    `ignore_columns` (names compare case-insensitively). Deletes carry no values to lose."""
+    root = make_project(
+        tmp_path / "p",
+        protocol="canal-json",
+        schema_sql=SCHEMA,
+        tables='  - upstream: "shop.*"\n    name: "{table}"\n' + entry,
+    )
+    extra = {"id": "3", "v": "c", "n": None, "Extra": "x"}
+    write_captures(
+        root,
+        "t",
+        [
+            (0, 0, None, row("INSERT", 100, {"id": "1", "v": "a", "n": "1.00"})),
+            (0, 1, None, row("INSERT", 105, {"id": "2", "v": "b", "n": None})),
+            (
+                0,
+                2,
+                None,
+                canal_row("shop", "t", "INSERT", 110, extra, {**MT, "Extra": "varchar"}, ["id"]),
+            ),  # fmt: skip
+            (
+                0,
+                3,
+                None,
+                canal_row(
+                    "shop",
+                    "t",
+                    "DELETE",
+                    115,
+                    {"id": "2", "v": "b", "n": None, "Extra": "y"},
+                    {**MT, "Extra": "varchar"},
+                    ["id"],
+                ),
+            ),  # fmt: skip
+            (0, 4, None, wm(120)),
+        ],
+    )
+    project = load(root)
+    lines: list[str] = []
+    code = runner.run(project, spark=spark, out=lines.append)
+    said = "\n".join(lines)
+    if not entry:
+        assert code == 1
+        assert "the row carries column Extra, which the schema of shop.t" in said
+        assert "t/0/2 table shop.t commit_ts 110" in said
+        assert read_target(spark, project, "t", "id") == []
+        return
+    assert code == 0, said
+    ids = [r["id"] for r in read_target(spark, project, "t", "id")]
+    if "quarantine" in entry:
+        assert ids == [1]
+        reasons = [
+            r["reason"]
+            for r in spark.read.format("delta")
+            .load(str(root / "warehouse" / "_ticdc_sync" / "quarantine"))
+            .collect()
+        ]
+        assert len(reasons) == 1 and "the row carries column Extra" in reasons[0]
+    else:
+        assert ids == [1, 3]

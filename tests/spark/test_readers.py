@@ -1,11 +1,12 @@
 """Targets read by polars and delta-rs exactly as Spark reads them, after each DDL kind.
 
 A target carries only the table features its upstream history needs: a table that is never
-renamed, dropped or widened upstream stays readable by polars and delta-rs; the first
+renamed, dropped or widened upstream stays readable by polars and delta-rs, its
+`to_pyarrow_table` and `to_pandas` included (no deletion vectors unless asked); the first
 RENAME/DROP COLUMN enables column mapping and the first widening MODIFY type widening, each in
 its own commit (crash-safe: a run killed between that commit and the change resumes with the
 change). The `table_features` setting keeps them off (the table is rewritten instead, or
-blocked), drops them from existing targets and turns deletion vectors off and on again.
+blocked), drops them from existing targets and turns deletion vectors on and off again.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from ticdc_sync.spark import ddl_commit, runner
 pytestmark = pytest.mark.spark
 
 # Every reader, and the ones that read a table with deletion vectors (delta-rs's pyarrow
-# path refuses them; its SQL path and polars read them).
-ALL = ("polars", "delta-rs sql", "delta-rs pyarrow")
+# and pandas paths refuse them; its SQL path and polars read them).
+ALL = ("polars", "delta-rs sql", "delta-rs pyarrow", "delta-rs pandas")
 WITH_DV = ("polars", "delta-rs sql")
 CM, TW, DV = "columnMapping", "typeWidening", "deletionVectors"
 
@@ -137,12 +138,13 @@ def test_only_what_the_history_needs_and_the_setting_in_both_directions(
     code, out = _run(spark, root)
     assert code == 0, out
     k, r, w = (_loc(root, n) for n in "krw")
-    assert R.reader_features(k) == {DV, "timestampNtz"}
+    assert R.reader_features(k) == {"timestampNtz"}  # no deletion vectors by default
     assert CM in R.reader_features(r) and TW not in R.reader_features(r)
     assert TW in R.reader_features(w) and CM not in R.reader_features(w)
     assert "allowColumnDefaults" not in R.features(spark, k)
-    # k was never renamed, dropped or widened: polars and delta-rs read it as Spark does.
-    R.assert_reads_as_spark(spark, k, WITH_DV)
+    # k was never renamed, dropped or widened: polars and delta-rs read it as Spark does,
+    # to_pyarrow_table and to_pandas too.
+    R.assert_reads_as_spark(spark, k, ALL)
     assert _rows(spark, k)[1][1] == "two" and len(_rows(spark, k)) == 4
     assert [x[:2] for x in _rows(spark, r)] == TRUTH["r"] and _rows(spark, w) == TRUTH["w"]
     # Column mapping: delta-rs's SQL path reads it; polars refuses (it says so, no wrong data).
@@ -164,14 +166,32 @@ def test_only_what_the_history_needs_and_the_setting_in_both_directions(
     assert [x[:2] for x in _rows(spark, r)] == TRUTH["r"] and _rows(spark, w) == TRUTH["w"]
     assert "drop table feature" not in _plan(root, capsys)  # done: nothing left to drop
 
-    # On again: deletion vectors come back; column mapping and widening wait for a DDL.
-    _set_features(root, "")
+    # Asked for: deletion vectors come on; column mapping and widening wait for a DDL.
+    _set_features(root, "    deletion_vectors: true\n")
     assert "enable table feature deletionVectors" in _plan(root, capsys)
+    code, out = _run(spark, root)
+    assert code == 0, out
+    start = len(u.p.records)
+    u.update("k", 2, v="deux")  # a MERGE that marks the row it replaces
+    u.watermark()
+    write_captures(root, "cdc", u.records(start))
     code, out = _run(spark, root)
     assert code == 0, out
     for loc in (k, r, w):
         assert DV in R.reader_features(loc) and not R.reader_features(loc) & {CM, TW}
         R.assert_reads_as_spark(spark, loc, WITH_DV)
+    with pytest.raises(Exception, match="(?i)deletion ?vectors"):
+        R.read("delta-rs pyarrow", k)
+
+    # Back to the default: the targets that have them lose them again; every reader reads.
+    _set_features(root, "")
+    assert "drop table feature deletionVectors" in _plan(root, capsys)
+    code, out = _run(spark, root)
+    assert code == 0, out
+    for loc in (k, r, w):
+        assert not R.reader_features(loc) & {CM, TW, DV}, loc
+        R.assert_reads_as_spark(spark, loc, ALL)
+    assert _rows(spark, k)[1][1] == "deux"
 
 
 def test_rebuild_keeps_every_target_readable_and_fail_blocks(spark, tmp_path, capsys) -> None:
@@ -260,7 +280,7 @@ def test_a_target_at_its_old_folder_name_stays_there(spark, tmp_path) -> None:
     code, out = _run(spark, root)
     assert code == 0, out
     new = _loc(root, "my k")
-    R.assert_reads_as_spark(spark, new, WITH_DV)
+    R.assert_reads_as_spark(spark, new, ALL)
     # As an earlier version left it: the same table under the %-escaped folder name.
     old = f"{warehouse_path(load(root))}/tables/{legacy_path_segment('my k')}"
     assert old.endswith("/tables/my%20k")

@@ -152,6 +152,27 @@ def test_reads_and_metadata_of_a_table_delta_rs_wrote(tmp_path: Path) -> None:
     ]
 
 
+def test_an_ordered_read_returns_the_first_rows_only(tmp_path: Path) -> None:
+    loc = str(tmp_path / "state")
+    rows = pa.table(
+        {
+            "kind": ["row", "row", "ddl", "row", "row"],
+            "commit_ts": pa.array([20, 10, 5, 10, None], pa.int64()),
+            "offset": pa.array([1, 7, 0, 3, 9], pa.int64()),
+        }
+    )
+    write_deltalake(loc, rows.slice(0, 3))
+    write_deltalake(loc, rows.slice(3), mode="append")
+    table = lake.LakeTable(loc)
+    first = table.read(["commit_ts", "offset"], [("kind", "=", "row")], order_by=["commit_ts", "offset"], limit=2)  # fmt: skip
+    assert first.to_pylist() == [{"commit_ts": 10, "offset": 3}, {"commit_ts": 10, "offset": 7}]
+    # NULLs sort last; without a limit every matching row comes back in that order.
+    ordered = table.read(["offset"], [("kind", "=", "row")], order_by=["commit_ts", "offset"])
+    assert ordered.column(0).to_pylist() == [3, 7, 1, 9]
+    with pytest.raises(UserError):
+        table.read(["offset"], order_by=["nope"])
+
+
 def test_a_missing_table_is_a_user_error_naming_it(tmp_path: Path) -> None:
     missing = str(tmp_path / "nothing")
     assert not lake.exists(missing)

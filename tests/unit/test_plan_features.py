@@ -20,7 +20,8 @@ from ticdc_sync.warehouse_state import SourceState, TargetState, WarehouseState
 from ticdc_sync.window import DdlEvent, Marker
 
 SHOP = Path(__file__).resolve().parents[2] / "projects_example" / "shop"
-CREATED = ("appendOnly", "deletionVectors", "invariants", "timestampNtz")  # as Spark lists them
+CREATED = ("appendOnly", "invariants", "timestampNtz")  # as Spark lists them
+DV = "    deletion_vectors: true\n"
 
 
 def _project(tmp_path: Path, features: str = "", entry: str = ""):
@@ -70,25 +71,43 @@ WIDEN = DdlEvent("shop", "orders", 12, "ALTER TABLE orders MODIFY COLUMN quantit
 ADD = DdlEvent("shop", "orders", 11, "ALTER TABLE orders ADD COLUMN coupon VARCHAR(20)")
 
 
-def test_a_new_target_is_created_with_deletion_vectors_only(tmp_path: Path) -> None:
+def test_a_new_target_is_created_with_no_feature_a_reader_lacks(tmp_path: Path) -> None:
     plan = build_plan(_project(tmp_path))
     t = plan.target_plan("canal_orders")
     d = next(x for x in json.loads(render_json(plan))["targets"] if x["name"] == "canal_orders")
-    assert "'delta.enableDeletionVectors' = 'true'" in d["create_sql"]
-    for gone in ("columnMapping", "enableTypeWidening", "allowColumnDefaults", "timestampNtz"):
-        assert gone not in d["create_sql"]
+    # No deletion vectors by default: delta-rs's to_pyarrow_table/to_pandas refuse them.
+    assert "TBLPROPERTIES" not in d["create_sql"]
     # DATETIME columns bring timestampNtz with them (Spark enables it at CREATE).
     assert t.features == CREATED
     assert d["table_features"] == {
         "column_mapping": "enable",
-        "deletion_vectors": True,
+        "deletion_vectors": False,
         "type_widening": "enable",
     }
-    assert "table features: appendOnly, deletionVectors, invariants, timestampNtz" in render_text(
-        plan
-    )
+    assert "table features: appendOnly, invariants, timestampNtz" in render_text(plan)
     items = plan.target_plan("canal_customers")
     assert "timestampNtz" in items.features  # created_at DATETIME(3)
+
+
+@pytest.mark.parametrize("where", ["defaults", "entry"])
+def test_deletion_vectors_only_where_the_setting_asks(tmp_path: Path, where: str) -> None:
+    if where == "defaults":
+        project = _project(tmp_path, features=DV)
+    else:
+        project = _project(tmp_path, entry="    table_features:\n  " + DV)
+    plan = build_plan(project)
+    d = {x["name"]: x for x in json.loads(render_json(plan))["targets"]}
+    assert "'delta.enableDeletionVectors' = 'true'" in d["canal_orders"]["create_sql"]
+    for gone in ("columnMapping", "enableTypeWidening", "allowColumnDefaults", "timestampNtz"):
+        assert gone not in d["canal_orders"]["create_sql"]
+    assert plan.target_plan("canal_orders").features == tuple(sorted((*CREATED, "deletionVectors")))
+    assert d["canal_orders"]["table_features"]["deletion_vectors"] is True
+    # The entry's setting is its own: other entries' targets keep the default.
+    others = [n for n in d if not n.startswith("canal_")]
+    assert others
+    for name in others:
+        has = "'delta.enableDeletionVectors'" in (d[name]["create_sql"] or "")
+        assert has is (where == "defaults"), name
 
 
 def test_the_ddl_that_first_needs_a_feature_enables_it_and_plan_says_so(tmp_path: Path) -> None:
@@ -164,7 +183,7 @@ def test_switching_a_feature_off_drops_it_and_on_enables_it_again(tmp_path: Path
     assert "TBLPROPERTIES" not in d["create_sql"]
     assert "deletionVectors" not in fresh.target_plan("canal_items").features
     # An existing target with every feature an earlier version enabled at CREATE.
-    old = (*CREATED, "allowColumnDefaults", "columnMapping", "typeWidening")
+    old = (*CREATED, "allowColumnDefaults", "columnMapping", "deletionVectors", "typeWidening")
     plan = build_plan(project, _state(project, [], features=old, applied=25))
     t = plan.target_plan("canal_orders")
     assert [(p.op, p.sql, p.feature_dropped) for p in t.feature_parts] == [
@@ -175,8 +194,16 @@ def test_switching_a_feature_off_drops_it_and_on_enables_it_again(tmp_path: Path
     text = render_text(plan)
     assert "- deletionVectors, - columnMapping, - typeWidening" in text
     assert "drop table feature columnMapping (rewrites every data file" in text
+    # Under the default too: a target an earlier version made with deletion vectors loses
+    # them (to_pyarrow_table can read it then).
+    plan = build_plan(
+        _project(tmp_path), _state(project, [], features=(*CREATED, "deletionVectors"), applied=25)
+    )
+    assert [p.feature_dropped for p in plan.target_plan("canal_orders").feature_parts] == [
+        "deletionVectors"
+    ]
     # Back on: deletion vectors are enabled again; the others wait for a DDL that needs them.
-    project = _project(tmp_path)
+    project = _project(tmp_path, features=DV)
     plan = build_plan(
         project, _state(project, [], features=("appendOnly", "invariants"), applied=25)
     )
@@ -187,10 +214,13 @@ def test_switching_a_feature_off_drops_it_and_on_enables_it_again(tmp_path: Path
             f"ALTER TABLE {_ref(t)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')",
         )
     ]
-    # Nothing to change: no step, nothing pending.
-    plan = build_plan(project, _state(project, [], applied=25))
-    assert plan.target_plan("canal_orders").feature_parts == ()
-    assert not plan.has_pending or plan.target_plan("canal_orders").pending == ()
+    # Nothing to change: no step, nothing pending (with deletion vectors asked for and had,
+    # and by default without them).
+    with_dv = (*CREATED, "deletionVectors")
+    for proj, have in ((project, with_dv), (_project(tmp_path), CREATED)):
+        plan = build_plan(proj, _state(proj, [], features=have, applied=25))
+        assert plan.target_plan("canal_orders").feature_parts == ()
+        assert not plan.has_pending or plan.target_plan("canal_orders").pending == ()
 
 
 def test_table_features_are_checked_by_the_schema(tmp_path: Path) -> None:

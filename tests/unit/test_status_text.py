@@ -11,7 +11,10 @@ def target(name: str, **kw) -> dict:
         "name": name,
         "applied_ts": 445644800028999106,
         "applied_at": "2023-11-14 22:13:20.110Z",
-        "lag_seconds": 1.5,
+        "current_at": "2023-11-14 22:13:20.110Z",
+        "staleness_seconds": 1.5,
+        "target_lag_seconds": 60.0,
+        "over_lag": False,
         "pending_events": 0,
         "waiting_events": 0,
         "quarantined": 0,
@@ -24,7 +27,9 @@ def target(name: str, **kw) -> dict:
 def test_render_explains_pending_waiting_and_the_blocked_ddl() -> None:
     rep = {
         "targets": [
-            target("orders", pending_events=2, waiting_events=1),
+            target(
+                "orders", pending_events=2, waiting_events=1, staleness_seconds=75.0, over_lag=True
+            ),
             target(
                 "items",
                 blocked="narrow_column blocked",
@@ -37,6 +42,14 @@ def test_render_explains_pending_waiting_and_the_blocked_ddl() -> None:
                 },
             ),
         ],
+        "sources": {
+            "canal": {
+                "resolved_ts": 445644800028999106,
+                "resolved_at": "2023-11-14 22:13:20.110Z",
+                "staging_lag_seconds": 2.0,
+            }
+        },
+        "over_lag": ["orders"],
         "quarantined_total": 3,
         "run_lease": {"state": "released", "summary": "released by db1 pid 7 at 2026-11-26"},
     }
@@ -46,11 +59,17 @@ def test_render_explains_pending_waiting_and_the_blocked_ddl() -> None:
         "445644800028999106",
         "2023-11-14",
         "22:13:20.110Z",
-        "1.5s",
+        "75.0s!",
+        "60.0s",
         "2",
         "1",
         "0",
     ]
+    assert lines[2].split()[4:6] == ["1.5s", "60.0s"]
+    assert (
+        "source canal: resolved ts 445644800028999106 (2023-11-14 22:13:20.110Z), staging lag 2.0s"
+    ) in lines
+    assert any(ln.startswith("over their target_lag (!): orders: ") for ln in lines)
     assert (
         "blocked: items at commit_ts 445644800022034230 (shop_canal/0/17): ALTER TABLE "
         "items\\nMODIFY qty INT: narrowing bigint -> int (hint: ddl.narrow_column: rebuild on "

@@ -44,8 +44,7 @@ def steps(marker: Marker, events: list[DdlEvent], resolved: int) -> list[tuple]:
                 True,
                 marker,
                 columns=(("id", "int"), ("c0", "int")),
-                reader_features=("deletionVectors",),
-                writer_features=("appendOnly", "deletionVectors", "invariants"),
+                writer_features=("appendOnly", "invariants"),
             )
         },
     )

@@ -46,6 +46,9 @@ class RunProgress:
         self._job_stages: dict[int, list[int]] = {}
         self._job_names: dict[int, str] = {}
         self._stage_done: dict[int, tuple[int, int, int, int]] = {}
+        # Wall seconds of each phase that ended (run_results' `phases`; staging and
+        # applies overlap, so their seconds do too).
+        self._seconds: dict[str, float] = {}
 
     def attach(self, spark) -> None:
         """The session whose jobs to read (once it exists)."""
@@ -101,6 +104,15 @@ class RunProgress:
         with self._lock:
             if self._phase is phase:
                 self._phase = None
+            name = phase.status.name
+            took = time.monotonic() - phase.started
+            self._seconds[name] = self._seconds.get(name, 0.0) + took
+
+    def seconds(self) -> dict[str, float]:
+        """Wall seconds of each phase that ended so far (a phase that ran several times is
+        summed), in the order they first ended."""
+        with self._lock:
+            return {k: round(v, 3) for k, v in self._seconds.items()}
 
     @staticmethod
     def _intro(st: PhaseStatus) -> str:

@@ -242,6 +242,7 @@ def _run_locked(r: _Run, spark) -> int:
 
     def on_poll(summary, res) -> None:
         body = _results(r.project, res, t0, "ok" if res.code == 0 else "blocked or failed")
+        body["phases"] = r.progress.seconds()
         write_results(r.project, body)
         if r.follow and r.console is not None:
             r.console.result(summary.line())
@@ -269,6 +270,7 @@ def _run_locked(r: _Run, spark) -> int:
     interrupted = res.interrupted and not r.follow
     outcome = "interrupted" if interrupted else "blocked or failed" if res.code else "ok"
     body = _results(r.project, res, t0, outcome)
+    body["phases"] = r.progress.seconds()
     write_results(r.project, body)
     if not r.follow:
         r.out(
