@@ -255,6 +255,8 @@ class _Loop:
                 next_poll = now + s.poll_seconds
                 if not s.follow or (s.max_polls is not None and self.acc.n >= s.max_polls):
                     self.draining = True
+                # A stop asked while staging ran: staging finished its step, nothing new starts.
+                level = self.stop.level
             self._plan()
             if level == 0:
                 self._dispatch()

@@ -311,7 +311,12 @@ class _Replan:
                 n for n in self.reload if ws.target(n).version == self.reload_from.get(n)
             )
             self.force = self.force and bool(self.reload)
-        plan = build_plan(r.project, ws, reload=self.reload, force=self.force)
+        if self.first:
+            # The first plan reads every target's schema history: a phase a user waits on.
+            with r.progress.phase("plan"):
+                plan = build_plan(r.project, ws, reload=self.reload, force=self.force)
+        else:
+            plan = build_plan(r.project, ws, reload=self.reload, force=self.force)
         if r.saved is not None:
             plan = hold_unreviewed(plan, r.saved)
         if self.first:
