@@ -176,7 +176,8 @@ def upstream() -> tuple[Scripted, int, int, int]:
     return u, since, at_txn, at_ddl
 
 
-# (source, protocol, snapshot: "txn" or "ddl", the export's flags)
+# (source, protocol, snapshot: "txn" or "ddl", the export's flags). Two sets, so that every
+# protocol meets a CSV export and an SQL one, each run as its own project.
 SOURCES = [
     (
         "canal",
@@ -205,6 +206,35 @@ SOURCES = [
         ),
     ),
 ]
+OTHER_SOURCES = [
+    (
+        "canal",
+        "canal-json",
+        "txn",
+        DumplingFlags(compress="gzip", rows_per_file=3, rows_per_statement=2),
+    ),
+    (
+        "dbz",
+        "debezium",
+        "ddl",
+        DumplingFlags(
+            filetype="csv", rows_per_file=4, rows_and_filesize=True, time_zone="Europe/Berlin"
+        ),
+    ),
+    (
+        "open",
+        "open-protocol",
+        "txn",
+        DumplingFlags(compress="gzip", time_zone="Asia/Kolkata"),
+    ),
+]
+
+
+def _first_file(flags: DumplingFlags) -> str:
+    """The name Dumpling gives the first data file of `shop.t1` under `flags`."""
+    index = "0000000000000" if flags.rows_and_filesize else "000000000"
+    gz = ".gz" if flags.compress == "gzip" else ""
+    return f"shop.t1.{index}.{flags.filetype}{gz}"
 
 
 def _options(f: DumplingFlags) -> str:
@@ -222,7 +252,8 @@ def _options(f: DumplingFlags) -> str:
     return "\n".join(lines)
 
 
-def test_overlap_ddl_in_every_protocol_and_export_format(spark, tmp_path):
+@pytest.mark.parametrize("exports", [SOURCES, OTHER_SOURCES], ids=["set-a", "set-b"])
+def test_overlap_ddl_in_every_protocol_and_export_format(spark, tmp_path, exports):
     u, since, at_txn, at_ddl = upstream()
     history = u.history()
     root = tmp_path / "p"
@@ -231,7 +262,7 @@ def test_overlap_ddl_in_every_protocol_and_export_format(spark, tmp_path):
     (root / "ticdc_sync.yml").write_text("name: test\nprofile: test\n")
     (root / "profiles.yml").write_text(PROFILES)
     sources, entries, expected = ["sources:"], ["tables:"], {}
-    for name, protocol, at, flags in SOURCES:
+    for name, protocol, at, flags in exports:
         snapshot = at_txn if at == "txn" else at_ddl
         tables, schemas = history.truth(snapshot)
         write_export(
@@ -246,11 +277,15 @@ def test_overlap_ddl_in_every_protocol_and_export_format(spark, tmp_path):
         )
         entries.append(f'  - upstream: "shop.*"\n    source: {name}\n    name: "{name}_{{table}}"')
         expected[name] = (snapshot, enc)
-    files = sorted(p.name for p in (root / "canal").iterdir())
-    assert "shop.t1.0000000000001.csv.gz" in files and "shop.empty-schema.sql.gz" in files
-    assert not any(f.startswith("shop.empty.") for f in files)  # empty: no data file
-    assert not any(f.startswith(("shop.gone", "shop.old")) for f in files)
+    for name, _, _, flags in exports:
+        files = sorted(p.name for p in (root / name).iterdir())
+        gz = ".gz" if flags.compress == "gzip" else ""
+        assert _first_file(flags) in files and f"shop.empty-schema.sql{gz}" in files, files
+        assert not any(f.startswith("shop.empty.") for f in files)  # empty: no data file
+        assert not any(f.startswith(("shop.gone", "shop.old")) for f in files)
     # The open export's schema file of `bad` cannot be read.
+    open_gz = {n: f for n, _, _, f in exports}["open"].compress == "gzip"
+    (root / "open" / ("shop.bad-schema.sql.gz" if open_gz else "shop.bad-schema.sql")).unlink()
     (root / "open" / "shop.bad-schema.sql").write_text("CREATE TABLE `bad` (`id` int NOT NULL,\n")
     (root / "sources" / "s.yml").write_text("\n".join(sources) + "\n")
     (root / "tables" / "t.yml").write_text("\n".join(entries) + "\n")
