@@ -10,7 +10,7 @@ from pathlib import Path
 from ticdc_sync.ddl import parse_schema_sql
 from ticdc_sync.model import Defaults, Output, Project, Protocol, Source, TableEntry
 from ticdc_sync.plan import build_plan
-from ticdc_sync.plan.steps import Ddl, Rows, target_steps
+from ticdc_sync.plan.steps import Ddl, Rows
 from ticdc_sync.staged import PartitionTally, SourceTally
 from ticdc_sync.warehouse_state import SourceState, TargetState, WarehouseState
 from ticdc_sync.window import DdlEvent, Marker, dedupe_ddl
@@ -50,7 +50,7 @@ def steps(marker: Marker, events: list[DdlEvent], resolved: int) -> list[tuple]:
     )
     plan = build_plan(PROJECT, state)
     out = []
-    for s in target_steps(plan.target_plan("t")):
+    for s in plan.target_plan("t").steps:
         if isinstance(s, Rows):
             out.append(("rows", s.lo, s.hi))
         elif isinstance(s, Ddl):

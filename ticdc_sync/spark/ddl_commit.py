@@ -115,7 +115,7 @@ def _execute(w, part: DeltaPart, m: Marker, ts: int) -> None:
     if part.op == OP_CREATE:
         assert part.schema is not None
         with commit_marker(spark, m):
-            w.create(part.schema)
+            w.create(part.schema, part.properties)
         return
     if part.op == OP_BACKFILL:
         # Skipped on a target without data files (a DDL moved ahead of the first rows):

@@ -8,7 +8,8 @@ also deletes the old key), collapsed to each key's last change and merged (a pla
 into a target without data files). A value that does not fit its column, or a row that
 carries a column the upstream schema does not have, fails the MERGE or is quarantined, by
 the table's `on_bad_message`. Rows stay in Spark. Decides nothing the plan has not decided:
-keys and policies come from `routing` and the plan. The SQL that types a row image is
+each segment's schema spans and keys, the create properties and the bad-message policy are
+the plan's (`plan.steps.Rows`, `TargetPlan`); it never calls `routing` or `table_features`. The SQL that types a row image is
 `row_typing`; the rest stays one module because it is one class, `TargetWriter`, whose
 typing, bad-value handling, collapse and MERGE share one target's state.
 """
@@ -24,13 +25,12 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from ticdc_sync import codecs, datatypes, routing, table_features
-from ticdc_sync.ddl.timeline import Timeline
+from ticdc_sync import codecs, datatypes
 from ticdc_sync.errors import UserError
 from ticdc_sync.events import KIND_ROW, OP_DELETE
 from ticdc_sync.model import BadMessagePolicy, Project, Source, SourceOptions
 from ticdc_sync.plan.model import TargetPlan
-from ticdc_sync.plan.steps import Rows
+from ticdc_sync.plan.steps import Properties, Rows, RowTable, SchemaSpan
 from ticdc_sync.spark import raised
 from ticdc_sync.spark.conf import before_commit, commit_marker, session_conf
 from ticdc_sync.spark.delta_log import checksum_facts, data_size, table_exists, target_marker
@@ -38,8 +38,6 @@ from ticdc_sync.spark.row_typing import (
     ROW_NAMES,
     Images,
     RawValues,
-    Span,
-    added_later,
     fit_error,
     unknown_column_error,
 )
@@ -89,7 +87,6 @@ class TargetWriter:
         project: Project,
         source: Source,
         target: TargetPlan,
-        timeline: Timeline,
         out: Callable[[str], None],
     ) -> None:
         self.spark = spark
@@ -97,7 +94,6 @@ class TargetWriter:
         self.project = project
         self.source = source
         self.plan = target
-        self.timeline = timeline
         self.out = out
         self.location = target.location
         self.ref = table_ref(self.location)
@@ -113,16 +109,15 @@ class TargetWriter:
         self.spark = spark
         self.out = out
 
-    def create(self, schema: TableSchema) -> None:
-        """Create the target from `schema`; a table that exists (dropped upstream and created
+    def create(self, schema: TableSchema, properties: Properties = ()) -> None:
+        """Create the target from `schema` with the planned TBLPROPERTIES; a table that exists (dropped upstream and created
         again, or rows renamed in) is replaced by an empty one of that schema, in one commit
         that keeps its history (CREATE OR REPLACE refuses a path table whose properties
         differ from the statement's)."""
         cols = [(c.name, datatypes.delta_type(c)) for c in schema.columns]
         before_commit()
         if not table_exists(self.spark, self.location):
-            props = table_features.create_properties(self.plan.settings, (n for n, _ in cols))
-            self.spark.sql(create_table_sql(self.ref, cols, schema.comment, props))
+            self.spark.sql(create_table_sql(self.ref, cols, schema.comment, dict(properties)))
             return
         ddl = ", ".join(f"{quote(n)} {t}" for n, t in [*cols, (COMMIT_TS, "BIGINT")])
         (
@@ -135,20 +130,18 @@ class TargetWriter:
 
     # --- rows -----------------------------------------------------------------------
 
-    def _target_columns(self) -> list[tuple[str, str]]:
+    def target_columns(self) -> list[tuple[str, str]]:
         df = self.spark.read.format("delta").load(self.location)
         return [
             (f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name != COMMIT_TS
         ]
 
-    def _keys(self, schema: TableSchema) -> tuple[str, ...]:
-        keys, _ = routing.merge_keys(self.plan.entry, schema)
-        if not keys:
-            raise UserError(routing.no_keys_message(self.plan.entry, self.name, schema))
-        return tuple(keys)
-
-    def _typed(self, hi: int, target_cols: list[tuple[str, str]], lo: int):
-        """Typed row changes of every upstream table of this target, with a fit check."""
+    def typed_segment(self, step: Rows, target_cols: list[tuple[str, str]]) -> DataFrame | None:
+        """Typed row changes of the segment's upstream tables, each span with the schema the
+        plan gives it, with a fit check (None: no table of the segment has a schema)."""
+        if step.error is not None:
+            raise UserError(step.error)
+        lo, hi = step.lo, step.hi
         # Straight from the staged Parquet, not from a cache shared by the targets: the
         # filters and column pruning read each target's rows about twice as fast as a
         # DISK_ONLY cache of the window is written and read back (benchmarks/README.md).
@@ -158,44 +151,21 @@ class TargetWriter:
             & (F.col("commit_ts") > lo)
             & (F.col("commit_ts") <= hi)
         )
-        frames = []
-        keys: tuple[str, ...] | None = None
-        for db, tbl in self.plan.upstreams:
-            spans = self.timeline.spans(db, tbl, lo, hi)
-            schema = spans[-1][2] or next((s for *_, s in reversed(spans) if s is not None), None)
-            if schema is None:
-                continue  # no schema known: the table has no rows to type yet
-            tkeys = self._keys(schema)
-            if keys is None:
-                keys = tkeys
-            elif tuple(k.lower() for k in tkeys) != tuple(k.lower() for k in keys):
-                raise UserError(
-                    f"{self.plan.entry.origin.render()}: shards of target {self.name} have "
-                    f"different keys ({', '.join(keys)} vs {', '.join(tkeys)} in "
-                    f"{schema.qualified}) (hint: set `keys:` on the table entry)"
-                )
-            # A segment across ADD COLUMN DDLs (window.fuse_additive): each row is typed with
-            # the schema of its commit_ts; a column added later gets its ADD's backfill.
-            typed = [
-                Span(s_lo, s_hi, s_schema, added_later(s_schema, [s for *_, s in spans[i + 1 :]]))
-                for i, (s_lo, s_hi, s_schema) in enumerate(spans)
-                if s_schema is not None
-            ]
-            frames.append(self._typed_one(ev, db, tbl, typed, tkeys, target_cols))
-        if not frames or keys is None:
-            return None, ()
+        # A segment across ADD COLUMN DDLs (`fuse_additive`): each row is typed with the
+        # schema of its commit_ts; a column added later gets its ADD's backfill (`fill`).
+        frames = [self._typed_one(ev, t, step.keys, target_cols) for t in step.tables]
+        if not frames:
+            return None
         df = frames[0]
         for f in frames[1:]:
             df = df.unionByName(f)
-        return df, keys
+        return df
 
     def _typed_one(
         self,
         ev,
-        db,
-        tbl,
-        spans: list[Span],
-        keys,
+        table: RowTable,
+        keys: tuple[str, ...],
         target_cols,
         *,
         codec: ModuleType | None = None,
@@ -206,7 +176,7 @@ class TargetWriter:
     ) -> DataFrame:
         """The rows of one upstream table, typed for the target, with a fit check.
 
-        All of `spans` in ONE projection over one scan: where spans type a column
+        All of the table's spans in ONE projection over one scan: where spans type a column
         differently (a column one of them lacks, filled), the expression is chosen by the
         row's commit_ts; a projection per span read the staged rows once per span.
 
@@ -219,6 +189,7 @@ class TargetWriter:
         lacks."""
         codec = codec or self.codec
         opts = opts or self.source.options
+        db, tbl, spans = table.db, table.table, table.spans
         raws = RawValues()
         images = Images()
         per_span: list[tuple[list[str], list[tuple[str, str, str]]]] = []
@@ -227,10 +198,11 @@ class TargetWriter:
             exprs: list[str] = []
             checks: list[tuple[str, str, str]] = []
             schema = span.schema
+            fill = dict(span.fill)
             for name, ttype in target_cols:
                 col = schema.column(name)
                 if col is None:
-                    value = span.fill.get(name.lower(), "NULL")
+                    value = fill.get(name.lower(), "NULL")
                     exprs.append(f"CAST({value} AS {ttype})")
                     continue
                 raw = raws.of(images.after(col.name))
@@ -240,11 +212,7 @@ class TargetWriter:
             key_names = []
             for k in keys:
                 col = schema.column(k)
-                if col is None:
-                    raise UserError(
-                        f"{self.plan.entry.origin.render()}: key column {k} is not a column of "
-                        f"{schema.qualified} (hint: fix `keys:` for target {self.name})"
-                    )
+                assert col is not None, "the plan checks that each key is a column"
                 raw = raws.of(images.key(col.name))
                 ktype = key_types.get(col.name) or datatypes.delta_type(col)
                 key_names.append(col.name)
@@ -305,8 +273,8 @@ class TargetWriter:
         `commit_ts` under `schema`), typed for the target exactly as change events are:
         the initial load (`spark/load.py`). `how`: `_typed_one`'s codec, opts, row_error,
         carry."""
-        span = Span(commit_ts - 1, commit_ts, schema, {})
-        return self._typed_one(frame, db, tbl, [span], (), target_cols, **how)
+        table = RowTable(db, tbl, (SchemaSpan(commit_ts - 1, commit_ts, schema),))
+        return self._typed_one(frame, table, (), target_cols, **how)
 
     def merge(self, marker: Marker, step: Rows) -> Marker:
         """Apply one row segment in one MERGE (or INSERT) whose commit carries the new marker."""
@@ -319,15 +287,15 @@ class TargetWriter:
         elif not table_exists(self.spark, self.location):
             return marker  # the DDL that creates this target comes later in the window
         else:
-            target_cols = self._target_columns()
+            target_cols = self.target_columns()
             files, size = data_size(self.spark, self.location)
-        typed, keys = self._typed(step.hi, target_cols, step.lo)
+        typed = self.typed_segment(step, target_cols)
         new_marker = Marker(step.hi, marker.ddl_ts, marker.ddl_part, marker.ddl_parts)
         if typed is None:
             return marker
-        key_names = [next(n for n, _ in target_cols if n.lower() == k.lower()) for k in keys]
+        key_names = [next(n for n, _ in target_cols if n.lower() == k.lower()) for k in step.keys]
         typed = self._handle_bad_values(typed, step)
-        src = self._collapse(typed, key_names, [n for n, _ in target_cols])
+        src = self.collapse(typed, key_names, [n for n, _ in target_cols])
         cols = [n for n, _ in target_cols]
         # No data files: a MERGE has nothing to match. The size picks how it merges.
         empty = files == 0
@@ -399,7 +367,7 @@ class TargetWriter:
             )
 
     def _handle_bad_values(self, typed: DataFrame, step: Rows) -> DataFrame:
-        policy = self.project.bad_message_policy(self.plan.entry)
+        policy = self.plan.on_bad_message
         where = F.concat(
             F.lit("ticdc-sync: "),
             F.col("topic"),
@@ -450,7 +418,7 @@ class TargetWriter:
             )
         return typed.where(F.col("__err").isNull())
 
-    def _collapse(self, typed: DataFrame, keys: list[str], columns: list[str]) -> DataFrame:
+    def collapse(self, typed: DataFrame, keys: list[str], columns: list[str]) -> DataFrame:
         """One row per key: its last change (commit_ts, then DELETE before INSERT, then position)."""
         keys_equal = F.lit(True)
         for k in keys:
