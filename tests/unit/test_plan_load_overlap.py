@@ -243,7 +243,7 @@ def test_once_loaded_the_export_is_not_needed_for_the_tables_gone_by_its_snapsho
     """The schema history's record of the load stands in for the export's snapshot."""
     import shutil
 
-    from ticdc_sync.ddl.timeline import Version, key
+    from ticdc_sync.upstream import Version, key
     from ticdc_sync.warehouse_state import TargetState
     from ticdc_sync.window import Marker
 

@@ -20,7 +20,7 @@ from dataclasses import replace
 from ticdc_sync import datatypes, routing
 from ticdc_sync import table_features as tf
 from ticdc_sync.ddl import changes as ch
-from ticdc_sync.ddl.timeline import Key, Timeline, key
+from ticdc_sync.ddl.timeline import Timeline
 from ticdc_sync.dumpling import data_columns
 from ticdc_sync.locations import target_location
 from ticdc_sync.model import Project, Source, TableFeatures
@@ -42,7 +42,7 @@ from ticdc_sync.plan.model import (
 from ticdc_sync.plan.steps import Halt, target_steps
 from ticdc_sync.plan.target_ddl import target_ddl
 from ticdc_sync.sqlgen import table_ref
-from ticdc_sync.upstream import TableSchema
+from ticdc_sync.upstream import Key, TableSchema, key
 from ticdc_sync.warehouse_state import TargetState, WarehouseState
 
 

@@ -13,10 +13,11 @@ from dataclasses import dataclass, replace
 from ticdc_sync import routing
 from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl import policy
-from ticdc_sync.ddl.timeline import DdlGroup, Key, TableEffect, Timeline, key
+from ticdc_sync.ddl.timeline import DdlGroup, TableEffect, Timeline
 from ticdc_sync.model import Project, Source
 from ticdc_sync.plan.ddl_parts import change_parts, record_part, rename_in, rename_out
 from ticdc_sync.plan.model import BLOCKED, HELD, READY, WAITING, ChangeStep, TargetDdl
+from ticdc_sync.upstream import Key, key
 
 
 def target_ddl(
