@@ -545,7 +545,7 @@ def _target_text(t: TargetPlan, td: dict[str, Any]) -> list[str]:
     for dd in td["ddl"]:
         out += _ddl_text(dd)
     if td["merge_sql"] and status != "unchanged":
-        out += ["    merge (per window segment):", _indent(td["merge_sql"], 6)]
+        out += ["    merge (per row segment, on its keys in steps):", _indent(td["merge_sql"], 6)]
     if td["steps"]:
         out.append("    steps:")
         for i, st in enumerate(td["steps"], 1):
@@ -571,16 +571,19 @@ def _step_text(i: int, st: dict[str, Any]) -> list[str]:
         return [head + f"stop: blocked at the DDL at {st['commit_ts']}"]
     if kind == "halt":
         return [head + f"stop: {st['reason']}"]
+    span = f"rows {st['lo']} < commit_ts <= {st['hi']}"
+    if not st["tables"]:
+        return [head + f"{span}: no upstream schema known, nothing to merge"]
     keys = ", ".join(st["keys"]) or "(none)"
-    out = [head + f"rows {st['lo']} < commit_ts <= {st['hi']}: merge on {keys} ({st['keys_from']})"]
+    out = [head + f"{span}: merge on {keys} ({st['keys_from']})"]
     if st["error"]:
         out.append(f"         fails: {st['error']}")
     for t in st["tables"]:
         for sp in t["spans"]:
-            fill = "".join(f", {k} = {v}" for k, v in sorted(sp["fill"].items()))
+            fill = ", ".join(f"{k} = {v}" for k, v in sorted(sp["fill"].items()))
             out.append(
                 f"         {t['upstream']} ({sp['lo']}, {sp['hi']}]: {', '.join(sp['columns'])}"
-                + (f" (older rows{fill})" if fill else "")
+                + (f" (filled: {fill})" if fill else "")
             )
     return out
 

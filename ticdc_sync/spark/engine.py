@@ -220,6 +220,7 @@ class SparkEngine:
             error=r.error and f"target {t.name}: {r.error}",
             interrupted=p.interrupted,
             seconds=p.seconds,
+            ran=tuple(p.ran),
         )
 
     # --- trimming ----------------------------------------------------------------------
