@@ -1,6 +1,6 @@
 """The import rules ruff enforces (`TID251`, banned-api): the pure core never imports Spark,
 and the Spark package never imports the modules that decide (`routing`, `table_features`,
-`ddl.policy`): it carries out the plan (`ticdc_sync/spark/ruff.toml`).
+`plan.policy`): it carries out the plan (`ticdc_sync/spark/ruff.toml`).
 
 Each rule is checked on a probe module given to ruff on stdin under a path in the package
 (ruff picks the settings of the folder the path is in), and the package itself must pass.
@@ -38,8 +38,8 @@ def _probe(path: str, source: str) -> subprocess.CompletedProcess[str]:
         "from ticdc_sync.routing import merge_keys\n\nprint(merge_keys)\n",
         "import ticdc_sync.table_features\n\nprint(ticdc_sync.table_features)\n",
         "from ticdc_sync.table_features import create_properties\n\nprint(create_properties)\n",
-        "from ticdc_sync.ddl import policy\n\nprint(policy)\n",
-        "from ticdc_sync.ddl.policy import decide\n\nprint(decide)\n",
+        "from ticdc_sync.plan import policy\n\nprint(policy)\n",
+        "from ticdc_sync.plan.policy import decide\n\nprint(decide)\n",
     ],
 )
 def test_spark_may_not_import_what_decides(source: str) -> None:

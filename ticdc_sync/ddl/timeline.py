@@ -7,7 +7,7 @@ metadata, the versions already recorded in the schema history, and the staged DD
 the order in which targets are applied can never change what a DDL means: a RENAME TABLE sees
 the old table's schema whichever target handles it first. `ddl_overrides` are the user's
 reading of one DDL and apply here. Policies are not: what a target does with a change is
-`policy`'s business. Pure Python; never imports pyspark.
+`plan.policy`'s business. Pure Python; never imports pyspark.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ticdc_sync.ddl.changes import DeltaChange
-from ticdc_sync.ddl.policy import Decision
 from ticdc_sync.ddl.timeline import DdlGroup, Timeline
 from ticdc_sync.dumpling import DataFile
 from ticdc_sync.model import (
@@ -22,6 +21,7 @@ from ticdc_sync.model import (
     TableEntry,
     TableFeatures,
 )
+from ticdc_sync.plan.policy import Decision
 from ticdc_sync.upstream import TableSchema
 from ticdc_sync.window import Marker
 

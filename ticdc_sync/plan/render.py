@@ -17,8 +17,8 @@ from typing import Any
 
 from ticdc_sync import datatypes
 from ticdc_sync.ddl import changes as ch
-from ticdc_sync.ddl import policy
 from ticdc_sync.durations import render_ms
+from ticdc_sync.plan import policy
 from ticdc_sync.plan.model import (
     BLOCKED,
     FORMAT_VERSION,
