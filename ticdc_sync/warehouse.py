@@ -11,7 +11,6 @@ never writes.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 
 from ticdc_sync import dumpling, routing, store
 from ticdc_sync.dumpling import Export
@@ -313,8 +312,3 @@ def target_state(name: str, location: str) -> TargetState:
         properties=tuple(sorted(proto.properties.items())),
         version=t.version(),
     )
-
-
-def targets_state(project: Project, names: Iterable[str]) -> dict[str, TargetState]:
-    wh = _warehouse_path(project)
-    return {n: target_state(n, _find(wh, n)) for n in sorted(names)}

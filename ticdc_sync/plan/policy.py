@@ -184,7 +184,3 @@ def rename_from_unrouted(
         "following it would leave this target without that table's rows",
         setting=setting,
     )
-
-
-def block_hint(setting: str) -> str:
-    return f"hint: set {setting}, then run again"

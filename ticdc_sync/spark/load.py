@@ -98,9 +98,9 @@ def load(w, step_load: Load) -> Marker:
         if err is None:
             raise
         raise _located(spark, str(err), w.name) from None
-    from ticdc_sync.spark.rows import _inserted
+    from ticdc_sync.spark.rows import inserted_rows
 
-    n = _inserted(spark, w.location)["num_inserted_rows"]
+    n = inserted_rows(spark, w.location)["num_inserted_rows"]
     w.result.inserted += n
     w.result.loaded = n
     w.out(

@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
-from types import ModuleType
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -28,9 +27,9 @@ from pyspark.sql import functions as F
 from ticdc_sync import codecs, datatypes
 from ticdc_sync.errors import UserError
 from ticdc_sync.events import KIND_ROW, OP_DELETE
-from ticdc_sync.model import BadMessagePolicy, Project, Source, SourceOptions
+from ticdc_sync.model import BadMessagePolicy, Project, Source
 from ticdc_sync.plan.model import TargetPlan
-from ticdc_sync.plan.steps import Properties, Rows, RowTable, SchemaSpan
+from ticdc_sync.plan.steps import Properties, Rows, RowTable
 from ticdc_sync.spark import raised
 from ticdc_sync.spark.conf import before_commit, commit_marker, session_conf
 from ticdc_sync.spark.delta_log import checksum_facts, data_size, table_exists, target_marker
@@ -104,11 +103,6 @@ class TargetWriter:
     def name(self) -> str:
         return self.plan.name
 
-    def rebind(self, spark: SparkSession, out: Callable[[str], None]) -> None:
-        """Use another session (with its own SQL conf and temp views, `fanout`) and output."""
-        self.spark = spark
-        self.out = out
-
     def create(self, schema: TableSchema, properties: Properties = ()) -> None:
         """Create the target from `schema` with the planned TBLPROPERTIES; a table that exists (dropped upstream and created
         again, or rows renamed in) is replaced by an empty one of that schema, in one commit
@@ -167,12 +161,6 @@ class TargetWriter:
         table: RowTable,
         keys: tuple[str, ...],
         target_cols,
-        *,
-        codec: ModuleType | None = None,
-        opts: SourceOptions | None = None,
-        row_error: str | None = None,
-        carry: tuple[str, ...] = (),
-        names_known: bool = False,
     ) -> DataFrame:
         """The rows of one upstream table, typed for the target, with a fit check.
 
@@ -180,15 +168,9 @@ class TargetWriter:
         differently (a column one of them lacks, filled), the expression is chosen by the
         row's commit_ts; a projection per span read the staged rows once per span.
 
-        `ev` has the staged events' columns (`after`/`after_json`, positions, op). The
-        initial load (`spark/load.py`) passes rows of a Dumpling export shaped the same
-        way, with its own `codec` and `opts`, `row_error` (SQL: why a row cannot be read at
-        all, NULL when it can; checked before its values) and `carry` (more columns kept
-        through to the result); `names_known` when every row carries exactly the schema's
-        columns by construction, so that no row needs the check for a column the schema
-        lacks."""
-        codec = codec or self.codec
-        opts = opts or self.source.options
+        `ev` has the staged events' columns (`after`/`after_json`, positions, op)."""
+        codec = self.codec
+        opts = self.source.options
         db, tbl, spans = table.db, table.table, table.spans
         raws = RawValues()
         images = Images()
@@ -234,15 +216,11 @@ class TargetWriter:
             for i, name in enumerate(names)
         ]
         ignored = self.plan.entry.ignore_columns
-        first = f"{row_error}, " if row_error else ""
         errors = [
-            f"coalesce({first}"
-            + ("" if names_known else f"{unknown_column_error(span.schema, ignored)}, ")
-            + f"{fit_error(checks)})"
+            f"coalesce({unknown_column_error(span.schema, ignored)}, {fit_error(checks)})"
             for span, (_, checks) in zip(spans, per_span, strict=True)
         ]
         carried = ["topic", "`partition`", "`offset`", "idx", "commit_ts", "op", "db", "tbl"]
-        carried += [quote(c) for c in carry]
         # The row's text (what a quarantined value keeps), whichever way it was staged.
         text = "coalesce(after_json, to_json(after)) AS after_text"
         has_before = "before IS NOT NULL OR before_json IS NOT NULL AS has_before"
@@ -258,23 +236,6 @@ class TargetWriter:
                 *carried, "after_text", "has_before", *columns, f"{by_span(errors)} AS __err"
             )
         )
-
-    def typed_rows(
-        self,
-        frame: DataFrame,
-        db: str,
-        tbl: str,
-        schema: TableSchema,
-        target_cols: list[tuple[str, str]],
-        commit_ts: int,
-        **how,
-    ) -> DataFrame:
-        """Rows that are not staged events but shaped like them (`frame`, all at
-        `commit_ts` under `schema`), typed for the target exactly as change events are:
-        the initial load (`spark/load.py`). `how`: `_typed_one`'s codec, opts, row_error,
-        carry."""
-        table = RowTable(db, tbl, (SchemaSpan(commit_ts - 1, commit_ts, schema),))
-        return self._typed_one(frame, table, (), target_cols, **how)
 
     def merge(self, marker: Marker, step: Rows) -> Marker:
         """Apply one row segment in one MERGE (or INSERT) whose commit carries the new marker."""
@@ -336,7 +297,9 @@ class TargetWriter:
                 for key, value in conf.items():
                     confs.enter_context(session_conf(self.spark, key, value))
                 out = self.spark.sql(sql).collect()
-            metrics = [_inserted(self.spark, self.location)] if empty else [r.asDict() for r in out]
+            metrics = (
+                [inserted_rows(self.spark, self.location)] if empty else [r.asDict() for r in out]
+            )
         except Exception as e:  # noqa: BLE001 - surface raise_error text from the JVM
             raise (raised.user_error(e) or e) from None
         finally:
@@ -509,7 +472,7 @@ def _drop_checkpoint(df: DataFrame) -> None:
 _CHANGED = ("num_affected_rows", "num_inserted_rows", "num_updated_rows", "num_deleted_rows")
 
 
-def _inserted(spark: SparkSession, location: str) -> dict[str, int]:
+def inserted_rows(spark: SparkSession, location: str) -> dict[str, int]:
     """The row count of the commit just made by an INSERT (its Delta operation metrics)."""
     last = spark.sql(f"DESCRIBE HISTORY {table_ref(location)} LIMIT 1").collect()[0]
     metrics = last["operationMetrics"] or {}
