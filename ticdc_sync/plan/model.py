@@ -151,6 +151,11 @@ def snapshot_marker(snapshot_ts: int) -> Marker:
     return Marker(snapshot_ts, snapshot_ts, 0, 1)
 
 
+# A target's column after the next run (`plan.columns`): mark ("+" added, "-" dropped, "~"
+# renamed or retyped, " " as it is), name, MySQL type, Delta type.
+NextColumn = tuple[str, str, str, str]
+
+
 @dataclass(frozen=True, slots=True)
 class TargetPlan:
     """One target: where it stands and what the next run does to it."""
@@ -195,6 +200,7 @@ class TargetPlan:
     # What the run does to the target, in order (`plan.steps.target_steps`): the engine runs
     # exactly these.
     steps: tuple[Step, ...] = ()
+    next_columns: tuple[NextColumn, ...] = ()  # its columns after the run (`plan.columns`)
 
     @property
     def to_create(self) -> bool:

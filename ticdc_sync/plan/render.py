@@ -16,7 +16,6 @@ import json
 from typing import Any
 
 from ticdc_sync import datatypes
-from ticdc_sync.ddl import changes as ch
 from ticdc_sync.durations import render_ms
 from ticdc_sync.plan import policy
 from ticdc_sync.plan.model import (
@@ -43,60 +42,13 @@ def _shown(plan: Plan, text: str) -> str:
     return text.replace(plan.warehouse, WAREHOUSE_PLACEHOLDER)
 
 
-# --------------------------------------------------------------------------- columns
-
-
-def next_columns(t: TargetPlan) -> list[tuple[str, str, str, str]]:
-    """(mark, name, mysql type, delta type) of the target after the next run's ready DDL:
-    mark "+" added, "-" dropped, "~" renamed or retyped, " " as it is."""
-    if t.to_create and t.create is not None:
-        cols = [("+", c.name, c.type_sql(), datatypes.delta_type(c)) for c in t.create.columns]
-    else:
-        mysql = {c.name.lower(): c.type_sql() for c in (t.schema.columns if t.schema else ())}
-        cols = [(" ", n, mysql.get(n.lower(), "-"), typ.upper()) for n, typ in t.columns]
-    for d in t.ddl:
-        if d.status != READY:
-            continue
-        for s in d.steps:
-            if s.decision.action not in (policy.APPLY, policy.REBUILD):
-                continue
-            cols = _apply_change(cols, s.change)
-    return cols
-
-
-def _apply_change(cols: list[tuple[str, str, str, str]], c: ch.DeltaChange):
-    idx = {n.lower(): i for i, (_, n, _, _) in enumerate(cols)}
-    if isinstance(c, ch.CreateTarget):
-        return [("+", x.name, x.type_sql(), datatypes.delta_type(x)) for x in c.schema.columns]
-    if isinstance(c, ch.AddColumn):
-        return [*cols, ("+", c.name, "", c.delta_type.upper())]
-    if isinstance(c, ch.DropColumn) and c.name.lower() in idx:
-        i = idx[c.name.lower()]
-        _, n, m, t = cols[i]
-        return cols[:i] + [("-", n, m, t)] + cols[i + 1 :]
-    if isinstance(c, ch.RenameColumn) and c.old.lower() in idx:
-        i = idx[c.old.lower()]
-        mark, _, m, t = cols[i]
-        return (
-            cols[:i]
-            + [("+" if mark == "+" else "~", f"{c.new} (was {c.old})", m, t)]
-            + cols[i + 1 :]
-        )
-    if isinstance(c, ch.ChangeColumnType) and c.name.lower() in idx:
-        i = idx[c.name.lower()]
-        mark, n, m, t = cols[i]
-        new = f"{c.new_type.upper()} (was {t})"
-        return cols[:i] + [("+" if mark == "+" else "~", n, m, new)] + cols[i + 1 :]
-    return cols
-
-
 def _merge_sql(plan: Plan, t: TargetPlan) -> str | None:
     # The keys of the last row segment (a key-changing DDL gives later segments other keys;
     # each segment shows its own in `steps`).
     keys = next((s.keys for s in reversed(t.steps) if isinstance(s, Rows) and s.keys), t.keys)
     if not keys:
         return None
-    names = [n for mark, n, _, _ in next_columns(t) if mark != "-"]
+    names = [n for mark, n, _, _ in t.next_columns if mark != "-"]
     names = [n.split(" (was ")[0] for n in names]
     if not names:
         return None
@@ -237,7 +189,7 @@ def _target_dict(plan: Plan, t: TargetPlan) -> dict[str, Any]:
                 "delta_type": dt,
                 "lossy": _lossy(t, n),
             }
-            for m, n, my, dt in next_columns(t)
+            for m, n, my, dt in t.next_columns
         ],
         "features": list(t.features),
         "features_added": sorted({f for d in t.pending for f in d.features_added}),

@@ -24,6 +24,7 @@ from ticdc_sync.ddl.timeline import Timeline
 from ticdc_sync.dumpling import data_columns
 from ticdc_sync.locations import target_location
 from ticdc_sync.model import Project, Source, TableFeatures
+from ticdc_sync.plan.columns import next_columns
 from ticdc_sync.plan.features import (
     create_properties,
     feature_setting_parts,
@@ -39,7 +40,7 @@ from ticdc_sync.plan.model import (
     TargetPlan,
     snapshot_marker,
 )
-from ticdc_sync.plan.steps import Halt, target_steps
+from ticdc_sync.plan.steps import Halt, Properties, target_steps
 from ticdc_sync.plan.target_ddl import target_ddl
 from ticdc_sync.sqlgen import table_ref
 from ticdc_sync.upstream import Key, TableSchema, key
@@ -193,7 +194,13 @@ def target_plan(
         on_bad_message=project.bad_message_policy(tr.entry),
     )
     props = create_properties(create, settings) if create is not None else ()
-    return replace(plan, steps=target_steps(plan, timeline, props))
+    return with_steps(plan, timeline, props)
+
+
+def with_steps(t: TargetPlan, timeline: Timeline, properties: Properties = ()) -> TargetPlan:
+    """`t` with what follows from its DDL and where its rows stop: its steps (`properties`:
+    the TBLPROPERTIES it is created with) and its columns after the run."""
+    return replace(t, steps=target_steps(t, timeline, properties), next_columns=next_columns(t))
 
 
 def _refused(
@@ -205,7 +212,7 @@ def _refused(
     reason: str,
 ) -> TargetPlan:
     """A target whose load is impossible: nothing created, loaded or applied."""
-    return TargetPlan(
+    t = TargetPlan(
         name=tr.target,
         source=source.name,
         entry=tr.entry,
@@ -227,6 +234,7 @@ def _refused(
         refused=reason,
         steps=(Halt(reason),),
     )
+    return replace(t, next_columns=next_columns(t))
 
 
 def _first_created(ddl: list[TargetDdl]) -> TableSchema | None:
