@@ -2,11 +2,11 @@
 
 One Canal-JSON history of `shop.t`: created with key `id`, two rows, then the primary key
 moves to `code` (after which ids may repeat), a row with an id that is already there, an
-ADD COLUMN (fused into the segment before it), one more row. The plan made from the
-staged events shows two row segments, merged on `id` and then on `code`; the engine's
-apply of that plan runs exactly those steps (the same objects, keys and schema spans
-included) and the table is the upstream one: a MERGE on `id` for the second segment would
-have overwritten the first row with the repeated id.
+ADD COLUMN, one more row. The plan made from the staged events shows the row segments
+merged on `id` and then on `code`; the engine's apply of that plan runs exactly those steps
+(the same objects, keys and schema spans included) and the table is the upstream one: a
+MERGE on `id` after the key change would have overwritten the first row with the
+repeated id.
 """
 
 from __future__ import annotations
@@ -98,27 +98,30 @@ def test_the_run_executes_the_planned_segments_and_keys(spark, tmp_path):
     t = plan.target_plan("t")
     assert t is not None
     rows = [s for s in t.steps if isinstance(s, Rows)]
-    assert [(s.lo, s.hi, s.keys) for s in rows] == [(100, 299, ("id",)), (300, 500, ("code",))]
-    # The ADD COLUMN moved ahead of the rows before it: one segment, typed in two spans,
-    # the rows before the ADD given its default.
-    (table,) = rows[1].tables
-    assert [(sp.lo, sp.hi, sp.fill) for sp in table.spans] == [
-        (300, 399, (("w", "7"),)),
-        (399, 500, ()),
+    # Before the CREATE nothing is known (no table, no keys); then a segment per DDL (the
+    # target is created in this window, so the ADD COLUMN is not moved ahead of its rows).
+    assert [(s.lo, s.hi, s.keys, len(s.tables)) for s in rows] == [
+        (-1, 99, (), 0),
+        (100, 299, ("id",), 1),
+        (300, 399, ("code",), 1),
+        (400, 500, ("code",), 1),
     ]
+    assert [c.name for c in rows[3].tables[0].spans[0].schema.columns] == ["id", "code", "v", "w"]
     assert [(s.commit_ts, s.ahead) for s in t.steps if isinstance(s, Ddl)] == [
         (100, False),
         (300, False),
-        (400, True),
+        (400, False),
     ]
     text = render_text(plan)
     assert "rows 100 < commit_ts <= 299: merge on id (primary key)" in text
-    assert "rows 300 < commit_ts <= 500: merge on code (primary key)" in text
+    assert "rows 300 < commit_ts <= 399: merge on code (primary key)" in text
     shown = next(x for x in json.loads(render_json(plan))["targets"] if x["name"] == "t")
     assert [(s["step"], s.get("keys")) for s in shown["steps"]] == [
+        ("rows", []),
         ("ddl", None),
         ("rows", ["id"]),
         ("ddl", None),
+        ("rows", ["code"]),
         ("ddl", None),
         ("rows", ["code"]),
     ]
@@ -129,7 +132,7 @@ def test_the_run_executes_the_planned_segments_and_keys(spark, tmp_path):
     assert outcome.error is None and outcome.blocked is None, lines
     # What ran is what the plan holds and shows: the same steps, in order.
     assert outcome.ran == t.steps
-    assert outcome.reached == 500 and outcome.merges == 2
+    assert outcome.reached == 500 and outcome.merges == 3
 
     got = [(r["id"], r["code"], r["v"], r["w"]) for r in read_target(spark, project, "t", "code")]
     assert got == [(1, "a", 1, 7), (2, "b", 20, 7), (1, "c", 3, 7), (1, "d", 4, 9)]
