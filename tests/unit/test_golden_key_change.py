@@ -49,7 +49,8 @@ EVENTS = (
 
 
 def plan() -> Plan:
-    """Target `t` applied up to 5; staged: the key change at 20, an ADD COLUMN at 30; resolved 40."""
+    """Target `t` applied up to 5; staged: the key change at 20, an ADD COLUMN at 30;
+    resolved 40."""
     tally = SourceTally(
         partitions={("topic", 0): PartitionTally("topic", 0, 1, watermark=40)},
         tables={("db", "t"): (3, len(EVENTS))},

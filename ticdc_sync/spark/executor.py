@@ -2,9 +2,10 @@
 DDL, or the stop at a blocked DDL, each its own commit carrying the target's marker.
 
 The plan decided the steps (`TargetPlan.steps`, shown by `plan`); this module only runs
-exactly those, in order, and records how far they got (`StepRunner.reached`, `marker`) and what went wrong:
-a blocked DDL or a target's own error ends its steps (`blocked`, `error`), a lost run lease
-or an unexpected error is kept in `crash` for the caller to raise. When a target runs and
+exactly those, in order, and records how far they got (`StepRunner.reached`, `marker`) and
+what went wrong: a blocked DDL or a target's own error ends its steps (`blocked`,
+`error`), a lost run lease or an unexpected error is kept in `crash` for the caller to
+raise. When a target runs and
 which targets wait for which (a RENAME TABLE that copies another target's rows) is the run
 loop's business (`loop`, `schedule`); `spark.engine` calls this per apply.
 """

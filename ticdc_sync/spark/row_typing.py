@@ -1,6 +1,6 @@
 """SQL pieces that type one row image for a target: where each raw value is read from
-(the staged maps or the JSON text of each image), and the reason a row is bad (a value that does not fit
-its column, a column the upstream schema lacks).
+(the staged maps or the JSON text of each image), and the reason a row is bad (a value that
+does not fit its column, a column the upstream schema lacks).
 
 Builds SQL text and column expressions only; runs no job and decides no policy (what
 happens to a bad row is `rows`, by the table's `on_bad_message`).

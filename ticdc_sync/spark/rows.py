@@ -9,9 +9,10 @@ into a target without data files). A value that does not fit its column, or a ro
 carries a column the upstream schema does not have, fails the MERGE or is quarantined, by
 the table's `on_bad_message`. Rows stay in Spark. Decides nothing the plan has not decided:
 each segment's schema spans and keys, the create properties and the bad-message policy are
-the plan's (`plan.steps.Rows`, `TargetPlan`); it never calls `routing` or `table_features`. The SQL that types a row image is
-`row_typing`; the rest stays one module because it is one class, `TargetWriter`, whose
-typing, bad-value handling, collapse and MERGE share one target's state.
+the plan's (`plan.steps.Rows`, `TargetPlan`); it never calls `routing` or `table_features`.
+The SQL that types a row image is `row_typing`; the rest stays one module because it is one
+class, `TargetWriter`, whose typing, bad-value handling, collapse and MERGE share one
+target's state.
 """
 
 from __future__ import annotations
@@ -104,10 +105,10 @@ class TargetWriter:
         return self.plan.name
 
     def create(self, schema: TableSchema, properties: Properties = ()) -> None:
-        """Create the target from `schema` with the planned TBLPROPERTIES; a table that exists (dropped upstream and created
-        again, or rows renamed in) is replaced by an empty one of that schema, in one commit
-        that keeps its history (CREATE OR REPLACE refuses a path table whose properties
-        differ from the statement's)."""
+        """Create the target from `schema` with the planned TBLPROPERTIES; a table that
+        exists (dropped upstream and created again, or rows renamed in) is replaced by an
+        empty one of that schema, in one commit that keeps its history (CREATE OR REPLACE
+        refuses a path table whose properties differ from the statement's)."""
         cols = [(c.name, datatypes.delta_type(c)) for c in schema.columns]
         before_commit()
         if not table_exists(self.spark, self.location):
