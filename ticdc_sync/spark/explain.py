@@ -65,7 +65,7 @@ def explain(
             schema = t.create or t.schema
             if t.source != source.name or schema is None or not t.keys:
                 continue
-            w = TargetWriter(spark, _Staged(staged), project, source, t, lambda _: None)
+            w = TargetWriter(spark, _Staged(staged), source, t, lambda _: None)
             cols = [(c.name, datatypes.delta_type(c)) for c in schema.columns]
             # A segment over every record, made as the plan makes one (`plan.steps`).
             step = segment(t, sp.timeline, -1, 2**63 - 1)

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from ticdc_sync import codecs, datatypes
 from ticdc_sync.errors import UserError
 from ticdc_sync.events import KIND_ROW, OP_DELETE
-from ticdc_sync.model import BadMessagePolicy, Project, Source
+from ticdc_sync.model import BadMessagePolicy, Source
 from ticdc_sync.plan.model import TargetPlan
 from ticdc_sync.plan.steps import Properties, Rows, RowTable
 from ticdc_sync.spark import raised
@@ -84,14 +84,12 @@ class TargetWriter:
         self,
         spark: SparkSession,
         state: State,
-        project: Project,
         source: Source,
         target: TargetPlan,
         out: Callable[[str], None],
     ) -> None:
         self.spark = spark
         self.state = state
-        self.project = project
         self.source = source
         self.plan = target
         self.out = out
