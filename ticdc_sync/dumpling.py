@@ -33,10 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ticdc_sync.ddl.create_table import GENERATED
-from ticdc_sync.ddl.timeline import Key, key
 from ticdc_sync.errors import DdlError, Issue, UserError
 from ticdc_sync.model import DumplingOptions, ExportFiletype, InitialLoad, Project
-from ticdc_sync.upstream import TableSchema
+from ticdc_sync.upstream import Key, TableSchema, key
 
 METADATA = "metadata"
 # Compression suffixes Dumpling writes (--compress gzip|zstd|snappy) and Spark's codec names.

@@ -11,10 +11,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ticdc_sync.ddl.timeline import Key, Version
 from ticdc_sync.model import Source
 from ticdc_sync.plan.model import SourcePlan, TargetPlan
+from ticdc_sync.plan.steps import Step
 from ticdc_sync.staged import SourceTally
+from ticdc_sync.upstream import Key, Version
 from ticdc_sync.warehouse_state import TargetState, WarehouseState
 from ticdc_sync.window import DdlEvent
 
@@ -102,6 +103,7 @@ class ApplyOutcome:
     error: str | None = None  # this target failed: why (tried again later in --follow)
     interrupted: bool = False  # stopped between two steps because `should_stop` said so
     seconds: float = 0.0
+    ran: tuple[Step, ...] = ()  # the plan's steps it ran to their end, in order
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,6 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from ticdc_sync.ddl.timeline import Key, Version, key
 from ticdc_sync.engine import (
     ApplyJob,
     ApplyOutcome,
@@ -55,6 +54,7 @@ from ticdc_sync.schedule import (
     staging_lag_ms,
     staleness_ms,
 )
+from ticdc_sync.upstream import Key, Version, key
 from ticdc_sync.warehouse_state import SourceState, WarehouseState
 from ticdc_sync.window import dedupe_ddl
 

@@ -367,3 +367,15 @@ class Project:
         if entry is not None and entry.on_bad_message is not None:
             return entry.on_bad_message
         return self.defaults.on_bad_message
+
+    def quarantines(self, source: str, db: str, table: str) -> bool:
+        """Whether an undecodable record of upstream `db.table` of `source` goes to the
+        quarantine (`table` empty when the record names no table): by its entry's
+        `on_bad_message`, else the default; always for a table no entry routes (its rows are
+        skipped anyway: the record is kept and counted rather than blocking the source).
+        Decided here, once, for staging, where no plan exists yet; a target's plan carries
+        its own policy (`TargetPlan.on_bad_message`)."""
+        if table and self.route(source, db, table) is None:
+            return True
+        entry = self.route(source, db, table) if table else None
+        return self.bad_message_policy(entry) is BadMessagePolicy.QUARANTINE

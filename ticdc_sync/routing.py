@@ -1,8 +1,8 @@
-"""Routing: which target an upstream table lands in, with which merge keys and policies.
+"""Routing: which target an upstream table lands in, and with which merge keys.
 
-The one place these are decided. `plan` shows what it answers and the Spark executor applies
-the same answers (DESIGN.md §1 "tables/*.yml": first matching entry wins). Pure Python:
-never imports pyspark, reads no files.
+The one place these are decided (DESIGN.md §1 "tables/*.yml": first matching entry wins).
+The plan carries its answers (a row segment's keys, `plan.steps.Rows`) and the engine acts
+on them without asking again. Pure Python: never imports pyspark, reads no files.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ticdc_sync.model import BadMessagePolicy, Project, TableEntry
+from ticdc_sync.model import Project, TableEntry
 from ticdc_sync.upstream import TableSchema
 
 
@@ -91,19 +91,3 @@ def no_keys_message(entry: TableEntry, target: str, schema: TableSchema) -> str:
         f"{entry.origin.render()}: target {target}: upstream {schema.qualified} has no primary "
         "key or NOT NULL unique key (hint: set `keys: [...]` on this table entry)"
     )
-
-
-def bad_message_policy(project: Project, source: str, db: str, table: str) -> BadMessagePolicy:
-    """What happens to an undecodable record of upstream `db.table` (`table` empty when the
-    record names no table): its entry's `on_bad_message`, else the project default."""
-    entry = project.route(source, db, table) if table else None
-    return project.bad_message_policy(entry)
-
-
-def quarantines(project: Project, source: str, db: str, table: str) -> bool:
-    """Whether an undecodable record of `db.table` goes to the quarantine: by its table's
-    policy, and always for a table no entry routes (its rows are skipped anyway; the
-    record is kept and counted rather than blocking the source)."""
-    if table and project.route(source, db, table) is None:
-        return True
-    return bad_message_policy(project, source, db, table) is BadMessagePolicy.QUARANTINE

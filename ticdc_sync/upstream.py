@@ -1,4 +1,5 @@
-"""Upstream (MySQL/TiDB) table schemas as plain values: `Column` and `TableSchema`.
+"""Upstream (MySQL/TiDB) table schemas as plain values: `Column`, `TableSchema`, a table's
+`Version` and its `Key`; the core's shared types, which every module may import.
 
 These are what schema history stores, what `ddl.py` produces and transforms, what
 `datatypes.py` maps to Delta types and what the codecs use to decode values exactly
@@ -125,3 +126,22 @@ class TableSchema:
             comment=d.get("comment"),
             exact=d.get("exact", True),
         )
+
+
+Key = tuple[str, str]  # lower-cased (db, table)
+
+
+def key(db: str, table: str) -> Key:
+    """An upstream table's name as looked up (MySQL table names compare case-insensitively
+    in TiDB by default)."""
+    return (db.lower(), table.lower())
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """One version of an upstream table: `schema` from `commit_ts` on (None: the table does
+    not exist from then on, dropped or renamed away)."""
+
+    commit_ts: int
+    schema: TableSchema | None
+    ddl: str = ""

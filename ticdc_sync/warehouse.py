@@ -11,10 +11,8 @@ never writes.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 
 from ticdc_sync import dumpling, routing, store
-from ticdc_sync.ddl.timeline import Key, Version, key
 from ticdc_sync.dumpling import Export
 from ticdc_sync.events import KIND_BAD, KIND_DDL, KIND_ROW, KIND_WATERMARK
 from ticdc_sync.lake import LakeTable
@@ -22,7 +20,7 @@ from ticdc_sync.locations import find_target, state_location
 from ticdc_sync.locations import warehouse_path as _warehouse_path
 from ticdc_sync.model import Project
 from ticdc_sync.staged import SourceTally, from_user_metadata
-from ticdc_sync.upstream import TableSchema
+from ticdc_sync.upstream import Key, TableSchema, Version, key
 from ticdc_sync.warehouse_state import SourceState, TargetState, WarehouseState
 from ticdc_sync.window import DdlEvent, Marker
 
@@ -314,8 +312,3 @@ def target_state(name: str, location: str) -> TargetState:
         properties=tuple(sorted(proto.properties.items())),
         version=t.version(),
     )
-
-
-def targets_state(project: Project, names: Iterable[str]) -> dict[str, TargetState]:
-    wh = _warehouse_path(project)
-    return {n: target_state(n, _find(wh, n)) for n in sorted(names)}

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ticdc_sync.ddl.timeline import Key, Version
 from ticdc_sync.dumpling import Export
 from ticdc_sync.staged import SourceTally
+from ticdc_sync.upstream import Key, Version
 from ticdc_sync.window import DdlEvent, Marker
 
 

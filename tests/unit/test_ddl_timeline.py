@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ticdc_sync.ddl import parse_schema_sql
-from ticdc_sync.ddl.timeline import Version, build, key
+from ticdc_sync.ddl.timeline import build
 from ticdc_sync.model import (
     DdlOverride,
     Defaults,
@@ -16,6 +16,7 @@ from ticdc_sync.model import (
     Source,
     TableEntry,
 )
+from ticdc_sync.upstream import Version, key
 from ticdc_sync.window import DdlEvent
 
 

@@ -12,7 +12,7 @@ from testkit.dumpling import DumplingFlags, write_export
 from testkit.encode import make_tso
 from ticdc_sync.errors import PlanError
 from ticdc_sync.plan import build_plan, render_json, render_text
-from ticdc_sync.plan.steps import Create, Ddl, LoadRows, Rows, target_steps
+from ticdc_sync.plan.steps import Create, Ddl, LoadRows, Rows
 from ticdc_sync.project import load_project
 from ticdc_sync.staged import PartitionTally, SourceTally
 from ticdc_sync.upstream import Column, TableSchema
@@ -85,7 +85,7 @@ def test_a_fresh_target_loads_from_the_export(tmp_path):
     ]
     assert t.load.bytes == sum((tmp_path / "exp" / f.name).stat().st_size for f in t.load.files)
     assert t.create_from == "export" and t.create is not None
-    assert [type(s) for s in target_steps(t)] == [Create, LoadRows]
+    assert [type(s) for s in t.steps] == [Create, LoadRows]
     text = render_text(plan)
     assert f"[to create and load from the export at {S}]" in text
     assert f"load: Dumpling export exp at snapshot TSO {S}: 3 csv file(s)" in text
@@ -115,7 +115,7 @@ def test_rows_and_ddl_continue_after_the_snapshot(tmp_path):
     t = plan.target_plan("t")
     assert t is not None and t.load is not None
     assert [d.commit_ts for d in t.pending] == [ts(15)]
-    steps = target_steps(t)
+    steps = t.steps
     assert isinstance(steps[1], LoadRows)
     assert [(type(s).__name__, getattr(s, "lo", None)) for s in steps[2:]] == [
         ("Ddl", None),

@@ -16,7 +16,7 @@ from testkit.encode import make_tso
 from ticdc_sync.dumpling import check_exports
 from ticdc_sync.errors import PlanError
 from ticdc_sync.plan import build_plan, render_json, render_text
-from ticdc_sync.plan.steps import Create, Halt, LoadRows, Rows, target_steps
+from ticdc_sync.plan.steps import Create, Halt, LoadRows, Rows
 from ticdc_sync.project import load_project
 from ticdc_sync.staged import PartitionTally, SourceTally
 from ticdc_sync.upstream import Column, TableSchema
@@ -134,7 +134,7 @@ def test_every_table_of_the_export_takes_the_exports_schema(plan, table):
     assert t is not None and t.load is not None and t.load.snapshot_ts == S
     assert t.create_from == "export" and t.create == want and t.schema == want
     assert t.blocked is None and not any("inferred" in n for n in t.notes), t.notes
-    assert [type(s) for s in target_steps(t)[:2]] == [Create, LoadRows]
+    assert [type(s) for s in t.steps[:2]] == [Create, LoadRows]
     # DDL at or below the snapshot (the one exactly at it too) is in the export.
     assert [d.commit_ts for d in t.pending] == ([ts(12)] if table == "t1" else [])
 
@@ -158,8 +158,8 @@ def test_a_table_gone_by_the_snapshot_starts_from_it(plan, table):
     t = plan.target_plan(table)
     assert t is not None and t.load is None and t.create is None and t.blocked is None
     assert not t.pending and t.start.applied_ts == S
-    assert [type(s) for s in target_steps(t)] == [Rows]
-    assert target_steps(t)[0].lo == S
+    assert [type(s) for s in t.steps] == [Rows]
+    assert t.steps[0].lo == S
     (note,) = [n for n in t.notes if "Dumpling export" in n]
     assert f"did not exist at its snapshot {S}" in note, note
     assert render_json(plan).count('"status": "blocked"') == 0
@@ -209,7 +209,7 @@ def test_a_schema_file_that_cannot_be_read_refuses_that_table_alone(tmp_path):
     ), t.blocked
     # Never from the stream's metadata instead.
     assert t.create_from is None and not any("inferred" in n for n in t.notes)
-    (step,) = target_steps(t)
+    (step,) = t.steps
     assert isinstance(step, Halt) and step.reason == t.blocked
     text = render_text(plan)
     assert "! vals <- shop.vals via s" in text and f"    blocked: {t.blocked}" in text
@@ -236,14 +236,14 @@ def test_a_table_only_in_the_export_with_a_schema_file_that_cannot_be_read_is_re
         "cannot load shop.quiet from the Dumpling export exp: exp/shop.quiet-schema.sql.gz: "
         "cannot decompress it"
     ), t.refused
-    assert [type(s) for s in target_steps(t)] == [Halt]
+    assert [type(s) for s in t.steps] == [Halt]
 
 
 def test_once_loaded_the_export_is_not_needed_for_the_tables_gone_by_its_snapshot(tmp_path):
     """The schema history's record of the load stands in for the export's snapshot."""
     import shutil
 
-    from ticdc_sync.ddl.timeline import Version, key
+    from ticdc_sync.upstream import Version, key
     from ticdc_sync.warehouse_state import TargetState
     from ticdc_sync.window import Marker
 

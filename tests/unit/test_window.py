@@ -5,12 +5,13 @@ Built through the real planner (project + warehouse state -> Plan -> steps), as 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from ticdc_sync.ddl import parse_schema_sql
 from ticdc_sync.model import Defaults, Output, Project, Protocol, Source, TableEntry
 from ticdc_sync.plan import build_plan
-from ticdc_sync.plan.steps import Ddl, Rows, target_steps
+from ticdc_sync.plan.steps import Ddl, Rows
 from ticdc_sync.staged import PartitionTally, SourceTally
 from ticdc_sync.warehouse_state import SourceState, TargetState, WarehouseState
 from ticdc_sync.window import DdlEvent, Marker, dedupe_ddl
@@ -50,7 +51,7 @@ def steps(marker: Marker, events: list[DdlEvent], resolved: int) -> list[tuple]:
     )
     plan = build_plan(PROJECT, state)
     out = []
-    for s in target_steps(plan.target_plan("t")):
+    for s in plan.target_plan("t").steps:
         if isinstance(s, Rows):
             out.append(("rows", s.lo, s.hi))
         elif isinstance(s, Ddl):
@@ -146,3 +147,32 @@ def test_resume_after_ddl_ahead_is_one_segment():
 def test_a_blocked_ddl_stops_the_rows_just_before_it():
     narrow = ddl(50, "ALTER TABLE t MODIFY COLUMN c0 TINYINT")
     assert steps(Marker(applied_ts=10), [narrow, ddl(70)], 100) == [("rows", 10, 49), ("stop", 50)]
+
+
+def _rows(project: Project, ddl_events: list[DdlEvent]) -> list[Rows]:
+    tally = SourceTally(
+        partitions={("topic", 0): PartitionTally("topic", 0, 1, watermark=40)},
+        tables={("db", "t"): (1, len(ddl_events))},
+    )
+    state = WarehouseState(
+        sources={"src": SourceState("src", tally=tally, ddl_events=tuple(ddl_events))},
+        targets={"t": TargetState("t", True, Marker(5), columns=(("id", "int"), ("c0", "int")))},
+    )
+    t = build_plan(project, state).target_plan("t")
+    assert t is not None
+    return [s for s in t.steps if isinstance(s, Rows)]
+
+
+def test_a_segment_that_cannot_be_merged_carries_why():
+    # No primary key and no NOT NULL unique key upstream: the segment fails with the hint.
+    seed = parse_schema_sql("CREATE TABLE db.t (id INT, c0 INT)", None, "s.sql")[0]
+    keyless = replace(PROJECT, seed_schemas={("db", "t"): seed})
+    (rows,) = _rows(keyless, [])
+    assert rows.keys == () and "has no primary key" in (rows.error or "")
+    # Keys set on the entry win over the upstream key, and must be columns of every span.
+    named = replace(PROJECT, tables=(TableEntry("db.t", "t", keys=("c0",)),))
+    (rows,) = _rows(named, [])
+    assert (rows.keys, rows.keys_from, rows.error) == (("c0",), "entry", None)
+    before, after = _rows(named, [ddl(20, "ALTER TABLE t DROP COLUMN c0")])
+    assert before.error is None
+    assert "key column c0 is not a column of db.t" in (after.error or "")

@@ -1,4 +1,4 @@
-"""Upstream DDL: grammar, statements, schema evolution, the Delta changes and their policy.
+"""Upstream DDL: grammar, statements, schema evolution and the Delta changes.
 
 Modules, from text to Delta:
 - `tokens`: DDL text into tokens and statements, and the parser cursor (sqlglot's tokenizer).

@@ -1,5 +1,5 @@
 """The Delta changes a DDL causes on a target (`DeltaChange`): what `evolution` computes,
-`policy` decides on and `delta_sql` renders. Data only. Pure Python; no pyspark.
+`plan.policy` decides on and `delta_sql` renders. Data only. Pure Python; no pyspark.
 """
 
 from __future__ import annotations

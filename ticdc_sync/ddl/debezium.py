@@ -5,7 +5,6 @@ Pure Python; no pyspark.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ticdc_sync.datatypes import normalize_base
@@ -15,16 +14,6 @@ from ticdc_sync.errors import DdlError
 from ticdc_sync.upstream import Column, TableSchema
 
 # -- Debezium tableChanges (codec facts 3.3) ----------------------------------------------------
-
-_DBZ_ID = re.compile(r'"((?:[^"]|"")*)"\."((?:[^"]|"")*)"')
-
-
-def parse_debezium_id(text: str) -> list[tuple[str, str]]:
-    """`"db"."t"` -> [(db, t)]; a RENAME id `"a"."b","c"."d"` -> [(a, b), (c, d)] (old first)."""
-    return [
-        (m.group(1).replace('""', '"'), m.group(2).replace('""', '"'))
-        for m in _DBZ_ID.finditer(text)
-    ]
 
 
 def _unquote_member(m: str) -> str:

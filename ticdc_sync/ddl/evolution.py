@@ -4,7 +4,7 @@
 one table (DESIGN.md §2 "DDL to Delta"; `timeline` replays statements over a set of tables:
 RENAME across tables, CREATE TABLE ... LIKE); `diff_schemas` derives the changes between
 two schemas (a Debezium table description, a CREATE TABLE over a known table). Pure Python; no pyspark, no
-I/O; renders no SQL (`delta_sql`) and decides no policy (`policy`).
+I/O; renders no SQL (`delta_sql`) and decides no policy (`plan.policy`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ metadata, the versions already recorded in the schema history, and the staged DD
 the order in which targets are applied can never change what a DDL means: a RENAME TABLE sees
 the old table's schema whichever target handles it first. `ddl_overrides` are the user's
 reading of one DDL and apply here. Policies are not: what a target does with a change is
-`policy`'s business. Pure Python; never imports pyspark.
+`plan.policy`'s business. Pure Python; never imports pyspark.
 """
 
 from __future__ import annotations
@@ -33,24 +33,8 @@ from ticdc_sync.ddl.statements import (
 )
 from ticdc_sync.errors import DdlError
 from ticdc_sync.model import DdlOverride, OverrideAction, Project
-from ticdc_sync.upstream import TableSchema
+from ticdc_sync.upstream import Key, TableSchema, Version, key
 from ticdc_sync.window import DdlEvent, dedupe_ddl
-
-Key = tuple[str, str]  # lower-cased (db, table)
-
-
-def key(db: str, table: str) -> Key:
-    return (db.lower(), table.lower())
-
-
-@dataclass(frozen=True, slots=True)
-class Version:
-    """One version of an upstream table: `schema` from `commit_ts` on (None: the table does
-    not exist from then on, dropped or renamed away)."""
-
-    commit_ts: int
-    schema: TableSchema | None
-    ddl: str = ""
 
 
 @dataclass(frozen=True, slots=True)

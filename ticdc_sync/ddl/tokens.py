@@ -190,14 +190,6 @@ class Parser:
             raise ParseError(f"table {first!r} has no database and no default database")
         return self.default_db, first
 
-    def ident_list(self) -> list[str]:
-        self.expect("(")
-        names = [self.ident()]
-        while self.accept(","):
-            names.append(self.ident())
-        self.expect(")")
-        return names
-
     # -- skipping -------------------------------------------------------------------------
     def skip_balanced(self) -> str:
         """Consume a parenthesised group; returns its inner text (roughly, tokens joined)."""

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from ticdc_sync import routing
 from ticdc_sync.codecs.infer import schema_from_meta
-from ticdc_sync.ddl.timeline import Key, Timeline, Version, key
+from ticdc_sync.ddl.timeline import Timeline
 from ticdc_sync.ddl.timeline import build as build_timeline
 from ticdc_sync.locations import warehouse_path
 from ticdc_sync.model import Project, Source
@@ -35,7 +35,7 @@ from ticdc_sync.plan.project_parts import (
     route_dicts,
 )
 from ticdc_sync.plan.target import target_plan
-from ticdc_sync.upstream import TableSchema
+from ticdc_sync.upstream import Key, TableSchema, Version, key
 from ticdc_sync.warehouse_state import SourceState, WarehouseState
 
 

@@ -1,7 +1,7 @@
 """The Delta commits ("parts") that carry out one decided DDL change on a target: SQL,
 rebuilds, creates, renames in and out, and the record of the DDL.
 
-Decides nothing: the decision is given (`ddl.policy`). Part lists must stay stable for a
+Decides nothing: the decision is given (`plan.policy`). Part lists must stay stable for a
 given decision (a half-applied DDL resumes by part number). Never runs SQL.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from ticdc_sync import table_features as tf
 from ticdc_sync.ddl import changes as ch
-from ticdc_sync.ddl import policy
 from ticdc_sync.ddl.delta_sql import delta_sql
 from ticdc_sync.ddl.timeline import DdlGroup, TableEffect
+from ticdc_sync.plan import policy
 from ticdc_sync.plan.model import (
     OP_BACKFILL,
     OP_COPY_FROM,

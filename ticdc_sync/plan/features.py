@@ -1,6 +1,7 @@
 """Table features in a target's plan: the commits that bring an existing target to its
-`table_features` setting, and which features each DDL adds (`table_features` decides
-which features exist and their SQL; this module only places them in the plan).
+`table_features` setting, which features each DDL adds, and the TBLPROPERTIES a target is
+created with (`table_features` decides which features exist and their SQL; this module only
+places them in the plan).
 
 Pure: never reads or writes anything.
 """
@@ -11,7 +12,9 @@ from dataclasses import replace
 
 from ticdc_sync import datatypes
 from ticdc_sync import table_features as tf
+from ticdc_sync.model import TableFeatures
 from ticdc_sync.plan.model import OP_CREATE, OP_SQL, DeltaPart, TargetDdl
+from ticdc_sync.upstream import TableSchema
 
 
 def feature_setting_parts(
@@ -56,4 +59,28 @@ def features_added(ddl: list[TargetDdl], have: set[str], settings) -> list[Targe
                 cols = ((c.name, datatypes.delta_type(c)) for c in p.schema.columns)
                 have |= set(tf.created_with(cols, settings))
         out.append(replace(d, features_added=tuple(sorted(set(added)))) if added else d)
+    return out
+
+
+def create_properties(schema: TableSchema, settings: TableFeatures) -> tuple[tuple[str, str], ...]:
+    """The TBLPROPERTIES a target created from `schema` gets, in a stable order."""
+    return tuple(sorted(tf.create_properties(settings, (c.name for c in schema.columns)).items()))
+
+
+def with_create_properties(ddl: list[TargetDdl], settings: TableFeatures) -> list[TargetDdl]:
+    """Each DDL whose part creates the target (again), with the TBLPROPERTIES it creates it
+    with, so that the engine runs them as planned."""
+
+    def part(p: DeltaPart) -> DeltaPart:
+        if p.op != OP_CREATE or p.schema is None:
+            return p
+        return replace(p, properties=create_properties(p.schema, settings))
+
+    out = []
+    for d in ddl:
+        if not any(p.op == OP_CREATE for p in d.parts):
+            out.append(d)
+            continue
+        steps = tuple(replace(s, parts=tuple(part(p) for p in s.parts)) for s in d.steps)
+        out.append(replace(d, steps=steps, parts=tuple(part(p) for p in d.parts)))
     return out

@@ -8,21 +8,25 @@ pyspark.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ticdc_sync.ddl.changes import DeltaChange
-from ticdc_sync.ddl.policy import Decision
 from ticdc_sync.ddl.timeline import DdlGroup, Timeline
 from ticdc_sync.dumpling import DataFile
 from ticdc_sync.model import (
     DEFAULT_TARGET_LAG_MS,
+    BadMessagePolicy,
     DumplingOptions,
     Source,
     TableEntry,
     TableFeatures,
 )
+from ticdc_sync.plan.policy import Decision
 from ticdc_sync.upstream import TableSchema
 from ticdc_sync.window import Marker
+
+if TYPE_CHECKING:
+    from ticdc_sync.plan.steps import Step
 
 FORMAT_VERSION = 1
 
@@ -47,6 +51,7 @@ class DeltaPart:
     sql: str | None = None
     tolerate: tuple[str, ...] = ()  # error fragments meaning "already done" (a resumed run)
     schema: TableSchema | None = None  # OP_CREATE
+    properties: tuple[tuple[str, str], ...] = ()  # OP_CREATE: its TBLPROPERTIES
     column: str | None = None  # OP_REBUILD
     new_type: str | None = None  # OP_REBUILD
     new_name: str | None = None  # OP_REBUILD
@@ -146,6 +151,11 @@ def snapshot_marker(snapshot_ts: int) -> Marker:
     return Marker(snapshot_ts, snapshot_ts, 0, 1)
 
 
+# A target's column after the next run (`plan.columns`): mark ("+" added, "-" dropped, "~"
+# renamed or retyped, " " as it is), name, MySQL type, Delta type.
+NextColumn = tuple[str, str, str, str]
+
+
 @dataclass(frozen=True, slots=True)
 class TargetPlan:
     """One target: where it stands and what the next run does to it."""
@@ -184,6 +194,13 @@ class TargetPlan:
     # Why the target cannot start at all (its load is impossible): nothing is created, loaded
     # or applied, and the run fails it (`blocked` says the same).
     refused: str | None = None
+    # What happens to a row change whose value does not fit (`on_bad_message`, decided
+    # once from the entry and the project defaults).
+    on_bad_message: BadMessagePolicy = BadMessagePolicy.FAIL
+    # What the run does to the target, in order (`plan.steps.target_steps`): the engine runs
+    # exactly these.
+    steps: tuple[Step, ...] = ()
+    next_columns: tuple[NextColumn, ...] = ()  # its columns after the run (`plan.columns`)
 
     @property
     def to_create(self) -> bool:

@@ -15,10 +15,9 @@ import hashlib
 import json
 from typing import Any
 
-from ticdc_sync import datatypes, table_features
-from ticdc_sync.ddl import changes as ch
-from ticdc_sync.ddl import policy
+from ticdc_sync import datatypes
 from ticdc_sync.durations import render_ms
+from ticdc_sync.plan import policy
 from ticdc_sync.plan.model import (
     BLOCKED,
     FORMAT_VERSION,
@@ -32,6 +31,7 @@ from ticdc_sync.plan.model import (
     TargetDdl,
     TargetPlan,
 )
+from ticdc_sync.plan.steps import Create, Ddl, Features, Halt, LoadRows, Rows, Step, Stop
 from ticdc_sync.sqlgen import COMMIT_TS, create_table_sql, merge_sql, table_ref
 
 WAREHOUSE_PLACEHOLDER = "<warehouse>"
@@ -42,72 +42,68 @@ def _shown(plan: Plan, text: str) -> str:
     return text.replace(plan.warehouse, WAREHOUSE_PLACEHOLDER)
 
 
-# --------------------------------------------------------------------------- columns
-
-
-def next_columns(t: TargetPlan) -> list[tuple[str, str, str, str]]:
-    """(mark, name, mysql type, delta type) of the target after the next run's ready DDL:
-    mark "+" added, "-" dropped, "~" renamed or retyped, " " as it is."""
-    if t.to_create and t.create is not None:
-        cols = [("+", c.name, c.type_sql(), datatypes.delta_type(c)) for c in t.create.columns]
-    else:
-        mysql = {c.name.lower(): c.type_sql() for c in (t.schema.columns if t.schema else ())}
-        cols = [(" ", n, mysql.get(n.lower(), "-"), typ.upper()) for n, typ in t.columns]
-    for d in t.ddl:
-        if d.status != READY:
-            continue
-        for s in d.steps:
-            if s.decision.action not in (policy.APPLY, policy.REBUILD):
-                continue
-            cols = _apply_change(cols, s.change)
-    return cols
-
-
-def _apply_change(cols: list[tuple[str, str, str, str]], c: ch.DeltaChange):
-    idx = {n.lower(): i for i, (_, n, _, _) in enumerate(cols)}
-    if isinstance(c, ch.CreateTarget):
-        return [("+", x.name, x.type_sql(), datatypes.delta_type(x)) for x in c.schema.columns]
-    if isinstance(c, ch.AddColumn):
-        return [*cols, ("+", c.name, "", c.delta_type.upper())]
-    if isinstance(c, ch.DropColumn) and c.name.lower() in idx:
-        i = idx[c.name.lower()]
-        _, n, m, t = cols[i]
-        return cols[:i] + [("-", n, m, t)] + cols[i + 1 :]
-    if isinstance(c, ch.RenameColumn) and c.old.lower() in idx:
-        i = idx[c.old.lower()]
-        mark, _, m, t = cols[i]
-        return (
-            cols[:i]
-            + [("+" if mark == "+" else "~", f"{c.new} (was {c.old})", m, t)]
-            + cols[i + 1 :]
-        )
-    if isinstance(c, ch.ChangeColumnType) and c.name.lower() in idx:
-        i = idx[c.name.lower()]
-        mark, n, m, t = cols[i]
-        new = f"{c.new_type.upper()} (was {t})"
-        return cols[:i] + [("+" if mark == "+" else "~", n, m, new)] + cols[i + 1 :]
-    return cols
-
-
 def _merge_sql(plan: Plan, t: TargetPlan) -> str | None:
-    if not t.keys:
+    # The keys of the last row segment (a key-changing DDL gives later segments other keys;
+    # each segment shows its own in `steps`).
+    keys = next((s.keys for s in reversed(t.steps) if isinstance(s, Rows) and s.keys), t.keys)
+    if not keys:
         return None
-    names = [n for mark, n, _, _ in next_columns(t) if mark != "-"]
+    names = [n for mark, n, _, _ in t.next_columns if mark != "-"]
     names = [n.split(" (was ")[0] for n in names]
     if not names:
         return None
-    return _shown(plan, merge_sql(table_ref(t.location), SOURCE_VIEW, t.keys, names))
+    return _shown(plan, merge_sql(table_ref(t.location), SOURCE_VIEW, keys, names))
 
 
 def _create_sql(plan: Plan, t: TargetPlan) -> str | None:
     if not t.to_create or t.create is None:
         return None
     cols = [(c.name, datatypes.delta_type(c)) for c in t.create.columns]
-    props = table_features.create_properties(t.settings, (n for n, _ in cols))
+    props = next((dict(s.properties) for s in t.steps if isinstance(s, Create)), {})
     return _shown(plan, create_table_sql(table_ref(t.location), cols, t.create.comment, props))
 
 
 # --------------------------------------------------------------------------- dict / JSON
+
+
+def _step_dict(step: Step) -> dict[str, Any]:
+    """One step of a target's run as the engine carries it out (`plan.steps`)."""
+    if isinstance(step, Create):
+        return {"step": "create", "properties": dict(step.properties)}
+    if isinstance(step, Features):
+        return {"step": "features", "parts": [p.describe for p in step.parts]}
+    if isinstance(step, LoadRows):
+        return {"step": "load", "snapshot_ts": step.load.snapshot_ts}
+    if isinstance(step, Rows):
+        return {
+            "step": "rows",
+            "lo": step.lo,
+            "hi": step.hi,
+            "keys": list(step.keys),
+            "keys_from": step.keys_from,
+            "error": step.error,
+            "tables": [
+                {
+                    "upstream": t.upstream,
+                    "spans": [
+                        {
+                            "lo": sp.lo,
+                            "hi": sp.hi,
+                            "columns": [c.name for c in sp.schema.columns],
+                            "fill": dict(sp.fill),
+                        }
+                        for sp in t.spans
+                    ],
+                }
+                for t in step.tables
+            ],
+        }
+    if isinstance(step, Ddl):
+        return {"step": "ddl", "commit_ts": step.commit_ts, "ahead": step.ahead}
+    if isinstance(step, Stop):
+        return {"step": "stop", "commit_ts": step.ddl.commit_ts}
+    assert isinstance(step, Halt)
+    return {"step": "halt", "reason": step.reason}
 
 
 def _ddl_dict(plan: Plan, d: TargetDdl) -> dict[str, Any]:
@@ -182,6 +178,7 @@ def _target_dict(plan: Plan, t: TargetPlan) -> dict[str, Any]:
         "target_lag_ms": t.lag_ms,
         "target_lag_from": t.lag_from,
         "on_bad_message": t.entry.on_bad_message.value if t.entry.on_bad_message else None,
+        "bad_message_policy": t.on_bad_message.value,
         "ignore_columns": list(t.entry.ignore_columns),
         "create_from": t.create_from,
         "columns": [
@@ -192,7 +189,7 @@ def _target_dict(plan: Plan, t: TargetPlan) -> dict[str, Any]:
                 "delta_type": dt,
                 "lossy": _lossy(t, n),
             }
-            for m, n, my, dt in next_columns(t)
+            for m, n, my, dt in t.next_columns
         ],
         "features": list(t.features),
         "features_added": sorted({f for d in t.pending for f in d.features_added}),
@@ -209,6 +206,7 @@ def _target_dict(plan: Plan, t: TargetPlan) -> dict[str, Any]:
         "create_sql": _create_sql(plan, t),
         "merge_sql": _merge_sql(plan, t),
         "ddl": [_ddl_dict(plan, d) for d in t.pending],
+        "steps": [_step_dict(s) for s in t.steps],
         "rows_up_to": t.stop_ts,
         "blocked": t.blocked,
         "notes": list(t.notes),
@@ -466,6 +464,7 @@ def _target_text(t: TargetPlan, td: dict[str, Any]) -> list[str]:
     out = [f"{_MARK[status]} {t.name} <- {ups} via {t.source}  [{what}]"]
     out.append(f"    keys: {', '.join(t.keys) or '(none)'}  ({t.keys_from})")
     out.append(f"    target lag: {td['target_lag']}  ({td['target_lag_from']})")
+    out.append(f"    bad messages: {td['bad_message_policy']}")
     if t.features or td["features_added"]:
         feats = ", ".join(t.features) or "-"
         changes = [f"+ {f}" for f in td["features_added"]]
@@ -498,7 +497,46 @@ def _target_text(t: TargetPlan, td: dict[str, Any]) -> list[str]:
     for dd in td["ddl"]:
         out += _ddl_text(dd)
     if td["merge_sql"] and status != "unchanged":
-        out += ["    merge (per window segment):", _indent(td["merge_sql"], 6)]
+        out += ["    merge (per row segment, on its keys in steps):", _indent(td["merge_sql"], 6)]
+    if td["steps"]:
+        out.append("    steps:")
+        for i, st in enumerate(td["steps"], 1):
+            out += _step_text(i, st)
+    return out
+
+
+def _step_text(i: int, st: dict[str, Any]) -> list[str]:
+    kind = st["step"]
+    head = f"      {i}. "
+    if kind == "create":
+        props = ", ".join(f"{k}={v}" for k, v in sorted(st["properties"].items()))
+        return [head + "create" + (f" ({props})" if props else "")]
+    if kind == "features":
+        return [head + f"table features: {'; '.join(st['parts'])}"]
+    if kind == "load":
+        return [head + f"load at {st['snapshot_ts']}"]
+    if kind == "ddl":
+        return [
+            head + f"DDL at {st['commit_ts']}" + (" (ahead of its rows)" if st["ahead"] else "")
+        ]
+    if kind == "stop":
+        return [head + f"stop: blocked at the DDL at {st['commit_ts']}"]
+    if kind == "halt":
+        return [head + f"stop: {st['reason']}"]
+    span = f"rows {st['lo']} < commit_ts <= {st['hi']}"
+    if not st["tables"]:
+        return [head + f"{span}: no upstream schema known, nothing to merge"]
+    keys = ", ".join(st["keys"]) or "(none)"
+    out = [head + f"{span}: merge on {keys} ({st['keys_from']})"]
+    if st["error"]:
+        out.append(f"         fails: {st['error']}")
+    for t in st["tables"]:
+        for sp in t["spans"]:
+            fill = ", ".join(f"{k} = {v}" for k, v in sorted(sp["fill"].items()))
+            out.append(
+                f"         {t['upstream']} ({sp['lo']}, {sp['hi']}]: {', '.join(sp['columns'])}"
+                + (f" (filled: {fill})" if fill else "")
+            )
     return out
 
 

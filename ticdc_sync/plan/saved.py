@@ -91,6 +91,8 @@ def hold_unreviewed(plan: Plan, saved: dict[str, Any]) -> Plan:
     from dataclasses import replace
 
     from ticdc_sync.plan.model import HELD, READY
+    from ticdc_sync.plan.steps import Create
+    from ticdc_sync.plan.target import with_steps
 
     reviewed = {
         t["name"]: {d["commit_ts"] for d in t.get("ddl", [])} for t in saved.get("targets", [])
@@ -107,5 +109,12 @@ def hold_unreviewed(plan: Plan, saved: dict[str, Any]) -> Plan:
                 if stop is not None and stop >= d.commit_ts:
                     stop = d.commit_ts - 1
             ddl.append(d)
-        targets.append(replace(t, ddl=tuple(ddl), stop_ts=stop))
+        held = replace(t, ddl=tuple(ddl), stop_ts=stop)
+        if held != t:
+            # The steps and columns follow the held DDL and the earlier stop.
+            sp = plan.source_plan(t.source)
+            assert sp is not None
+            props = next((s.properties for s in t.steps if isinstance(s, Create)), ())
+            held = with_steps(held, sp.timeline, props)
+        targets.append(held)
     return replace(plan, targets=tuple(targets))

@@ -4,22 +4,34 @@
 Rows before a DDL are merged with the old schema, then the DDL, then the rows after it
 (DESIGN.md §2); a blocked DDL ends the steps just before it. Purely additive DDL (ADD
 COLUMN, no Delta change) moves ahead of the rows before it, so the segments on both sides
-become one MERGE (`fuse_additive`). Pure: made from the plan only, never from rows.
+become one MERGE (`fuse_additive`). Each row segment carries everything its MERGE acts on:
+per upstream table the schema in force over each commit_ts span (and the backfill of a
+column added later in a fused segment), and the merge keys (`routing.merge_keys`), so a
+key-changing DDL inside a window gives two segments with their own keys. The engine runs
+these steps as they are and decides none of this again. Pure: made from the plan and the
+DDL timeline only, never from rows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ticdc_sync import routing
+from ticdc_sync.ddl.defaults import backfill_sql
+from ticdc_sync.ddl.timeline import Timeline
 from ticdc_sync.plan.model import BLOCKED, READY, DeltaPart, Load, TargetDdl, TargetPlan
 from ticdc_sync.upstream import TableSchema
+
+Properties = tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Create:
-    """Create the target from a known schema (seed, history, inferred)."""
+    """Create the target from a known schema (seed, history, inferred), with `properties`
+    (`table_features.create_properties`) as its TBLPROPERTIES."""
 
     schema: TableSchema
+    properties: Properties = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +50,44 @@ class LoadRows:
 
 
 @dataclass(frozen=True, slots=True)
-class Rows:
-    """Apply the row changes with lo < commit_ts <= hi in one MERGE."""
+class SchemaSpan:
+    """Rows of one upstream table with lo < commit_ts <= hi are typed with `schema`; `fill`
+    gives the SQL literal (lowercased name -> SQL) of each target column it lacks that a
+    later schema of the segment adds (that ADD's backfill; any other lacking column is
+    NULL)."""
 
     lo: int
     hi: int
+    schema: TableSchema
+    fill: Properties = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RowTable:
+    """One upstream table's rows in a segment: the schema spans they are typed with."""
+
+    db: str
+    table: str
+    spans: tuple[SchemaSpan, ...]
+
+    @property
+    def upstream(self) -> str:
+        return f"{self.db}.{self.table}"
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """Apply the row changes with lo < commit_ts <= hi in one MERGE on `keys`, each upstream
+    table's rows typed by its `tables` entry (a table without a schema in the segment has no
+    entry: no rows to type). `error`: the segment cannot be merged (no keys, shards with
+    different keys, a key that is not a column); running it fails the target with it."""
+
+    lo: int
+    hi: int
+    keys: tuple[str, ...] = ()
+    keys_from: str = "none"
+    tables: tuple[RowTable, ...] = ()
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,13 +132,23 @@ def end_ts(step: Step) -> int:
     return -1  # Create, Features, Halt: before anything else
 
 
-def target_steps(t: TargetPlan) -> list[Step]:
-    """The steps that bring target `t` from its marker to its `stop_ts`."""
+def target_steps(
+    t: TargetPlan, timeline: Timeline, properties: Properties = ()
+) -> tuple[Step, ...]:
+    """The steps that bring target `t` from its marker to its `stop_ts`; `properties`: the
+    TBLPROPERTIES it is created with."""
+    steps = _steps(t, properties)
+    return tuple(
+        segment(t, timeline, s.lo, s.hi) if isinstance(s, Rows) else s for s in fuse_additive(steps)
+    )
+
+
+def _steps(t: TargetPlan, properties: Properties) -> list[Step]:
     if t.refused is not None:
         return [Halt(t.refused)]
     steps: list[Step] = []
     if t.create is not None:
-        steps.append(Create(t.create))
+        steps.append(Create(t.create, properties))
     if t.feature_parts:
         # First, between MERGEs like any DDL: a dropped feature rewrites files (DESIGN §3).
         steps.append(Features(t.feature_parts))
@@ -107,7 +162,7 @@ def target_steps(t: TargetPlan) -> list[Step]:
             if d.commit_ts - 1 > lo:
                 steps.append(Rows(lo, d.commit_ts - 1))
             steps.append(Stop(d))
-            return fuse_additive(steps)
+            return steps
         if d.status != READY or d.commit_ts > t.stop_ts:
             continue
         if d.commit_ts - 1 > lo:
@@ -117,7 +172,64 @@ def target_steps(t: TargetPlan) -> list[Step]:
         lo = max(lo, d.commit_ts)
     if t.stop_ts > lo:
         steps.append(Rows(lo, t.stop_ts))
-    return fuse_additive(steps)
+    return steps
+
+
+def segment(t: TargetPlan, timeline: Timeline, lo: int, hi: int) -> Rows:
+    """The row segment (lo, hi] of target `t`: each upstream table's schema spans, and the
+    merge keys from the schema in force at its end (the same for every span of it: a DDL
+    that changes the key is never fused into a segment, `plan.target_ddl`)."""
+    tables: list[RowTable] = []
+    keys: tuple[str, ...] | None = None
+    keys_from = "none"
+    error: str | None = None
+    entry = t.entry
+    for db, tbl in t.upstreams:
+        cut = timeline.spans(db, tbl, lo, hi)
+        schema = cut[-1][2] or next((s for *_, s in reversed(cut) if s is not None), None)
+        if schema is None:
+            continue  # no schema known: the table has no rows to type yet
+        tkeys, tfrom = routing.merge_keys(entry, schema)
+        if not tkeys:
+            error = error or routing.no_keys_message(entry, t.name, schema)
+        elif keys is None:
+            keys, keys_from = tuple(tkeys), tfrom
+        elif tuple(k.lower() for k in tkeys) != tuple(k.lower() for k in keys):
+            error = error or (
+                f"{entry.origin.render()}: shards of target {t.name} have different keys "
+                f"({', '.join(keys)} vs {', '.join(tkeys)} in {schema.qualified}) (hint: set "
+                "`keys:` on the table entry)"
+            )
+        spans = tuple(
+            SchemaSpan(s_lo, s_hi, s, added_later(s, [x for *_, x in cut[i + 1 :]]))
+            for i, (s_lo, s_hi, s) in enumerate(cut)
+            if s is not None
+        )
+        for span in spans:
+            missing = next((k for k in tkeys if span.schema.column(k) is None), None)
+            if missing is not None:
+                error = error or (
+                    f"{entry.origin.render()}: key column {missing} is not a column of "
+                    f"{span.schema.qualified} (hint: fix `keys:` for target {t.name})"
+                )
+        tables.append(RowTable(db, tbl, spans))
+    return Rows(lo, hi, keys or (), keys_from, tuple(tables), error)
+
+
+def added_later(schema: TableSchema, later: list[TableSchema | None]) -> Properties:
+    """Backfill literals (lowercased name -> SQL) of the columns that a later schema in a
+    fused segment adds to `schema`, from the version that adds each (`ddl.backfill_sql`)."""
+    fill: dict[str, str] = {}
+    for version in later:
+        if version is None:
+            continue
+        for col in version.columns:
+            key = col.name.lower()
+            if key in fill or schema.column(col.name) is not None:
+                continue
+            value = backfill_sql(col)
+            fill[key] = value if value is not None else "NULL"
+    return tuple(fill.items())
 
 
 def fuse_additive(steps: list[Step]) -> list[Step]:

@@ -15,15 +15,22 @@ reads the warehouse or project files itself, never writes.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from ticdc_sync import datatypes, routing
 from ticdc_sync import table_features as tf
 from ticdc_sync.ddl import changes as ch
-from ticdc_sync.ddl.timeline import Key, Timeline, key
+from ticdc_sync.ddl.timeline import Timeline
 from ticdc_sync.dumpling import data_columns
 from ticdc_sync.locations import target_location
 from ticdc_sync.model import Project, Source, TableFeatures
-from ticdc_sync.plan.features import feature_setting_parts, features_added
+from ticdc_sync.plan.columns import next_columns
+from ticdc_sync.plan.features import (
+    create_properties,
+    feature_setting_parts,
+    features_added,
+    with_create_properties,
+)
 from ticdc_sync.plan.loads import gone_by
 from ticdc_sync.plan.model import (
     BLOCKED,
@@ -33,9 +40,10 @@ from ticdc_sync.plan.model import (
     TargetPlan,
     snapshot_marker,
 )
+from ticdc_sync.plan.steps import Halt, Properties, target_steps
 from ticdc_sync.plan.target_ddl import target_ddl
 from ticdc_sync.sqlgen import table_ref
-from ticdc_sync.upstream import TableSchema
+from ticdc_sync.upstream import Key, TableSchema, key
 from ticdc_sync.warehouse_state import TargetState, WarehouseState
 
 
@@ -152,9 +160,9 @@ def target_plan(
     else:
         features = tf.created_with(columns, settings) if create else ()
         have = set(features)
-    ddl = features_added(ddl, have, settings)
+    ddl = with_create_properties(features_added(ddl, have, settings), settings)
     lag_ms, lag_from = project.target_lag(tr.entry)
-    return TargetPlan(
+    plan = TargetPlan(
         name=tr.target,
         source=source.name,
         entry=tr.entry,
@@ -183,7 +191,16 @@ def target_plan(
         lag_ms=lag_ms,
         lag_from=lag_from,
         from_snapshot=from_snapshot,
+        on_bad_message=project.bad_message_policy(tr.entry),
     )
+    props = create_properties(create, settings) if create is not None else ()
+    return with_steps(plan, timeline, props)
+
+
+def with_steps(t: TargetPlan, timeline: Timeline, properties: Properties = ()) -> TargetPlan:
+    """`t` with what follows from its DDL and where its rows stop: its steps (`properties`:
+    the TBLPROPERTIES it is created with) and its columns after the run."""
+    return replace(t, steps=target_steps(t, timeline, properties), next_columns=next_columns(t))
 
 
 def _refused(
@@ -195,7 +212,7 @@ def _refused(
     reason: str,
 ) -> TargetPlan:
     """A target whose load is impossible: nothing created, loaded or applied."""
-    return TargetPlan(
+    t = TargetPlan(
         name=tr.target,
         source=source.name,
         entry=tr.entry,
@@ -215,7 +232,9 @@ def _refused(
         blocked=reason,
         settings=settings,
         refused=reason,
+        steps=(Halt(reason),),
     )
+    return replace(t, next_columns=next_columns(t))
 
 
 def _first_created(ddl: list[TargetDdl]) -> TableSchema | None:

@@ -1,5 +1,5 @@
 """A target's DDL: the upstream DDL groups that concern one target, oldest first, each with
-a decision per change (`ddl.policy`) and a status (ready, blocked, held, waiting).
+a decision per change (`plan.policy`) and a status (ready, blocked, held, waiting).
 
 Renames that move a table between targets are taken net over their group. The Delta
 commits of each decided change come from `ddl_parts`. Pure: never reads or writes anything.
@@ -12,11 +12,12 @@ from dataclasses import dataclass, replace
 
 from ticdc_sync import routing
 from ticdc_sync.ddl import changes as ch
-from ticdc_sync.ddl import policy
-from ticdc_sync.ddl.timeline import DdlGroup, Key, TableEffect, Timeline, key
+from ticdc_sync.ddl.timeline import DdlGroup, TableEffect, Timeline
 from ticdc_sync.model import Project, Source
+from ticdc_sync.plan import policy
 from ticdc_sync.plan.ddl_parts import change_parts, record_part, rename_in, rename_out
 from ticdc_sync.plan.model import BLOCKED, HELD, READY, WAITING, ChangeStep, TargetDdl
+from ticdc_sync.upstream import Key, key
 
 
 def target_ddl(

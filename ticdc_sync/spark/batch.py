@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ticdc_sync import routing
 from ticdc_sync.model import Project, TransportKind
 
 if TYPE_CHECKING:
@@ -71,12 +70,10 @@ def stage_source(
 
 
 def resolve_bad_records(project: Project, state, source, s_res: dict, out: Out) -> list[str]:
-    """Quarantine the open bad records whose table's policy says so (`routing.quarantines`);
+    """Quarantine the open bad records whose table's policy says so (`Project.quarantines`);
     the error lines for the others, which stop their partitions just before them."""
     tables = state.quarantine.open_tables(source.name)
-    to_quarantine = [
-        (db, t) for db, t in tables if routing.quarantines(project, source.name, db, t)
-    ]
+    to_quarantine = [(db, t) for db, t in tables if project.quarantines(source.name, db, t)]
     n = state.quarantine.quarantine_open_bad(source.name, to_quarantine)
     if n:
         out(f"  {source.name}: {n} undecodable record(s) quarantined")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from ticdc_sync.ddl.timeline import key
 from ticdc_sync.errors import BlockedError
 from ticdc_sync.locations import find_target
 from ticdc_sync.plan.model import (
@@ -27,6 +26,7 @@ from ticdc_sync.plan.model import (
 from ticdc_sync.spark.conf import commit_marker
 from ticdc_sync.spark.delta_log import has_data_files, table_exists
 from ticdc_sync.sqlgen import COMMIT_TS, quote, sql_string, table_ref
+from ticdc_sync.upstream import key
 from ticdc_sync.window import Marker
 
 # The schema history marks a table that is gone (dropped, renamed away) with its last
@@ -115,7 +115,7 @@ def _execute(w, part: DeltaPart, m: Marker, ts: int) -> None:
     if part.op == OP_CREATE:
         assert part.schema is not None
         with commit_marker(spark, m):
-            w.create(part.schema)
+            w.create(part.schema, part.properties)
         return
     if part.op == OP_BACKFILL:
         # Skipped on a target without data files (a DDL moved ahead of the first rows):

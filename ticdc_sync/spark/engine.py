@@ -185,7 +185,7 @@ class SparkEngine:
         t, sp = job.target, job.source
         out: Out = fanout.GroupedOut(self.out) if self.side_by_side else self.out
         spark = fanout.target_session(self.spark) if self.side_by_side else self.spark
-        w = TargetWriter(spark, self.state, self.project, sp.source, t, sp.timeline, out)
+        w = TargetWriter(spark, self.state, sp.source, t, out)
         p = StepRunner(w, t, should_stop, self.on_step)
         with labels.pool(spark, labels.APPLY_POOL):
             p.advance(END if job.limit is None else job.limit)
@@ -220,6 +220,7 @@ class SparkEngine:
             error=r.error and f"target {t.name}: {r.error}",
             interrupted=p.interrupted,
             seconds=p.seconds,
+            ran=tuple(p.ran),
         )
 
     # --- trimming ----------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """Carry out one target's planned steps in Spark: create, table features, load, row segments,
 DDL, or the stop at a blocked DDL, each its own commit carrying the target's marker.
 
-The plan decided the steps (`plan.steps.target_steps`); this module only runs them, in
-order, and records how far they got (`StepRunner.reached`, `marker`) and what went wrong:
-a blocked DDL or a target's own error ends its steps (`blocked`, `error`), a lost run lease
-or an unexpected error is kept in `crash` for the caller to raise. When a target runs and
+The plan decided the steps (`TargetPlan.steps`, shown by `plan`); this module only runs
+exactly those, in order, and records how far they got (`StepRunner.reached`, `marker`) and
+what went wrong: a blocked DDL or a target's own error ends its steps (`blocked`,
+`error`), a lost run lease or an unexpected error is kept in `crash` for the caller to
+raise. When a target runs and
 which targets wait for which (a RENAME TABLE that copies another target's rows) is the run
 loop's business (`loop`, `schedule`); `spark.engine` calls this per apply.
 """
@@ -29,7 +30,6 @@ from ticdc_sync.plan.steps import (
     Step,
     Stop,
     end_ts,
-    target_steps,
 )
 from ticdc_sync.spark import labels
 from ticdc_sync.spark.ddl_commit import apply_ddl, apply_features, blocked_error
@@ -85,7 +85,7 @@ class StepRunner:
     ) -> None:
         self.writer = writer
         self.target = target
-        self.steps: deque[Step] = deque(target_steps(target))
+        self.steps: deque[Step] = deque(target.steps)
         self.n_steps = len(self.steps)
         self.marker: Marker = target.marker
         self.done = False  # stopped (blocked, failed, interrupted) or nothing left
@@ -156,7 +156,7 @@ class StepRunner:
     def _run(self, step: Step) -> None:
         w = self.writer
         if isinstance(step, Create):
-            w.create(step.schema)
+            w.create(step.schema, step.properties)
         elif isinstance(step, Features):
             apply_features(w, self.marker, step.parts)
         elif isinstance(step, LoadRows):

@@ -47,13 +47,14 @@ def explain(
 ) -> int:
     from pyspark.sql import functions as F
 
+    from ticdc_sync.plan.steps import segment
     from ticdc_sync.spark.decode import decode_records
     from ticdc_sync.spark.rows import SOURCE_VIEW, TargetWriter
-    from ticdc_sync.spark.runner import _session
+    from ticdc_sync.spark.runner import run_session
     from ticdc_sync.spark.sources import read_records
     from ticdc_sync.sqlgen import merge_sql, table_ref
 
-    spark = spark or _session(project, jvm_output)
+    spark = spark or run_session(project, jvm_output)
     for sp in plan.sources:
         source = sp.source
         records = read_records(spark, project, source, {})
@@ -64,15 +65,18 @@ def explain(
             schema = t.create or t.schema
             if t.source != source.name or schema is None or not t.keys:
                 continue
-            w = TargetWriter(
-                spark, _Staged(staged), project, source, t, sp.timeline, lambda _: None
-            )
+            w = TargetWriter(spark, _Staged(staged), source, t, lambda _: None)
             cols = [(c.name, datatypes.delta_type(c)) for c in schema.columns]
-            typed, keys = w._typed(2**63 - 1, cols, -1)
+            # A segment over every record, made as the plan makes one (`plan.steps`).
+            step = segment(t, sp.timeline, -1, 2**63 - 1)
+            if step.error is not None:
+                continue
+            typed = w.typed_segment(step, cols)
             if typed is None:
                 continue
             names = [n for n, _ in cols]
-            src = w._collapse(typed, list(keys), names)
+            keys = step.keys
+            src = w.collapse(typed, list(keys), names)
             out(f"collapse (MERGE source): target {t.name}", _explain_string(src))
             ref = table_ref(t.location).replace(plan.warehouse, "<warehouse>")
             out(f"MERGE: target {t.name}", merge_sql(ref, SOURCE_VIEW, list(keys), names))

@@ -66,13 +66,12 @@ def load(w, step_load: Load) -> Marker:
         schema = step_load.tables[0].schema
         target_cols = [(c.name, datatypes.delta_type(c)) for c in schema.columns]
     else:
-        target_cols = w._target_columns()
+        target_cols = w.target_columns()
     frames = [_table_rows(w, step_load, lt, target_cols) for lt in step_load.tables]
     typed = frames[0]
     for f in frames[1:]:
         typed = typed.unionByName(f)
-    policy = w.project.bad_message_policy(w.plan.entry)
-    if policy is BadMessagePolicy.QUARANTINE:
+    if w.plan.on_bad_message is BadMessagePolicy.QUARANTINE:
         typed = _quarantine(w, step_load, typed)
     else:
         typed = typed.withColumn(
@@ -99,9 +98,9 @@ def load(w, step_load: Load) -> Marker:
         if err is None:
             raise
         raise _located(spark, str(err), w.name) from None
-    from ticdc_sync.spark.rows import _inserted
+    from ticdc_sync.spark.rows import inserted_rows
 
-    n = _inserted(spark, w.location)["num_inserted_rows"]
+    n = inserted_rows(spark, w.location)["num_inserted_rows"]
     w.result.inserted += n
     w.result.loaded = n
     w.out(

@@ -1,15 +1,12 @@
 """SQL pieces that type one row image for a target: where each raw value is read from
-(the staged maps or the JSON text of each image), the schema spans of a segment with the
-backfills of columns added later, and the reason a row is bad (a value that does not fit
-its column, a column the upstream schema lacks).
+(the staged maps or the JSON text of each image), and the reason a row is bad (a value that
+does not fit its column, a column the upstream schema lacks).
 
 Builds SQL text and column expressions only; runs no job and decides no policy (what
 happens to a bad row is `rows`, by the table's `on_bad_message`).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from pyspark.sql import functions as F
 
@@ -80,17 +77,6 @@ class Images:
         return [parse("after_json", self._after, "__a"), parse("before_json", self._keys, "__b")]
 
 
-@dataclass(frozen=True)
-class Span:
-    """Rows with lo < commit_ts <= hi are typed with `schema`; `fill` gives SQL literals
-    for target columns it lacks (default NULL)."""
-
-    lo: int
-    hi: int
-    schema: TableSchema
-    fill: dict[str, str]
-
-
 BAD_VALUE_HINT = (
     " (hint: fix the schema in schema/*.sql, or set on_bad_message: quarantine on the table "
     "entry or in defaults)"
@@ -140,21 +126,3 @@ def unknown_column_error(schema: TableSchema, ignored: tuple[str, ...]) -> str:
         f"{sql_string(' (hint: add a `ddl_overrides` entry for that DDL with `action: apply_as` and the statement as ticdc-sync should read it, or list the column under `ignore_columns` on the table entry to drop its values)')})"
     )
     return f"CASE WHEN op <> 'D' AND exists(__names, {unknown}) THEN {reason} END"
-
-
-def added_later(schema: TableSchema, later: list[TableSchema | None]) -> dict[str, str]:
-    """Backfill literals (lowercased name -> SQL) of the columns that a later schema in a
-    fused segment adds to `schema`, from the version that adds each (ddl.backfill_sql)."""
-    from ticdc_sync.ddl import backfill_sql
-
-    fill: dict[str, str] = {}
-    for version in later:
-        if version is None:
-            continue
-        for col in version.columns:
-            key = col.name.lower()
-            if key in fill or schema.column(col.name) is not None:
-                continue
-            value = backfill_sql(col)
-            fill[key] = value if value is not None else "NULL"
-    return fill

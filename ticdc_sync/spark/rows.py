@@ -8,9 +8,11 @@ also deletes the old key), collapsed to each key's last change and merged (a pla
 into a target without data files). A value that does not fit its column, or a row that
 carries a column the upstream schema does not have, fails the MERGE or is quarantined, by
 the table's `on_bad_message`. Rows stay in Spark. Decides nothing the plan has not decided:
-keys and policies come from `routing` and the plan. The SQL that types a row image is
-`row_typing`; the rest stays one module because it is one class, `TargetWriter`, whose
-typing, bad-value handling, collapse and MERGE share one target's state.
+each segment's schema spans and keys, the create properties and the bad-message policy are
+the plan's (`plan.steps.Rows`, `TargetPlan`); it never calls `routing` or `table_features`.
+The SQL that types a row image is `row_typing`; the rest stays one module because it is one
+class, `TargetWriter`, whose typing, bad-value handling, collapse and MERGE share one
+target's state.
 """
 
 from __future__ import annotations
@@ -18,19 +20,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
-from types import ModuleType
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from ticdc_sync import codecs, datatypes, routing, table_features
-from ticdc_sync.ddl.timeline import Timeline
+from ticdc_sync import codecs, datatypes
 from ticdc_sync.errors import UserError
 from ticdc_sync.events import KIND_ROW, OP_DELETE
-from ticdc_sync.model import BadMessagePolicy, Project, Source, SourceOptions
+from ticdc_sync.model import BadMessagePolicy, Source
 from ticdc_sync.plan.model import TargetPlan
-from ticdc_sync.plan.steps import Rows
+from ticdc_sync.plan.steps import Properties, Rows, RowTable
 from ticdc_sync.spark import raised
 from ticdc_sync.spark.conf import before_commit, commit_marker, session_conf
 from ticdc_sync.spark.delta_log import checksum_facts, data_size, table_exists, target_marker
@@ -38,8 +38,6 @@ from ticdc_sync.spark.row_typing import (
     ROW_NAMES,
     Images,
     RawValues,
-    Span,
-    added_later,
     fit_error,
     unknown_column_error,
 )
@@ -86,18 +84,14 @@ class TargetWriter:
         self,
         spark: SparkSession,
         state: State,
-        project: Project,
         source: Source,
         target: TargetPlan,
-        timeline: Timeline,
         out: Callable[[str], None],
     ) -> None:
         self.spark = spark
         self.state = state
-        self.project = project
         self.source = source
         self.plan = target
-        self.timeline = timeline
         self.out = out
         self.location = target.location
         self.ref = table_ref(self.location)
@@ -108,21 +102,15 @@ class TargetWriter:
     def name(self) -> str:
         return self.plan.name
 
-    def rebind(self, spark: SparkSession, out: Callable[[str], None]) -> None:
-        """Use another session (with its own SQL conf and temp views, `fanout`) and output."""
-        self.spark = spark
-        self.out = out
-
-    def create(self, schema: TableSchema) -> None:
-        """Create the target from `schema`; a table that exists (dropped upstream and created
-        again, or rows renamed in) is replaced by an empty one of that schema, in one commit
-        that keeps its history (CREATE OR REPLACE refuses a path table whose properties
-        differ from the statement's)."""
+    def create(self, schema: TableSchema, properties: Properties = ()) -> None:
+        """Create the target from `schema` with the planned TBLPROPERTIES; a table that
+        exists (dropped upstream and created again, or rows renamed in) is replaced by an
+        empty one of that schema, in one commit that keeps its history (CREATE OR REPLACE
+        refuses a path table whose properties differ from the statement's)."""
         cols = [(c.name, datatypes.delta_type(c)) for c in schema.columns]
         before_commit()
         if not table_exists(self.spark, self.location):
-            props = table_features.create_properties(self.plan.settings, (n for n, _ in cols))
-            self.spark.sql(create_table_sql(self.ref, cols, schema.comment, props))
+            self.spark.sql(create_table_sql(self.ref, cols, schema.comment, dict(properties)))
             return
         ddl = ", ".join(f"{quote(n)} {t}" for n, t in [*cols, (COMMIT_TS, "BIGINT")])
         (
@@ -135,20 +123,18 @@ class TargetWriter:
 
     # --- rows -----------------------------------------------------------------------
 
-    def _target_columns(self) -> list[tuple[str, str]]:
+    def target_columns(self) -> list[tuple[str, str]]:
         df = self.spark.read.format("delta").load(self.location)
         return [
             (f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name != COMMIT_TS
         ]
 
-    def _keys(self, schema: TableSchema) -> tuple[str, ...]:
-        keys, _ = routing.merge_keys(self.plan.entry, schema)
-        if not keys:
-            raise UserError(routing.no_keys_message(self.plan.entry, self.name, schema))
-        return tuple(keys)
-
-    def _typed(self, hi: int, target_cols: list[tuple[str, str]], lo: int):
-        """Typed row changes of every upstream table of this target, with a fit check."""
+    def typed_segment(self, step: Rows, target_cols: list[tuple[str, str]]) -> DataFrame | None:
+        """Typed row changes of the segment's upstream tables, each span with the schema the
+        plan gives it, with a fit check (None: no table of the segment has a schema)."""
+        if step.error is not None:
+            raise UserError(step.error)
+        lo, hi = step.lo, step.hi
         # Straight from the staged Parquet, not from a cache shared by the targets: the
         # filters and column pruning read each target's rows about twice as fast as a
         # DISK_ONLY cache of the window is written and read back (benchmarks/README.md).
@@ -158,67 +144,33 @@ class TargetWriter:
             & (F.col("commit_ts") > lo)
             & (F.col("commit_ts") <= hi)
         )
-        frames = []
-        keys: tuple[str, ...] | None = None
-        for db, tbl in self.plan.upstreams:
-            spans = self.timeline.spans(db, tbl, lo, hi)
-            schema = spans[-1][2] or next((s for *_, s in reversed(spans) if s is not None), None)
-            if schema is None:
-                continue  # no schema known: the table has no rows to type yet
-            tkeys = self._keys(schema)
-            if keys is None:
-                keys = tkeys
-            elif tuple(k.lower() for k in tkeys) != tuple(k.lower() for k in keys):
-                raise UserError(
-                    f"{self.plan.entry.origin.render()}: shards of target {self.name} have "
-                    f"different keys ({', '.join(keys)} vs {', '.join(tkeys)} in "
-                    f"{schema.qualified}) (hint: set `keys:` on the table entry)"
-                )
-            # A segment across ADD COLUMN DDLs (window.fuse_additive): each row is typed with
-            # the schema of its commit_ts; a column added later gets its ADD's backfill.
-            typed = [
-                Span(s_lo, s_hi, s_schema, added_later(s_schema, [s for *_, s in spans[i + 1 :]]))
-                for i, (s_lo, s_hi, s_schema) in enumerate(spans)
-                if s_schema is not None
-            ]
-            frames.append(self._typed_one(ev, db, tbl, typed, tkeys, target_cols))
-        if not frames or keys is None:
-            return None, ()
+        # A segment across ADD COLUMN DDLs (`fuse_additive`): each row is typed with the
+        # schema of its commit_ts; a column added later gets its ADD's backfill (`fill`).
+        frames = [self._typed_one(ev, t, step.keys, target_cols) for t in step.tables]
+        if not frames:
+            return None
         df = frames[0]
         for f in frames[1:]:
             df = df.unionByName(f)
-        return df, keys
+        return df
 
     def _typed_one(
         self,
         ev,
-        db,
-        tbl,
-        spans: list[Span],
-        keys,
+        table: RowTable,
+        keys: tuple[str, ...],
         target_cols,
-        *,
-        codec: ModuleType | None = None,
-        opts: SourceOptions | None = None,
-        row_error: str | None = None,
-        carry: tuple[str, ...] = (),
-        names_known: bool = False,
     ) -> DataFrame:
         """The rows of one upstream table, typed for the target, with a fit check.
 
-        All of `spans` in ONE projection over one scan: where spans type a column
+        All of the table's spans in ONE projection over one scan: where spans type a column
         differently (a column one of them lacks, filled), the expression is chosen by the
         row's commit_ts; a projection per span read the staged rows once per span.
 
-        `ev` has the staged events' columns (`after`/`after_json`, positions, op). The
-        initial load (`spark/load.py`) passes rows of a Dumpling export shaped the same
-        way, with its own `codec` and `opts`, `row_error` (SQL: why a row cannot be read at
-        all, NULL when it can; checked before its values) and `carry` (more columns kept
-        through to the result); `names_known` when every row carries exactly the schema's
-        columns by construction, so that no row needs the check for a column the schema
-        lacks."""
-        codec = codec or self.codec
-        opts = opts or self.source.options
+        `ev` has the staged events' columns (`after`/`after_json`, positions, op)."""
+        codec = self.codec
+        opts = self.source.options
+        db, tbl, spans = table.db, table.table, table.spans
         raws = RawValues()
         images = Images()
         per_span: list[tuple[list[str], list[tuple[str, str, str]]]] = []
@@ -227,10 +179,11 @@ class TargetWriter:
             exprs: list[str] = []
             checks: list[tuple[str, str, str]] = []
             schema = span.schema
+            fill = dict(span.fill)
             for name, ttype in target_cols:
                 col = schema.column(name)
                 if col is None:
-                    value = span.fill.get(name.lower(), "NULL")
+                    value = fill.get(name.lower(), "NULL")
                     exprs.append(f"CAST({value} AS {ttype})")
                     continue
                 raw = raws.of(images.after(col.name))
@@ -240,11 +193,7 @@ class TargetWriter:
             key_names = []
             for k in keys:
                 col = schema.column(k)
-                if col is None:
-                    raise UserError(
-                        f"{self.plan.entry.origin.render()}: key column {k} is not a column of "
-                        f"{schema.qualified} (hint: fix `keys:` for target {self.name})"
-                    )
+                assert col is not None, "the plan checks that each key is a column"
                 raw = raws.of(images.key(col.name))
                 ktype = key_types.get(col.name) or datatypes.delta_type(col)
                 key_names.append(col.name)
@@ -266,15 +215,11 @@ class TargetWriter:
             for i, name in enumerate(names)
         ]
         ignored = self.plan.entry.ignore_columns
-        first = f"{row_error}, " if row_error else ""
         errors = [
-            f"coalesce({first}"
-            + ("" if names_known else f"{unknown_column_error(span.schema, ignored)}, ")
-            + f"{fit_error(checks)})"
+            f"coalesce({unknown_column_error(span.schema, ignored)}, {fit_error(checks)})"
             for span, (_, checks) in zip(spans, per_span, strict=True)
         ]
         carried = ["topic", "`partition`", "`offset`", "idx", "commit_ts", "op", "db", "tbl"]
-        carried += [quote(c) for c in carry]
         # The row's text (what a quarantined value keeps), whichever way it was staged.
         text = "coalesce(after_json, to_json(after)) AS after_text"
         has_before = "before IS NOT NULL OR before_json IS NOT NULL AS has_before"
@@ -291,23 +236,6 @@ class TargetWriter:
             )
         )
 
-    def typed_rows(
-        self,
-        frame: DataFrame,
-        db: str,
-        tbl: str,
-        schema: TableSchema,
-        target_cols: list[tuple[str, str]],
-        commit_ts: int,
-        **how,
-    ) -> DataFrame:
-        """Rows that are not staged events but shaped like them (`frame`, all at
-        `commit_ts` under `schema`), typed for the target exactly as change events are:
-        the initial load (`spark/load.py`). `how`: `_typed_one`'s codec, opts, row_error,
-        carry."""
-        span = Span(commit_ts - 1, commit_ts, schema, {})
-        return self._typed_one(frame, db, tbl, [span], (), target_cols, **how)
-
     def merge(self, marker: Marker, step: Rows) -> Marker:
         """Apply one row segment in one MERGE (or INSERT) whose commit carries the new marker."""
         # A local table's checksum answers for existence, columns and size without a query
@@ -319,15 +247,15 @@ class TargetWriter:
         elif not table_exists(self.spark, self.location):
             return marker  # the DDL that creates this target comes later in the window
         else:
-            target_cols = self._target_columns()
+            target_cols = self.target_columns()
             files, size = data_size(self.spark, self.location)
-        typed, keys = self._typed(step.hi, target_cols, step.lo)
+        typed = self.typed_segment(step, target_cols)
         new_marker = Marker(step.hi, marker.ddl_ts, marker.ddl_part, marker.ddl_parts)
         if typed is None:
             return marker
-        key_names = [next(n for n, _ in target_cols if n.lower() == k.lower()) for k in keys]
+        key_names = [next(n for n, _ in target_cols if n.lower() == k.lower()) for k in step.keys]
         typed = self._handle_bad_values(typed, step)
-        src = self._collapse(typed, key_names, [n for n, _ in target_cols])
+        src = self.collapse(typed, key_names, [n for n, _ in target_cols])
         cols = [n for n, _ in target_cols]
         # No data files: a MERGE has nothing to match. The size picks how it merges.
         empty = files == 0
@@ -368,7 +296,9 @@ class TargetWriter:
                 for key, value in conf.items():
                     confs.enter_context(session_conf(self.spark, key, value))
                 out = self.spark.sql(sql).collect()
-            metrics = [_inserted(self.spark, self.location)] if empty else [r.asDict() for r in out]
+            metrics = (
+                [inserted_rows(self.spark, self.location)] if empty else [r.asDict() for r in out]
+            )
         except Exception as e:  # noqa: BLE001 - surface raise_error text from the JVM
             raise (raised.user_error(e) or e) from None
         finally:
@@ -399,7 +329,7 @@ class TargetWriter:
             )
 
     def _handle_bad_values(self, typed: DataFrame, step: Rows) -> DataFrame:
-        policy = self.project.bad_message_policy(self.plan.entry)
+        policy = self.plan.on_bad_message
         where = F.concat(
             F.lit("ticdc-sync: "),
             F.col("topic"),
@@ -450,7 +380,7 @@ class TargetWriter:
             )
         return typed.where(F.col("__err").isNull())
 
-    def _collapse(self, typed: DataFrame, keys: list[str], columns: list[str]) -> DataFrame:
+    def collapse(self, typed: DataFrame, keys: list[str], columns: list[str]) -> DataFrame:
         """One row per key: its last change (commit_ts, then DELETE before INSERT, then position)."""
         keys_equal = F.lit(True)
         for k in keys:
@@ -541,7 +471,7 @@ def _drop_checkpoint(df: DataFrame) -> None:
 _CHANGED = ("num_affected_rows", "num_inserted_rows", "num_updated_rows", "num_deleted_rows")
 
 
-def _inserted(spark: SparkSession, location: str) -> dict[str, int]:
+def inserted_rows(spark: SparkSession, location: str) -> dict[str, int]:
     """The row count of the commit just made by an INSERT (its Delta operation metrics)."""
     last = spark.sql(f"DESCRIBE HISTORY {table_ref(location)} LIMIT 1").collect()[0]
     metrics = last["operationMetrics"] or {}

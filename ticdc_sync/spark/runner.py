@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ticdc_sync.spark.progress import RunProgress
 
 
-def _session(project: Project, jvm_output: Callable[[str], None] | None = None):
+def run_session(project: Project, jvm_output: Callable[[str], None] | None = None):
     """The session for `project`'s profile output; the JVM's output to `jvm_output`."""
     from ticdc_sync.spark.session import build_session
 
@@ -207,7 +207,7 @@ def _run_locked(r: _Run, spark) -> int:
     t0 = time.monotonic()
     if spark is None:
         with r.progress.phase("starting Spark"):
-            spark = _session(r.project, r.console.jvm_line if r.console is not None else None)
+            spark = run_session(r.project, r.console.jvm_line if r.console is not None else None)
         if r.stop is not None:
             r.stop.reinstall()
     r.progress.attach(spark)

@@ -14,10 +14,10 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from ticdc_sync.ddl.timeline import Key, key
 from ticdc_sync.engine import TableSpan
 from ticdc_sync.events import KIND_DDL, KIND_ROW
 from ticdc_sync.spark.staging import StagedBatch, Staging
+from ticdc_sync.upstream import Key, key
 from ticdc_sync.window import DdlEvent
 
 Metadata = dict[Key, tuple[dict[str, str], tuple[str, ...]]]

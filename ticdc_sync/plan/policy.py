@@ -1,10 +1,12 @@
 """DDL policy: how each Delta change is classified for review, and what a target does with it.
 
 The one place that answers "apply, rebuild, skip or block?" for a change (DESIGN.md §2 "DDL to
-Delta"): `plan` shows the answer and the Spark executor carries it out. A blocked change
-comes with the reason and the setting that lets it through; the hint never steers a user
-towards losing data silently (an unparsed DDL points at a `ddl_overrides` entry for that
-one DDL, not at a policy for all of them). Pure Python; never imports pyspark.
+Delta"): `plan` shows the answer and the engine carries it out without asking again (the
+Spark package may not import this module). In the plan package, not `ddl/`: it decides with
+the project's settings and `table_features`, which `ddl/` (upstream DDL only) never needs. A
+blocked change comes with the reason and the setting that lets it through; the hint never
+steers a user towards losing data silently (an unparsed DDL points at a `ddl_overrides`
+entry for that one DDL, not at a policy for all of them). Pure Python; never imports pyspark.
 """
 
 from __future__ import annotations
@@ -182,7 +184,3 @@ def rename_from_unrouted(
         "following it would leave this target without that table's rows",
         setting=setting,
     )
-
-
-def block_hint(setting: str) -> str:
-    return f"hint: set {setting}, then run again"
