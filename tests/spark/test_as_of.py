@@ -1,0 +1,143 @@
+"""Reading the lake as of a TSO (`spark.as_of`, `snapshot`) against a Python model of the
+upstream at that TSO.
+
+A generated history (testkit.history) has transactions across two and three tables,
+dispatched over three partitions by index value, with replays and one ADD COLUMN: it is
+applied by two runs and its last third is only staged (not applied). At many TSOs (before
+the first change, between and on the applies, inside the staged window, the resolved TSO)
+every target read as of the TSO equals the model's table at it, or the read is refused
+for the one reason a read refuses inside what is resolved: the ADD COLUMN lies between
+the target's version and the TSO. TSOs beyond the resolved one are refused.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from testkit.history import HistoryConfig, encode, generate
+from tests.spark.engine_harness import load, make_project, write_captures
+from tests.spark.truth import assert_table_equals, schema_sql
+from ticdc_sync import snapshot as snap
+from ticdc_sync.errors import UserError
+from ticdc_sync.spark import runner
+from ticdc_sync.spark.as_of import as_of, register_views
+from ticdc_sync.spark.engine import SparkEngine
+from ticdc_sync.spark.state import State
+
+pytestmark = pytest.mark.spark
+
+
+def _records(chunk):
+    return [(r.partition, r.offset, r.key, r.value) for r in chunk]
+
+
+def _stage_only(spark, project) -> None:
+    """Stage what the captures hold after the staged positions, without applying it."""
+    from ticdc_sync.locations import warehouse_path
+
+    engine = SparkEngine(project, spark, State(spark, warehouse_path(project)), out=lambda s: None)
+    for source in project.sources:
+        out = engine.stage(source)
+        assert out.staged > 0 and not out.errors
+
+
+def test_as_of_equals_upstream_at_many_tsos(spark, tmp_path):
+    history = generate(
+        HistoryConfig(seed=7, transactions=60, partitions=3, dispatch="index-value", ddl_count=1)
+    )
+    enc = encode(history, "open-protocol", "cdc")
+    sql = "".join(schema_sql(s) for s in history.initial.values())
+    root = make_project(
+        tmp_path,
+        protocol="open-protocol",
+        topic="cdc",
+        schema_sql=sql,
+        tables='  - upstream: "app.*"\n    name: "{table}"\n',
+    )
+    project = load(root)
+    chunks = enc.chunks(3)
+    for chunk in chunks[:2]:
+        write_captures(root, "cdc", _records(chunk))
+        assert runner.run(project, spark=spark, out=lambda s: None) == 0
+    applied = {t.name: t.applied_ts for t in snap.snapshot(project, "latest").targets}
+    write_captures(root, "cdc", _records(chunks[2]))
+    _stage_only(spark, project)
+
+    resolved = history.resolved_ts()
+    assert resolved is not None
+    (ddl,) = [s for s in history.steps if s.kind == "ddl"]
+    txns = sorted(
+        {s.commit_ts for s in history.steps if s.kind == "txn" and s.commit_ts <= resolved}
+    )
+    tsos = {txns[0] - 1, resolved, ddl.commit_ts - 1, ddl.commit_ts, *txns[::7]}
+    tsos |= {ts for ts in applied.values() if ts is not None}
+    tsos |= {ts + 1 for ts in applied.values() if ts is not None}
+    assert max(applied.values()) < resolved  # the last third is staged only
+    checked, refused, merged_reads = 0, 0, 0
+    for tso in sorted(t for t in tsos if t <= resolved):
+        truth, schemas = history.truth(tso)
+        for qualified, rows in truth.items():
+            schema = schemas[qualified]
+            name = schema.table
+            try:
+                read = as_of(spark, project, tso, [name])
+            except UserError as e:
+                # The one refusal inside what is resolved: the ADD COLUMN between the
+                # target's version and the TSO.
+                assert name == ddl.ddl.table and "ADD COLUMN" in str(e), str(e)
+                assert ddl.commit_ts <= tso, str(e)
+                refused += 1
+                continue
+            assert read.at.tso == tso
+            df = read.frames[name]
+            keys = list(schema.handle_key())
+            got = [r.asDict() for r in df.orderBy(*keys).collect()]
+            assert_table_equals(got, rows, schema, f"{qualified} as of {tso}")
+            checked += 1
+            merged_reads += read.pending[name] > 0
+    assert checked > 20 and merged_reads > 5 and refused > 0
+
+
+def test_latest_views_and_refusals(spark, tmp_path):
+    history = generate(
+        HistoryConfig(seed=11, transactions=30, partitions=3, dispatch="index-value", ddl_count=0)
+    )
+    enc = encode(history, "open-protocol", "cdc")
+    sql = "".join(schema_sql(s) for s in history.initial.values())
+    root = make_project(
+        tmp_path,
+        protocol="open-protocol",
+        topic="cdc",
+        schema_sql=sql,
+        tables='  - upstream: "app.*"\n    name: "{table}"\n',
+    )
+    project = load(root)
+    first, second = enc.chunks(2)
+    write_captures(root, "cdc", _records(first))
+    assert runner.run(project, spark=spark, out=lambda s: None) == 0
+    write_captures(root, "cdc", _records(second))
+    _stage_only(spark, project)
+    resolved = history.resolved_ts()
+    read = as_of(spark, project, "latest")
+    assert read.at.tso == resolved and read.at.held_by == "src"
+    names = register_views(spark, read.frames)
+    truth, schemas = history.truth(resolved)
+    for qualified, rows in truth.items():
+        schema = schemas[qualified]
+        assert schema.table in names
+        keys = ", ".join(f"`{k}`" for k in schema.handle_key())
+        got = [
+            r.asDict() for r in spark.sql(f"SELECT * FROM {schema.table} ORDER BY {keys}").collect()
+        ]
+        assert_table_equals(got, rows, schema, f"view {qualified}")
+    # Beyond what is resolved: refused, naming the source.
+    with pytest.raises(UserError, match="newer than source src's resolved TSO"):
+        as_of(spark, project, resolved + 1)
+    # The snapshot command's view: not exact while changes are staged after the versions.
+    s = snap.snapshot(project, "latest")
+    assert s.at.tso == resolved
+    assert any(not t.exact and t.pending > 0 for t in s.targets)
+    # After a run applies them, every target is exact at the resolved TSO.
+    assert runner.run(project, spark=spark, out=lambda s: None) == 0
+    s = snap.snapshot(project, resolved)
+    assert all(t.exact for t in s.targets), snap.render(s)
