@@ -285,3 +285,29 @@ def no_version(target: str, tso: int, oldest: Version | None) -> UserError:
         f"{oldest.marker.applied_ts if oldest.marker else 'unknown'}; older log entries or "
         "files are gone, or the target did not exist yet) (hint: read at a newer TSO)"
     )
+
+
+# --------------------------------------------------------------------------- status
+
+
+def newest_readable(
+    resolved: Mapping[str, int | None], targets: Iterable[TargetPlan]
+) -> tuple[int | None, str]:
+    """The newest TSO a read as of one TSO over every target can reach now, and what holds it
+    there: the lowest resolved TSO of the sources (`resolved`), or just before a DDL with a
+    Delta change that a target has not applied yet (a read does not replay it)."""
+    if not resolved:
+        return None, "no source"
+    for name, ts in sorted(resolved.items()):
+        if ts is None or ts < 0:
+            return None, f"source {name} has nothing resolved"
+    name, low = min(sorted(resolved.items()), key=lambda kv: kv[1] or 0)
+    best, why = int(low or 0), f"source {name}'s resolved TSO"
+    for t in targets:
+        if not t.exists:
+            continue
+        for d in t.pending:
+            if d.commit_ts - 1 < best and any(p.op != OP_RECORD for p in d.parts):
+                best = d.commit_ts - 1
+                why = f"target {t.name}: DDL at commit_ts {d.commit_ts} not applied yet"
+    return best, why

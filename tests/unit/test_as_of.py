@@ -91,3 +91,21 @@ def test_tally_keeps_how_far_it_was_trimmed():
     t.trimmed = 1234
     back = from_user_metadata(to_user_metadata({"s": t}))
     assert back is not None and back["s"].trimmed == 1234 and back["s"].copy().trimmed == 1234
+
+
+def test_newest_readable_stops_before_an_unapplied_schema_change():
+    from types import SimpleNamespace as NS
+
+    from ticdc_sync.plan.model import OP_RECORD, OP_SQL
+
+    def ddl(ts: int, op: str):
+        return NS(commit_ts=ts, parts=(NS(op=op),))
+
+    a = NS(name="a", exists=True, pending=(ddl(500, OP_RECORD),))  # an index: passed over
+    b = NS(name="b", exists=True, pending=(ddl(800, OP_SQL),))
+    assert ao.newest_readable({"s": 900, "t": 1000}, [a]) == (900, "source s's resolved TSO")
+    assert ao.newest_readable({"s": 900}, [a, b]) == (
+        799,
+        "target b: DDL at commit_ts 800 not applied yet",
+    )
+    assert ao.newest_readable({"s": -1}, [a]) == (None, "source s has nothing resolved")
