@@ -109,3 +109,28 @@ def test_newest_readable_stops_before_an_unapplied_schema_change():
         "target b: DDL at commit_ts 800 not applied yet",
     )
     assert ao.newest_readable({"s": -1}, [a]) == (None, "source s has nothing resolved")
+
+
+def test_versions_lost_to_vacuum_and_log_cleanup_are_not_reachable(tmp_path):
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from ticdc_sync.lake import LakeTable
+
+    path = str(tmp_path / "t")
+    conf = {"delta.logRetentionDuration": "interval 0 seconds"}
+    write_deltalake(path, pa.table({"a": [1]}), configuration=conf)
+    write_deltalake(path, pa.table({"a": [2]}), mode="overwrite")
+    assert LakeTable(path).oldest_reachable() == 0
+    assert LakeTable(path).files_present(0)
+    DeltaTable(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    table = LakeTable(path)
+    assert not table.files_present(0) and table.files_present(1)
+    # Log entries before a checkpoint expire: versions before it cannot be rebuilt.
+    DeltaTable(path).create_checkpoint()
+    write_deltalake(path, pa.table({"a": [3]}), mode="append")
+    DeltaTable(path).cleanup_metadata()
+    table = LakeTable(path)
+    newest_checkpoint = 3  # the two writes, VACUUM START and VACUUM END
+    assert table.oldest_reachable() == newest_checkpoint
+    assert min(int(c["version"]) for c in table.commits()) == newest_checkpoint
