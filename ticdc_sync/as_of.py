@@ -7,9 +7,10 @@ back is named). A target's Delta commits carry its marker (`window.Marker`): a v
 whose marker has `applied_ts <= T`, and no DDL after T or half done, holds the upstream
 table as of its applied ts; the staged changes in (applied_ts, T] bring it to T. The steps
 that apply them are the plan's own (`plan.steps.target_steps` over the target's plan with
-its stop at T), so a read types and collapses rows exactly as an apply does. A DDL with a
-Delta change in that range is refused here (the read does not replay schema changes);
-a DDL that changes nothing in Delta (an index, a comment, ...) is passed over.
+its stop at T), so a read types and collapses rows exactly as an apply does. An ADD COLUMN
+in that range is replayed in the read (existing rows get its backfill value, as the
+apply's UPDATE gives them); any other DDL with a Delta change is refused, naming it; a DDL
+that changes nothing in Delta (an index, a comment, ...) is passed over.
 
 Pure: no I/O and no pyspark. `snapshot` reads the warehouse for it, `spark.as_of` reads rows.
 """
@@ -21,8 +22,10 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ticdc_sync.ddl.changes import AddColumn
+from ticdc_sync.ddl.policy import APPLY, NONE, SKIP
 from ticdc_sync.errors import UserError
-from ticdc_sync.plan.model import OP_RECORD, TargetPlan
+from ticdc_sync.plan.model import OP_BACKFILL, OP_RECORD, OP_SQL, TargetDdl, TargetPlan
 from ticdc_sync.plan.steps import Ddl, Features, Rows, Step, Stop, target_steps
 from ticdc_sync.window import Marker
 
@@ -196,6 +199,19 @@ def version_at(vs: Sequence[Version], tso: int, readable_from: int = 0) -> Versi
 
 
 @dataclass(frozen=True, slots=True)
+class AddColumns:
+    """An ADD COLUMN DDL in the read: the columns it adds (each with the value existing rows
+    get, its `backfill_sql`), as the apply's ALTER TABLE and UPDATE would."""
+
+    commit_ts: int
+    sql: str
+    columns: tuple[AddColumn, ...]
+
+
+ReadStep = Rows | AddColumns
+
+
+@dataclass(frozen=True, slots=True)
 class ReadPlan:
     """How one target is read at `tso`: Delta version `version` (its marker `marker`), then
     the row segments `steps` of the staged changes after it (none when it is exact)."""
@@ -206,7 +222,7 @@ class ReadPlan:
     tso: int
     version: int
     marker: Marker
-    steps: tuple[Rows, ...]
+    steps: tuple[ReadStep, ...]
     plan: TargetPlan  # the target's plan from `marker` with its stop at `tso`
 
     @property
@@ -214,10 +230,11 @@ class ReadPlan:
         return not self.steps
 
 
-def read_steps(t: TargetPlan, tso: int) -> tuple[Rows, ...]:
-    """The row segments that bring target plan `t` (made from the read version's marker)
-    to `tso`, or a refusal naming what stands in the way: a DDL with a Delta change (its
-    schema change is not replayed in a read), a DDL that blocks the target, a load."""
+def read_steps(t: TargetPlan, tso: int) -> tuple[ReadStep, ...]:
+    """The steps that bring target plan `t` (made from the read version's marker) to `tso`:
+    its row segments and ADD COLUMN DDL, or a refusal naming what stands in the way: any
+    other DDL with a Delta change (a read does not replay it), a DDL that blocks the
+    target, a load."""
     if t.refused is not None:
         raise UserError(f"as_of: target {t.name} cannot be read: {t.refused}")
     if t.load is not None:
@@ -228,19 +245,23 @@ def read_steps(t: TargetPlan, tso: int) -> tuple[Rows, ...]:
         why = t.blocked or "its source has nothing resolved up to it"
         raise UserError(f"as_of: target {t.name} cannot reach TSO {tso}: {why}")
     steps: list[Step] = target_steps(dataclasses.replace(t, stop_ts=tso, feature_parts=()))
-    out: list[Rows] = []
+    out: list[ReadStep] = []
     for s in steps:
         if isinstance(s, Rows):
             out.append(s)
         elif isinstance(s, Ddl):
-            if any(p.op != OP_RECORD for p in s.ddl.parts):
-                raise UserError(
-                    f"as_of: target {t.name}: the DDL `{s.ddl.sql}` at commit_ts "
-                    f"{s.ddl.commit_ts} ({s.ddl.where}) lies between its newest version at or "
-                    f"before TSO {tso} (applied ts {t.marker.applied_ts}) and that TSO; a read "
-                    "does not replay schema changes (hint: read at a TSO before "
-                    f"{s.ddl.commit_ts}, or after the next run has applied it)"
-                )
+            added = _added_columns(s.ddl)
+            if added is not None:
+                if added:
+                    out.append(AddColumns(s.ddl.commit_ts, s.ddl.sql, added))
+                continue
+            raise UserError(
+                f"as_of: target {t.name}: the DDL `{s.ddl.sql}` at commit_ts "
+                f"{s.ddl.commit_ts} ({s.ddl.where}) lies between its newest version at or "
+                f"before TSO {tso} (applied ts {t.marker.applied_ts}) and that TSO; a read "
+                "replays ADD COLUMN only, not this schema change (hint: read at a TSO before "
+                f"{s.ddl.commit_ts}, or after the next run has applied it)"
+            )
         elif isinstance(s, Stop):
             raise UserError(
                 f"as_of: target {t.name} is blocked at commit_ts {s.ddl.commit_ts} by DDL "
@@ -251,13 +272,29 @@ def read_steps(t: TargetPlan, tso: int) -> tuple[Rows, ...]:
     return _joined(out)
 
 
-def _joined(rows: list[Rows]) -> tuple[Rows, ...]:
-    """Adjacent segments split only by DDL without a Delta change, as one."""
-    out: list[Rows] = []
-    for r in rows:
+def _added_columns(d: TargetDdl) -> tuple[AddColumn, ...] | None:
+    """The columns DDL `d` adds when adding columns is all its Delta commits do (enabling
+    timestampNtz for one included); () when it changes nothing in Delta; None otherwise."""
+    if all(p.op == OP_RECORD for p in d.parts):
+        return ()
+    if any(c.decision.action not in (APPLY, SKIP, NONE) for c in d.steps):
+        return None
+    changes = [c.change for c in d.steps if c.decision.action == APPLY]
+    if not changes or not all(isinstance(c, AddColumn) for c in changes):
+        return None
+    if any(p.op not in (OP_SQL, OP_BACKFILL, OP_RECORD) for p in d.parts):
+        return None
+    return tuple(c for c in changes if isinstance(c, AddColumn))
+
+
+def _joined(steps: list[ReadStep]) -> tuple[ReadStep, ...]:
+    """Adjacent row segments split only by DDL without a Delta change, as one."""
+    out: list[ReadStep] = []
+    for r in steps:
+        last = out[-1] if out else None
         # (a, d-1] and (d, b] around a DDL at d: no row change shares a DDL's commit_ts.
-        if out and out[-1].hi >= r.lo - 1:
-            out[-1] = Rows(out[-1].lo, max(out[-1].hi, r.hi))
+        if isinstance(r, Rows) and isinstance(last, Rows) and last.hi >= r.lo - 1:
+            out[-1] = Rows(last.lo, max(last.hi, r.hi))
         else:
             out.append(r)
     return tuple(out)

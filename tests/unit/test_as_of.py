@@ -134,3 +134,24 @@ def test_versions_lost_to_vacuum_and_log_cleanup_are_not_reachable(tmp_path):
     newest_checkpoint = 3  # the two writes, VACUUM START and VACUUM END
     assert table.oldest_reachable() == newest_checkpoint
     assert min(int(c["version"]) for c in table.commits()) == newest_checkpoint
+
+
+def test_a_read_replays_add_column_only():
+    from types import SimpleNamespace as NS
+
+    from ticdc_sync.ddl.changes import AddColumn, DropColumn
+    from ticdc_sync.plan.model import OP_BACKFILL, OP_REBUILD, OP_RECORD, OP_SQL
+
+    add = AddColumn("c", "STRING", backfill_sql="'d1'")
+    apply, skip = NS(action="apply"), NS(action="skip")
+
+    def ddl(changes, ops):
+        return NS(
+            steps=tuple(NS(change=c, decision=d) for c, d in changes), parts=[NS(op=o) for o in ops]
+        )
+
+    assert ao._added_columns(ddl([], [OP_RECORD])) == ()
+    assert ao._added_columns(ddl([(add, apply)], [OP_SQL, OP_BACKFILL])) == (add,)
+    assert ao._added_columns(ddl([(add, apply), (DropColumn("x"), skip)], [OP_SQL])) == (add,)
+    assert ao._added_columns(ddl([(DropColumn("x"), apply)], [OP_SQL])) is None
+    assert ao._added_columns(ddl([(add, NS(action="rebuild"))], [OP_REBUILD])) is None

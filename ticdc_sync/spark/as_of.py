@@ -42,6 +42,7 @@ class AsOfRead:
     at: ao.AsOf
     frames: Mapping[str, DataFrame]
     versions: Mapping[str, int]  # the Delta version each target was read from
+    applied: Mapping[str, int]  # the applied ts that version holds
     pending: Mapping[str, int]  # staged changes merged on top of it (0: the version is exact)
 
 
@@ -77,13 +78,15 @@ def as_of(
     frames: dict[str, DataFrame] = {}
     versions: dict[str, int] = {}
     pending: dict[str, int] = {}
+    applied: dict[str, int] = {}
     for t in s.targets:
         rp = t.read
         assert rp is not None and t.version is not None
         frames[t.name] = _read(spark, project, s, rp, state)
         versions[t.name] = t.version
         pending[t.name] = t.pending
-    return AsOfRead(s.at, frames, versions, pending)
+        applied[t.name] = rp.marker.applied_ts
+    return AsOfRead(s.at, frames, versions, applied, pending)
 
 
 def _read(
@@ -102,14 +105,41 @@ def _read(
     sp = s.plan.source_plan(rp.source)
     assert sp is not None
     writer = TargetWriter(spark, state, project, sp.source, rp.plan, sp.timeline, _quiet)  # type: ignore[arg-type]
-    target_cols = [
-        (f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name != COMMIT_TS
-    ]
     for step in rp.steps:
+        if isinstance(step, ao.AddColumns):
+            df = added(df, step)
+            continue
+        target_cols = [
+            (f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name != COMMIT_TS
+        ]
         found = writer.changes(step, target_cols, quarantine=False)
         if found is not None:
             src, keys = found
             df = merged(df, src, keys, [n for n, _ in target_cols])
+    return df
+
+
+def added(df: DataFrame, step: ao.AddColumns) -> DataFrame:
+    """`df` after the ADD COLUMN `step`, as the apply's commits leave the table: each new
+    column where ALTER TABLE ADD COLUMNS puts it (at the end, or FIRST / AFTER a column),
+    holding its backfill value (the apply's UPDATE) or NULL."""
+    for c in step.columns:
+        if any(f.name.lower() == c.name.lower() for f in df.schema.fields):
+            continue  # a DDL recorded twice upstream: the apply tolerates it too
+        value = F.expr(c.backfill_sql or "NULL").cast(c.delta_type).alias(c.name)
+        names = [quote(n) for n in df.columns]
+        if c.position is None:
+            cols = [*[F.col(n) for n in names], value]
+        elif c.position.first:
+            cols = [value, *[F.col(n) for n in names]]
+        else:
+            at = next(
+                (i for i, n in enumerate(df.columns) if n.lower() == str(c.position.after).lower()),
+                len(df.columns) - 1,
+            )
+            cols = [F.col(n) for n in names]
+            cols.insert(at + 1, value)
+        df = df.select(*cols)
     return df
 
 
