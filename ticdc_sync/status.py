@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ticdc_sync import lease
+from ticdc_sync import lease, sync_points
 from ticdc_sync.as_of import newest_readable
 from ticdc_sync.events import KIND_DDL, KIND_ROW
 from ticdc_sync.lake import LakeTable
@@ -126,6 +126,7 @@ def report(
             "at": tso_wall_time(read_ts),
             "held_by": read_why,
         },
+        "sync_point": _sync_point(project, now_ms),
         "quarantined_total": total_q,
         "run_lease": _run_lease(wh),
     }
@@ -134,6 +135,15 @@ def report(
             quarantine_records(quarantine, quarantine_limit) if have_quarantine else []
         )
     return rep
+
+
+def _sync_point(project: Project, now_ms: int) -> dict[str, Any] | None:
+    """The newest sync point recorded, with its age (wall clock now less its TSO's time)."""
+    found = sync_points.newest(project)
+    if found is None:
+        return None
+    found["age_seconds"] = max(0, now_ms - (found["tso"] >> 18)) / 1000
+    return found
 
 
 def _run_lease(wh: str) -> dict[str, Any]:
@@ -257,6 +267,12 @@ def render(rep: dict[str, Any]) -> str:
         f"consistent read: up to TSO {cr['tso'] if cr['tso'] is not None else '-'} "
         f"({cr['at']}), held by {cr['held_by']} (`ticdc-sync snapshot`, the as_of reader)"
     )
+    sync = rep.get("sync_point")
+    if sync:
+        lines.append(
+            f"sync point: source {sync['source']} at TSO {sync['tso']} ({sync['at']}), "
+            f"{_seconds(sync['age_seconds'])} ago, {len(sync['targets'])} target(s)"
+        )
     if rep["over_lag"]:
         lines.append(
             f"over their target_lag (!): {', '.join(rep['over_lag'])}: their oldest unapplied "

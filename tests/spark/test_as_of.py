@@ -167,3 +167,42 @@ def test_latest_views_and_refusals(spark, tmp_path):
             tuple(r[k] for k in keys) for r in want
         ]
         assert [r["_commit_ts"] for r in rows] == [r["_commit_ts"] for r in want]
+
+
+def test_a_run_records_a_sync_point_readers_read_with_time_travel(spark, tmp_path):
+    from ticdc_sync import status, sync_points
+
+    history = generate(
+        HistoryConfig(seed=5, transactions=30, partitions=3, dispatch="index-value", ddl_count=0)
+    )
+    enc = encode(history, "open-protocol", "cdc")
+    sql = "".join(schema_sql(s) for s in history.initial.values())
+    root = make_project(
+        tmp_path,
+        protocol="open-protocol",
+        topic="cdc",
+        schema_sql=sql,
+        tables='  - upstream: "app.*"\n    name: "{table}"\n',
+        defaults="sync_points: every 1m\n",
+    )
+    project = load(root)
+    first, second = enc.chunks(2)
+    write_captures(root, "cdc", _records(first))
+    assert runner.run(project, spark=spark, out=lambda s: None) == 0
+    write_captures(root, "cdc", _records(second))
+    _stage_only(spark, project)  # staged after the sync point: the versions stay exact
+    point = sync_points.newest(project)
+    assert point is not None and point["source"] == "src"
+    tso = point["tso"]
+    truth, schemas = history.truth(tso)
+    assert set(point["targets"]) == {s.table for s in schemas.values()}
+    s = snap.snapshot(project, tso)
+    for t in s.targets:
+        assert t.exact and t.version == point["targets"][t.name]["version"], snap.render(s)
+        schema = next(sc for sc in schemas.values() if sc.table == t.name)
+        keys = list(schema.handle_key())
+        df = spark.read.format("delta").option("versionAsOf", t.version).load(t.location)
+        got = [r.asDict() for r in df.orderBy(*keys).collect()]
+        assert_table_equals(got, truth[schema.qualified], schema, f"{t.name} at sync point")
+    rep = status.report(project)
+    assert rep["sync_point"]["tso"] == tso and rep["consistent_read"]["tso"] > tso
