@@ -225,6 +225,22 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    import json
+
+    from ticdc_sync import snapshot
+
+    project = _load(args)
+    s = snapshot.snapshot(project, args.as_of, args.select or ())
+    if args.format == "json":
+        sys.stdout.write(json.dumps(snapshot.to_json(s), indent=2, sort_keys=True) + "\n")
+        sys.stdout.flush()
+    else:
+        for line in snapshot.render(s):
+            _out(line)
+    return EXIT_OK
+
+
 def cmd_capture(args: argparse.Namespace) -> int:
     project = _load(args)
     from ticdc_sync.spark import capture
@@ -393,6 +409,29 @@ def build_parser() -> argparse.ArgumentParser:
         "target_lag (for monitoring; the report is printed as usual)",
     )
     p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser(
+        "snapshot",
+        parents=[common, proj],
+        help="per target, the Delta version that holds the tables as of one TSO, and its SQL",
+    )
+    p.add_argument(
+        "--as-of",
+        default="latest",
+        metavar="TSO|latest|TIME",
+        help="a TiDB TSO, `latest` (the newest TSO every source has resolved), or a time "
+        "such as 2026-11-26T22:45:00Z (UTC unless it says otherwise) (default: latest)",
+    )
+    p.add_argument(
+        "--select", nargs="+", metavar="TARGET", help="only these targets (glob patterns)"
+    )
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text, or JSON for tools (default: text)",
+    )
+    p.set_defaults(func=cmd_snapshot)
 
     p = sub.add_parser(
         "capture", parents=[common, proj], help="record Kafka topics into capture files"

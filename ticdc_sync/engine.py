@@ -114,6 +114,18 @@ class TrimOutcome:
     compacted: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class SyncPoint:
+    """Every target of one source at one TSO (`sync_points`), to be recorded in the
+    warehouse: each target of `targets` holds exactly its upstream tables at `tso` in a
+    committed Delta version; those `behind` (blocked or failed) stand at their own ts."""
+
+    source: str
+    tso: int
+    targets: tuple[str, ...]
+    behind: tuple[tuple[str, int], ...] = ()  # (target, where it stands)
+
+
 class Engine(Protocol):
     """What the run loop asks of an engine. `stage`, `trim` and `read_state` are called on
     the loop's thread only (the staging table has one writer); `apply` on worker threads,
@@ -138,4 +150,9 @@ class Engine(Protocol):
     def trim(self, bounds: Mapping[str, int]) -> TrimOutcome:
         """Delete each source's staged row and watermark events at or below its bound
         (`retention.trim_bound`), and compact the staging table when it has many files."""
+        ...
+
+    def record_sync_point(self, point: SyncPoint) -> None:
+        """Record `point` durably in the warehouse, with the Delta version of each target
+        that holds it (called after those targets' commits, on the loop's thread)."""
         ...

@@ -247,6 +247,51 @@ class LakeTable:
             raise self._error("cannot read the commit history", e) from e
         return None
 
+    def commits(self) -> list[dict[str, Any]]:
+        """Every commit's commitInfo still in the log (with its `version`), newest first."""
+        try:
+            return list(self._snapshot().commit_infos())
+        except (DeltaError, OSError, ValueError, KeyError) as e:
+            raise self._error("cannot read the commit history", e) from e
+
+    def oldest_reachable(self) -> int:
+        """The oldest version time travel can still rebuild: version 0 while its commit is in
+        the log, else the oldest checkpoint followed by every commit up to the newest (a
+        log cleanup removes commits and checkpoints before one checkpoint)."""
+        log = DeltaLog(self.uri, self.options).load()
+        newest = log.version()
+        if 0 in log.commits and all(v in log.commits for v in range(newest + 1)):
+            return 0
+        for c in sorted(log.checkpoints):
+            if all(v in log.commits for v in range(c + 1, newest + 1)):
+                return c
+        return newest
+
+    def files_present(self, version: int) -> bool:
+        """Whether every data file of `version` is still there (VACUUM removes the files
+        only old versions use)."""
+        table = DeltaTable(self.uri, storage_options=self.options, version=version)
+        fs = pafs.PyFileSystem(DeltaStorageHandler(self.uri, dict(self.options)))
+        root = self.uri.rstrip("/")
+        paths = [u[len(root) + 1 :] if u.startswith(root) else u for u in table.file_uris()]
+        infos = fs.get_file_info(paths) if paths else []
+        return all(i.type != pafs.FileType.NotFound for i in infos)
+
+    def count(self, where: Filter = ()) -> int:
+        """How many rows match every `(column, op, value)` in `where` (see `read`)."""
+        self._snapshot()
+        if self._table is None:
+            raise self._unreadable(f"delta-rs {DELTALAKE_VERSION} cannot load it ({self._refused})")
+        sql = "SELECT COUNT(*) AS n FROM t"
+        if where:
+            sql += " WHERE " + " AND ".join(_condition(c, op, v) for c, op, v in where)
+        try:
+            reader = QueryBuilder().register("t", self._table).execute(sql)
+            table = pa.RecordBatchReader.from_stream(reader).read_all()
+        except (DeltaError, OSError) as e:
+            raise self._error("cannot count its rows", e) from e
+        return int(table.column("n")[0].as_py())
+
     # --- rows ------------------------------------------------------------------------
 
     def read(
@@ -366,6 +411,7 @@ class DeltaLog(_Snapshot):
         self.fs = pafs.PyFileSystem(DeltaStorageHandler(uri, dict(options or {})))
         self.commits: dict[int, str] = {}
         self.checkpoint: tuple[int, list[str]] | None = None
+        self.checkpoints: list[int] = []  # every complete checkpoint's version
         self._protocol: dict[str, Any] | None = None
         self._metadata: dict[str, Any] | None = None
 
@@ -391,6 +437,7 @@ class DeltaLog(_Snapshot):
         ]
         if complete:
             self.checkpoint = max(complete)
+            self.checkpoints = sorted({version for version, _ in complete})
         if not self.commits and self.checkpoint is None:
             raise FileNotFoundError(f"no commits in {self.uri}/_delta_log")
         floor = self.checkpoint[0] if self.checkpoint else -1

@@ -38,6 +38,7 @@ from ticdc_sync.engine import (
     Engine,
     StageOutcome,
     Started,
+    SyncPoint,
 )
 from ticdc_sync.errors import Fatal
 from ticdc_sync.loop_results import LoopResult, PollSummary, SourceRun, TargetRun
@@ -77,6 +78,9 @@ class Settings:
     trim_every_seconds: float = 60.0  # --follow: how often the staging table is trimmed
     max_backoff_ms: int = MAX_BACKOFF_MS  # longest wait before a failed target is retried
     selected: Callable[[str], bool] = lambda _name: True  # --select / --exclude
+    # `sync_points: every ...`: how often (in TiDB time) the targets of a source are brought
+    # to one TSO and it is recorded (`Engine.record_sync_point`). None: never.
+    sync_every_ms: int | None = None
 
 
 class StopRequest:
@@ -212,6 +216,10 @@ class _Loop:
         self.next_trim = 0.0
         self.trimmed: dict[str, int] = {}  # source -> the last bound trimmed to
         self.waits_noted: set[tuple[str, int]] = set()
+        # Sync points: per source, the TSO its targets are being brought to (their rows
+        # stop there until it is recorded), and the last one recorded.
+        self.sync_at: dict[str, int] = {}
+        self.synced: dict[str, int] = {}
         stop.listen(waiter.wake)
 
     # --- the run ---------------------------------------------------------------------
@@ -259,6 +267,7 @@ class _Loop:
                 level = self.stop.level
             self._plan()
             if level == 0:
+                self._sync_points()
                 self._dispatch()
             if staged and s.follow and not self.draining and self.clock() >= self.next_trim:
                 self._trim()
@@ -405,6 +414,10 @@ class _Loop:
         for t in plan.targets:
             sp = plan.source_plan(t.source)
             if sp is not None and self.s.selected(t.name):
+                cap = self.sync_at.get(t.source)
+                if cap is not None and t.stop_ts is not None and t.stop_ts > cap:
+                    # A sync point is due: the source's targets go to its TSO, no further.
+                    t = replace(t, stop_ts=cap)
                 out.append((t, sp))
         return out
 
@@ -437,7 +450,8 @@ class _Loop:
         reported = hit is not None and (hit == _STICKY or hit == t.blocked)
         return Candidate(
             name=t.name,
-            lag_ms=t.lag_ms,
+            # A sync point due: every target of the source is due now, lag or not.
+            lag_ms=0 if t.source in self.sync_at else t.lag_ms,
             at=self._at(t),
             oldest=self._oldest(t, t.stop_ts, (READY,)),
             work=_work(t, reported),
@@ -593,6 +607,58 @@ class _Loop:
             )
             self.result.targets[t.name] = r
         return r
+
+    # --- sync points -----------------------------------------------------------------
+
+    def _sync_points(self) -> None:
+        """Start a sync point for each source whose resolved TSO is `sync_every_ms` past
+        its last one (at that resolved TSO), and record those every target has reached."""
+        every = self.s.sync_every_ms
+        plan = self.plan
+        if every is None or plan is None or self.halt:
+            return
+        for sp in plan.sources:
+            name = sp.source.name
+            res = sp.resolved_ts
+            if name not in self.sync_at:
+                last = self.synced.get(name)
+                # A TSO's physical part is milliseconds, above 18 logical bits (codec facts 1.1).
+                if res is None or res < 0 or (last is not None and res - last < every << 18):
+                    continue
+                self.sync_at[name] = res
+            self._sync_reached(name, self.sync_at[name])
+
+    def _sync_reached(self, source: str, tso: int) -> None:
+        """Record the sync point of `source` at `tso` once every target of it holds its
+        tables at `tso` in a commit, or stands behind it for good (blocked, failed)."""
+        at: list[str] = []
+        behind: list[tuple[str, int]] = []
+        for t, _ in self._selected():
+            if t.source != source or t.absent:
+                continue
+            if t.name in self.running:
+                return
+            if self._covers(t, tso) >= tso:
+                at.append(t.name)
+                continue
+            r = self.result.targets.get(t.name)
+            if self.blocked.get(t.name) is not None or t.refused or (r is not None and r.error):
+                behind.append((t.name, self.state.target(t.name).marker.applied_ts))
+                continue
+            return  # it has changes up to `tso` still to apply
+        point = SyncPoint(source, tso, tuple(sorted(at)), tuple(sorted(behind)))
+        del self.sync_at[source]
+        self.synced[source] = tso
+        try:
+            self.engine.record_sync_point(point)
+        except Fatal:
+            raise
+        except Exception as e:  # noqa: BLE001 - the next sync point tries again
+            self._error(f"source {source}: sync point at TSO {tso} not recorded: {_first_line(e)}")
+            return
+        late = f", {len(behind)} behind ({', '.join(n for n, _ in behind)})" if behind else ""
+        self.out(f"  {source}: sync point at TSO {tso}: {len(at)} target(s){late}")
+        self.result.sync_points.append(point)
 
     # --- trimming --------------------------------------------------------------------
 

@@ -132,6 +132,7 @@ class LoopResult:
     last_poll: PollSummary | None = None
     interrupted: bool = False  # stopped on request before it was done
     code: int = 0  # 0, or 1: a target is blocked or failed, or a source could not be staged
+    sync_points: list[Any] = field(default_factory=list)  # `engine.SyncPoint`s recorded
 
     def as_results(self) -> dict[str, Any]:
         """The run_results body's parts the loop knows."""

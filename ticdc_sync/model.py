@@ -323,6 +323,8 @@ class Project:
     ddl_overrides: tuple[DdlOverride, ...] = ()
     # How long applied events stay staged (`staging.retention`), in milliseconds.
     staging_retention_ms: int = 7 * 24 * 3600 * 1000
+    # `sync_points: every ...` in milliseconds of TiDB time (None: no sync points).
+    sync_every_ms: int | None = None
 
     def source(self, name: str) -> Source:
         for s in self.sources:

@@ -63,6 +63,9 @@ class SourceTally:
     # Lowest and highest commit_ts of each table's row changes ever staged (None in a tally
     # written before they were kept: unknown).
     spans: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    # The highest commit_ts a trim deleted row and watermark events up to (None: none
+    # recorded): staged changes above it are all still there (`as_of` reads them).
+    trimmed: int | None = None
 
     @property
     def bad(self) -> int:
@@ -107,7 +110,7 @@ class SourceTally:
         return total
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "partitions": [
                 [p.topic, p.partition, p.last_offset, p.watermark, p.inexact_ts, p.first_bad, p.bad]
                 for _, p in sorted(self.partitions.items())
@@ -117,6 +120,9 @@ class SourceTally:
             ],
             "spans": [[db, tbl, lo, hi] for (db, tbl), (lo, hi) in sorted(self.spans.items())],
         }
+        if self.trimmed is not None:
+            out["trimmed"] = self.trimmed
+        return out
 
     @staticmethod
     def from_dict(d: Mapping) -> SourceTally:
@@ -127,10 +133,12 @@ class SourceTally:
             t.tables[(db, tbl)] = (rows, ddls)
         for db, tbl, lo, hi in d.get("spans", []):
             t.spans[(db, tbl)] = (lo, hi)
+        trimmed = d.get("trimmed")
+        t.trimmed = None if trimmed is None else int(trimmed)
         return t
 
     def copy(self) -> SourceTally:
-        return SourceTally(dict(self.partitions), dict(self.tables), dict(self.spans))
+        return SourceTally(dict(self.partitions), dict(self.tables), dict(self.spans), self.trimmed)
 
 
 def _max(a: int | None, b: int | None) -> int | None:

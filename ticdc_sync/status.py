@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ticdc_sync import lease
+from ticdc_sync import lease, sync_points
+from ticdc_sync.as_of import newest_readable
 from ticdc_sync.events import KIND_DDL, KIND_ROW
 from ticdc_sync.lake import LakeTable
 from ticdc_sync.locations import state_location, warehouse_path
@@ -108,6 +109,10 @@ def report(
             "resolved_at": tso_wall_time(res),
             "staging_lag_seconds": None if lag is None else lag / 1000,
         }
+    # The newest TSO one read can show every target at (`as_of`, `ticdc-sync snapshot`).
+    read_ts, read_why = newest_readable(
+        {sp.source.name: sp.resolved_ts for sp in plan.sources}, plan.targets
+    )
     total_q = quarantine.read(["offset"]).num_rows if have_quarantine else 0
     rep: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
@@ -116,6 +121,12 @@ def report(
         "targets": targets,
         "sources": sources,
         "over_lag": sorted(t["name"] for t in targets if t["over_lag"]),
+        "consistent_read": {
+            "tso": read_ts,
+            "at": tso_wall_time(read_ts),
+            "held_by": read_why,
+        },
+        "sync_point": _sync_point(project, now_ms),
         "quarantined_total": total_q,
         "run_lease": _run_lease(wh),
     }
@@ -124,6 +135,15 @@ def report(
             quarantine_records(quarantine, quarantine_limit) if have_quarantine else []
         )
     return rep
+
+
+def _sync_point(project: Project, now_ms: int) -> dict[str, Any] | None:
+    """The newest sync point recorded, with its age (wall clock now less its TSO's time)."""
+    found = sync_points.newest(project)
+    if found is None:
+        return None
+    found["age_seconds"] = max(0, now_ms - (found["tso"] >> 18)) / 1000
+    return found
 
 
 def _run_lease(wh: str) -> dict[str, Any]:
@@ -241,6 +261,17 @@ def render(rep: dict[str, Any]) -> str:
         lines.append(
             f"source {name}: resolved ts {src['resolved_ts'] if src['resolved_ts'] is not None else '-'}"
             f" ({src['resolved_at']}), staging lag {_seconds(src['staging_lag_seconds'])}"
+        )
+    cr = rep["consistent_read"]
+    lines.append(
+        f"consistent read: up to TSO {cr['tso'] if cr['tso'] is not None else '-'} "
+        f"({cr['at']}), held by {cr['held_by']} (`ticdc-sync snapshot`, the as_of reader)"
+    )
+    sync = rep.get("sync_point")
+    if sync:
+        lines.append(
+            f"sync point: source {sync['source']} at TSO {sync['tso']} ({sync['at']}), "
+            f"{_seconds(sync['age_seconds'])} ago, {len(sync['targets'])} target(s)"
         )
     if rep["over_lag"]:
         lines.append(

@@ -21,6 +21,7 @@ from ticdc_sync.engine import (
     ApplyOutcome,
     StageOutcome,
     Started,
+    SyncPoint,
     TableSpan,
     TrimOutcome,
 )
@@ -173,6 +174,7 @@ class Fake:
         self.tallies: dict[str, SourceTally] = {}
         self.rows: dict[str, list[int]] = {s.name: [] for s in self.specs}  # staged commit_ts
         self.trims: list[dict[str, int]] = []
+        self.sync_points: list[tuple[SyncPoint, int]] = []
         self.read_states = 0
         self.parked = 0
         self.inflight = 0  # submitted to `Threads` and not ended
@@ -326,6 +328,14 @@ class Fake:
     def trim(self, bounds) -> TrimOutcome:
         self.trims.append(dict(bounds))
         return TrimOutcome(deleted={s: 1 for s in bounds})
+
+    def record_sync_point(self, point: SyncPoint) -> None:
+        # What the Spark engine records: each target at the point holds it in a commit.
+        for name in point.targets:
+            assert self.targets[name].marker.applied_ts <= point.tso, (name, point)
+            staged = [c for c in self.rows[name] if self.at(name) < c <= point.tso]
+            assert not staged, f"{name} has changes up to the sync point it has not applied"
+        self.sync_points.append((point, self.clock.ms))
 
     # --- re-planner -------------------------------------------------------------------
 

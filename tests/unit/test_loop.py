@@ -625,3 +625,73 @@ def test_through_the_real_planner_every_target_reaches_the_resolved_ts(
     # A plan made now has nothing left for them but the resolved TSO.
     plan = build_plan(project, fake.read_state().state)
     assert all(not t.to_create and t.stop_ts == resolved for t in plan.targets)
+
+
+# --------------------------------------------------------------------------- sync points
+
+
+def test_sync_points_bring_every_target_of_a_source_to_one_tso_and_record_it() -> None:
+    clock = Clock(T0 + 2_000)
+    polls = [
+        batch(T0 + 1_000, a=[T0 + 500], b=[T0 + 600], c=[T0 + 700]),
+        batch(T0 + 7_000, a=[T0 + 6_000], b=[T0 + 6_500], c=[T0 + 2_000, T0 + 6_600]),
+        batch(T0 + 8_000, a=[T0 + 7_500], b=[T0 + 7_600]),
+    ]
+    fake = Fake(
+        [
+            Spec("a", lag_ms=10_000),
+            Spec("b", lag_ms=3_600_000),
+            Spec("c", lag_ms=3_600_000, block_at=T0 + 3_000),
+        ],
+        {"s": polls},
+        clock,
+    )
+    lines: list[str] = []
+    res = run(fake, follow=True, poll=5.0, max_polls=3, sync_every_ms=5_000, lines=lines)
+    points = [p for p, _ in fake.sync_points]
+    # At the first resolved TSO, then once the resolved TSO is 5 s (TiDB time) further:
+    # every target is applied up to it at once, whatever its lag; the blocked one is
+    # recorded behind, where it stands.
+    assert [(p.tso, p.targets, p.behind) for p in points] == [
+        (ts(T0 + 1_000), ("a", "b", "c"), ()),
+        (ts(T0 + 7_000), ("a", "b"), (("c", ts(T0 + 2_000)),)),
+    ]
+    stages = [(c.stages, c.name) for c in fake.calls]
+    assert sorted(stages[:6]) == [(1, "a"), (1, "b"), (1, "c"), (2, "a"), (2, "b"), (2, "c")]
+    assert res.sync_points == points
+    assert any("s: sync point at TSO" in ln and "1 behind (c)" in ln for ln in lines)
+    # Between sync points, the lag budget again: b waits for the drain at the end.
+    assert fake.at("b") == ts(T0 + 7_600)
+
+
+def test_a_sync_point_holds_the_targets_at_its_tso_until_it_is_recorded() -> None:
+    clock = Clock(T0 + 2_000)
+    polls = [
+        batch(T0 + 1_000, a=[T0 + 500], b=[T0 + 600]),
+        batch(T0 + 3_000, a=[T0 + 2_000], b=[T0 + 2_500]),
+    ]
+    fake = Fake([Spec("a", lag_ms=0), Spec("b", lag_ms=0)], {"s": polls}, clock)
+    started = threading.Event()
+
+    def slow_b(job, _stop):
+        # b's apply to the sync point lasts over the next poll, which stages newer rows.
+        if not started.is_set():
+            started.set()
+            assert fake.park(lambda: fake.stage_calls >= 2)
+        return None
+
+    fake.hooks["b"] = slow_b
+    run(
+        fake,
+        follow=True,
+        poll=1.0,
+        max_polls=2,
+        sync_every_ms=60_000,
+        workers=2,
+        pool=Threads(2, fake),
+    )
+    (point,) = [p for p, _ in fake.sync_points]
+    assert point.tso == ts(T0 + 1_000) and point.targets == ("a", "b")
+    # The sync point was recorded with a at it (the fake engine checks): a was not taken
+    # past it while b was still on its way; afterwards both go on.
+    assert fake.at("a") == ts(T0 + 2_000) and fake.at("b") == ts(T0 + 2_500)

@@ -533,3 +533,14 @@ def test_apply_workers_setting(tmp_path: Path) -> None:
         "profiles.yml:13: shop.outputs.dev.run.threads: unknown key 'threads' (hint: allowed "
         "keys: apply_workers)",
     ], msgs
+
+
+def test_sync_points_every(tmp_path: Path) -> None:
+    root = copy_shop(tmp_path)
+    assert load_project(root).sync_every_ms is None
+    base = (root / "ticdc_sync.yml").read_text()
+    write(root / "ticdc_sync.yml", base + "sync_points: every 10m\n")
+    assert load_project(root).sync_every_ms == 600_000
+    write(root / "ticdc_sync.yml", base + "sync_points: 10m\n")
+    with pytest.raises(ProjectError, match="sync_points"):
+        load_project(root)

@@ -50,6 +50,11 @@ def test_render_explains_pending_waiting_and_the_blocked_ddl() -> None:
             }
         },
         "over_lag": ["orders"],
+        "consistent_read": {
+            "tso": 445644800022034229,
+            "at": "2023-11-14 22:13:20.000Z",
+            "held_by": "target items: DDL at commit_ts 445644800022034230 not applied yet",
+        },
         "quarantined_total": 3,
         "run_lease": {"state": "released", "summary": "released by db1 pid 7 at 2026-11-26"},
     }
@@ -68,6 +73,11 @@ def test_render_explains_pending_waiting_and_the_blocked_ddl() -> None:
     assert lines[2].split()[4:6] == ["1.5s", "60.0s"]
     assert (
         "source canal: resolved ts 445644800028999106 (2023-11-14 22:13:20.110Z), staging lag 2.0s"
+    ) in lines
+    assert (
+        "consistent read: up to TSO 445644800022034229 (2023-11-14 22:13:20.000Z), held by "
+        "target items: DDL at commit_ts 445644800022034230 not applied yet (`ticdc-sync "
+        "snapshot`, the as_of reader)"
     ) in lines
     assert any(ln.startswith("over their target_lag (!): orders: ") for ln in lines)
     assert (

@@ -132,6 +132,19 @@ def test_fuse_additive_keeps_other_ddl_as_barrier():
     ]
 
 
+def test_fuse_additive_keeps_a_ddl_no_rows_follow_after_the_rows_before_it():
+    # Rows stop at the ADD's commit_ts (or a barrier follows it at once): the segment before
+    # it is typed without the ADD, so the ADD's backfill must come after its rows.
+    assert steps(Marker(applied_ts=10), [ddl(50)], 50) == [("rows", 10, 49), ("ddl", 50, False)]
+    barrier = ddl(51, "ALTER TABLE t DROP COLUMN c0")
+    assert steps(Marker(applied_ts=10), [ddl(50), barrier], 100) == [
+        ("rows", 10, 49),
+        ("ddl", 50, False),
+        ("ddl", 51, False),
+        ("rows", 51, 100),
+    ]
+
+
 def test_fuse_additive_without_rows_before_changes_nothing():
     # The marker is just below the DDL: no segment to join, the DDL runs in place.
     assert steps(Marker(applied_ts=49), [ddl(50)], 100) == [("ddl", 50, False), ("rows", 50, 100)]

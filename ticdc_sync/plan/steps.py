@@ -245,16 +245,29 @@ def fuse_additive(steps: list[Step]) -> list[Step]:
     """
     out: list[Step] = []
     pending: Rows | None = None
+    moved: list[TargetDdl] = []  # additive DDL after the start of `pending`
+
+    def flush() -> None:
+        nonlocal pending
+        if pending is None:
+            return
+        # Only a DDL that rows after it join ahead of: a segment that ends before the
+        # DDL (the stop is at its commit_ts, or a barrier follows) is typed without it,
+        # so its rows would miss the ADD's backfill; the DDL then stays after them.
+        hi = pending.hi
+        out.extend(Ddl(d, ahead=True) for d in moved if d.commit_ts <= hi)
+        out.append(pending)
+        out.extend(Ddl(d) for d in moved if d.commit_ts > hi)
+        pending = None
+        moved.clear()
+
     for step in steps:
         if isinstance(step, Rows):
             pending = step if pending is None else Rows(pending.lo, step.hi)
         elif pending is not None and isinstance(step, Ddl) and step.ddl.additive:
-            out.append(Ddl(step.ddl, ahead=True))
+            moved.append(step.ddl)
         else:
-            if pending is not None:
-                out.append(pending)
-                pending = None
+            flush()
             out.append(step)
-    if pending is not None:
-        out.append(pending)
+    flush()
     return out

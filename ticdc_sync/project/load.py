@@ -110,7 +110,15 @@ def load_project(
         staging_retention_ms=parse_ms(
             ((proj_data.get("staging") or {}) if proj_ok else {}).get("retention", "7d")
         ),
+        sync_every_ms=_sync_every(proj_data.get("sync_points") if proj_ok else None),
     )
+
+
+def _sync_every(value: str | None) -> int | None:
+    """`every 10m` (the schema checked its form) in milliseconds; None when not set."""
+    if not value:
+        return None
+    return parse_ms(value.split()[-1]) or None
 
 
 def _entries(ctx: Ctx, root: Path, key: str, parse: Callable[..., T]) -> list[T]:

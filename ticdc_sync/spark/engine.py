@@ -23,6 +23,7 @@ from ticdc_sync.engine import (
     StageOutcome,
     Started,
     StopCheck,
+    SyncPoint,
     TableSpan,
     TrimOutcome,
 )
@@ -235,6 +236,27 @@ class SparkEngine:
                     deleted[name] = self.state.staging.trim(self.names, name, bound)
             compacted = self.state.staging.compact(self.names)
         return TrimOutcome(deleted, compacted)
+
+    # --- sync points -------------------------------------------------------------------
+
+    def record_sync_point(self, point: SyncPoint) -> None:
+        """Append the sync point's rows (`sync_points.rows`: each target's Delta version at
+        its TSO, read from the target's log after its commits) to the warehouse's
+        `sync_points` table in one commit."""
+        from ticdc_sync import sync_points
+        from ticdc_sync.spark.conf import before_commit
+
+        found = sync_points.rows(self.project, point)
+        if not found:
+            return
+        before_commit()
+        with labels.pool(self.spark, labels.STAGE_POOL):
+            (
+                self.spark.createDataFrame(found, sync_points.SCHEMA)
+                .write.format("delta")
+                .mode("append")
+                .save(sync_points.location(self.project))
+            )
 
 
 def _may_trim(state, source: str, bound: int) -> bool:

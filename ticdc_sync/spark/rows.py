@@ -249,13 +249,11 @@ class TargetWriter:
         else:
             target_cols = self.target_columns()
             files, size = data_size(self.spark, self.location)
-        typed = self.typed_segment(step, target_cols)
+        changes = self.changes(step, target_cols)
         new_marker = Marker(step.hi, marker.ddl_ts, marker.ddl_part, marker.ddl_parts)
-        if typed is None:
+        if changes is None:
             return marker
-        key_names = [next(n for n, _ in target_cols if n.lower() == k.lower()) for k in step.keys]
-        typed = self._handle_bad_values(typed, step)
-        src = self.collapse(typed, key_names, [n for n, _ in target_cols])
+        src, key_names = changes
         cols = [n for n, _ in target_cols]
         # No data files: a MERGE has nothing to match. The size picks how it merges.
         empty = files == 0
@@ -316,6 +314,21 @@ class TargetWriter:
             return new_marker
         return marker
 
+    def changes(
+        self, step: Rows, target_cols: list[tuple[str, str]], *, quarantine: bool = True
+    ) -> tuple[DataFrame, list[str]] | None:
+        """The segment's row changes typed, checked and collapsed to one per key (the MERGE
+        source: the target's columns, `_commit_ts`, `__op`), with the key columns' names;
+        None when no upstream table of the target has a schema to type rows with. Not
+        `quarantine` (a read as of a TSO, `spark.as_of`): a row its table's policy
+        quarantines is left out as the apply leaves it out, but nothing is written."""
+        typed = self.typed_segment(step, target_cols)
+        if typed is None:
+            return None
+        key_names = [next(n for n, _ in target_cols if n.lower() == k.lower()) for k in step.keys]
+        typed = self._handle_bad_values(typed, step, record=quarantine)
+        return self.collapse(typed, key_names, [n for n, _ in target_cols]), key_names
+
     def _record_marker(self, marker: Marker) -> None:
         """Commit `marker` when the statement changed nothing: Delta makes no commit for a
         MERGE or INSERT without rows, and the target would otherwise keep its old marker
@@ -328,7 +341,7 @@ class TargetWriter:
                 f"{sql_string(str(marker.applied_ts))})"
             )
 
-    def _handle_bad_values(self, typed: DataFrame, step: Rows) -> DataFrame:
+    def _handle_bad_values(self, typed: DataFrame, step: Rows, record: bool = True) -> DataFrame:
         policy = self.plan.on_bad_message
         where = F.concat(
             F.lit("ticdc-sync: "),
@@ -355,6 +368,8 @@ class TargetWriter:
                     F.col("commit_ts")
                 ),
             )
+        if not record:
+            return typed.where(F.col("__err").isNull())
         bad = typed.where(F.col("__err").isNotNull())
         q = bad.select(
             F.lit(self.source.name).alias("source"),

@@ -237,6 +237,7 @@ def _run_locked(r: _Run, spark) -> int:
         # `--follow` run's staging stays small (30 polls: a minute at the default 2 s).
         trim_every_seconds=30 * r.poll_seconds,
         retention_ms=r.project.staging_retention_ms,
+        sync_every_ms=r.project.sync_every_ms,
         selected=lambda name: selected(name, r.select, r.exclude),
     )
 

@@ -170,7 +170,12 @@ class Staging:
         (`retention.trim_bound` decides it), in one commit; the number deleted.
 
         The commit carries every source's tallies (what it deleted is in them already), so
-        consumed positions and watermarks do not move. DDL and bad events stay."""
+        consumed positions and watermarks do not move. DDL and bad events stay. The source's
+        tally records how far it was trimmed (`SourceTally.trimmed`, set before the DELETE:
+        a failed one only claims more), so a read as of a TSO knows which staged changes
+        are still there."""
+        tally = self.tally(source)
+        tally.trimmed = max(tally.trimmed if tally.trimmed is not None else -1, int(upto_ts))
         carried = to_user_metadata({s: self.tally(s) for s in sources})
         where = (
             f"`source` = {sql_string(source)} AND kind IN ('row', 'watermark', 'empty') "

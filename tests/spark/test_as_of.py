@@ -1,0 +1,208 @@
+"""Reading the lake as of a TSO (`spark.as_of`, `snapshot`) against a Python model of the
+upstream at that TSO.
+
+A generated history (testkit.history) has transactions across two and three tables,
+dispatched over three partitions by index value, with replays and one ADD COLUMN: it is
+applied by two runs and its last third is only staged (not applied). At many TSOs (before
+the first change, between and on the applies, inside the staged window, the resolved TSO)
+every target read as of the TSO equals the model's table at it, with its columns in order,
+the ADD COLUMN replayed by the read where it lies between a target's version and the TSO.
+TSOs beyond the resolved one are refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import pytest
+
+from testkit.history import HistoryConfig, encode, generate
+from tests.spark.engine_harness import load, make_project, write_captures
+from tests.spark.truth import assert_table_equals, schema_sql
+from ticdc_sync import cli
+from ticdc_sync import snapshot as snap
+from ticdc_sync.errors import UserError
+from ticdc_sync.spark import runner
+from ticdc_sync.spark.as_of import as_of, register_views
+from ticdc_sync.spark.engine import SparkEngine
+from ticdc_sync.spark.state import State
+
+pytestmark = pytest.mark.spark
+
+
+def _records(chunk):
+    return [(r.partition, r.offset, r.key, r.value) for r in chunk]
+
+
+def _stage_only(spark, project) -> None:
+    """Stage what the captures hold after the staged positions, without applying it."""
+    from ticdc_sync.locations import warehouse_path
+
+    engine = SparkEngine(project, spark, State(spark, warehouse_path(project)), out=lambda s: None)
+    for source in project.sources:
+        out = engine.stage(source)
+        assert out.staged > 0 and not out.errors
+
+
+def test_as_of_equals_upstream_at_many_tsos(spark, tmp_path):
+    history = generate(
+        HistoryConfig(seed=7, transactions=60, partitions=3, dispatch="index-value", ddl_count=1)
+    )
+    enc = encode(history, "open-protocol", "cdc")
+    sql = "".join(schema_sql(s) for s in history.initial.values())
+    root = make_project(
+        tmp_path,
+        protocol="open-protocol",
+        topic="cdc",
+        schema_sql=sql,
+        tables='  - upstream: "app.*"\n    name: "{table}"\n',
+    )
+    project = load(root)
+    # Two runs, then the rest only staged; the ADD COLUMN is in the staged rest.
+    k = next(i for i, r in enumerate(enc.records) if r.value and b"ADD COLUMN" in r.value)
+    assert k > 10
+    chunks = [enc.records[: k // 2], enc.records[k // 2 : k], enc.records[k:]]
+    for chunk in chunks[:2]:
+        write_captures(root, "cdc", _records(chunk))
+        assert runner.run(project, spark=spark, out=lambda s: None) == 0
+    applied = {t.name: t.applied_ts for t in snap.snapshot(project, "latest").targets}
+    write_captures(root, "cdc", _records(chunks[2]))
+    _stage_only(spark, project)
+
+    resolved = history.resolved_ts()
+    assert resolved is not None
+    (ddl,) = [s for s in history.steps if s.kind == "ddl"]
+    txns = sorted(
+        {s.commit_ts for s in history.steps if s.kind == "txn" and s.commit_ts <= resolved}
+    )
+    tsos = {txns[0] - 1, resolved, ddl.commit_ts - 1, ddl.commit_ts, *txns[::7]}
+    tsos |= {ts for ts in applied.values() if ts is not None}
+    tsos |= {ts + 1 for ts in applied.values() if ts is not None}
+    assert max(applied.values()) < resolved  # the last third is staged only
+    checked, merged_reads, across_ddl = 0, 0, 0
+    for tso in sorted(t for t in tsos if t <= resolved):
+        truth, schemas = history.truth(tso)
+        read = as_of(spark, project, tso)
+        assert read.at.tso == tso
+        for qualified, rows in truth.items():
+            schema = schemas[qualified]
+            name = schema.table
+            df = read.frames[name]
+            keys = list(schema.handle_key())
+            got = [r.asDict() for r in df.orderBy(*keys).collect()]
+            assert [f.name for f in df.schema.fields if f.name != "_commit_ts"] == [
+                c.name for c in schema.columns
+            ], f"{qualified} as of {tso}"
+            assert_table_equals(got, rows, schema, f"{qualified} as of {tso}")
+            checked += 1
+            merged_reads += read.pending[name] > 0
+            # The ADD COLUMN replayed in the read: between the version and the TSO.
+            across_ddl += name == ddl.ddl.table and read.applied[name] < ddl.commit_ts <= tso
+    assert checked > 20 and merged_reads > 5 and across_ddl > 0
+
+
+def test_latest_views_and_refusals(spark, tmp_path):
+    history = generate(
+        HistoryConfig(seed=11, transactions=30, partitions=3, dispatch="index-value", ddl_count=0)
+    )
+    enc = encode(history, "open-protocol", "cdc")
+    sql = "".join(schema_sql(s) for s in history.initial.values())
+    root = make_project(
+        tmp_path,
+        protocol="open-protocol",
+        topic="cdc",
+        schema_sql=sql,
+        tables='  - upstream: "app.*"\n    name: "{table}"\n',
+    )
+    project = load(root)
+    first, second = enc.chunks(2)
+    write_captures(root, "cdc", _records(first))
+    assert runner.run(project, spark=spark, out=lambda s: None) == 0
+    write_captures(root, "cdc", _records(second))
+    _stage_only(spark, project)
+    resolved = history.resolved_ts()
+    read = as_of(spark, project, "latest")
+    assert read.at.tso == resolved and read.at.held_by == "src"
+    names = register_views(spark, read.frames)
+    truth, schemas = history.truth(resolved)
+    for qualified, rows in truth.items():
+        schema = schemas[qualified]
+        assert schema.table in names
+        keys = ", ".join(f"`{k}`" for k in schema.handle_key())
+        got = [
+            r.asDict() for r in spark.sql(f"SELECT * FROM {schema.table} ORDER BY {keys}").collect()
+        ]
+        assert_table_equals(got, rows, schema, f"view {qualified}")
+    # Beyond what is resolved: refused, naming the source.
+    with pytest.raises(UserError, match="newer than source src's resolved TSO"):
+        as_of(spark, project, resolved + 1)
+    # The snapshot command's view: not exact while changes are staged after the versions.
+    s = snap.snapshot(project, "latest")
+    assert s.at.tso == resolved
+    assert any(not t.exact and t.pending > 0 for t in s.targets)
+    # After a run applies them, every target is exact at the resolved TSO.
+    assert runner.run(project, spark=spark, out=lambda s: None) == 0
+    s = snap.snapshot(project, resolved)
+    assert all(t.exact for t in s.targets), snap.render(s)
+    # `ticdc-sync snapshot --format json`, and a plain Delta reader at the version it names.
+    import polars as pl
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(
+            ["snapshot", "--project", str(root), "--as-of", str(resolved), "--format", "json"]
+        )
+    assert code == 0
+    body = json.loads(out.getvalue())
+    assert body["as_of"]["tso"] == resolved and body["exact"]
+    for t in body["targets"]:
+        assert t["available"] and t["exact"] and "VERSION AS OF" in t["sql"]
+        schema = next(sc for sc in schemas.values() if sc.table == t["name"])
+        keys = list(schema.handle_key())
+        rows = pl.read_delta(t["location"], version=t["version"]).sort(keys).to_dicts()
+        want = truth[schema.qualified]
+        assert [tuple(r[k] for k in keys) for r in rows] == [
+            tuple(r[k] for k in keys) for r in want
+        ]
+        assert [r["_commit_ts"] for r in rows] == [r["_commit_ts"] for r in want]
+
+
+def test_a_run_records_a_sync_point_readers_read_with_time_travel(spark, tmp_path):
+    from ticdc_sync import status, sync_points
+
+    history = generate(
+        HistoryConfig(seed=5, transactions=30, partitions=3, dispatch="index-value", ddl_count=0)
+    )
+    enc = encode(history, "open-protocol", "cdc")
+    sql = "".join(schema_sql(s) for s in history.initial.values())
+    root = make_project(
+        tmp_path,
+        protocol="open-protocol",
+        topic="cdc",
+        schema_sql=sql,
+        tables='  - upstream: "app.*"\n    name: "{table}"\n',
+        defaults="sync_points: every 1m\n",
+    )
+    project = load(root)
+    first, second = enc.chunks(2)
+    write_captures(root, "cdc", _records(first))
+    assert runner.run(project, spark=spark, out=lambda s: None) == 0
+    write_captures(root, "cdc", _records(second))
+    _stage_only(spark, project)  # staged after the sync point: the versions stay exact
+    point = sync_points.newest(project)
+    assert point is not None and point["source"] == "src"
+    tso = point["tso"]
+    truth, schemas = history.truth(tso)
+    assert set(point["targets"]) == {s.table for s in schemas.values()}
+    s = snap.snapshot(project, tso)
+    for t in s.targets:
+        assert t.exact and t.version == point["targets"][t.name]["version"], snap.render(s)
+        schema = next(sc for sc in schemas.values() if sc.table == t.name)
+        keys = list(schema.handle_key())
+        df = spark.read.format("delta").option("versionAsOf", t.version).load(t.location)
+        got = [r.asDict() for r in df.orderBy(*keys).collect()]
+        assert_table_equals(got, truth[schema.qualified], schema, f"{t.name} at sync point")
+    rep = status.report(project)
+    assert rep["sync_point"]["tso"] == tso and rep["consistent_read"]["tso"] > tso

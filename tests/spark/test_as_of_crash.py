@@ -1,0 +1,94 @@
+"""Reads as of a TSO and sync points stay true when `run` is killed with SIGKILL at random
+moments: after each kill, targets read as of TSOs up to the resolved one equal the upstream
+at those TSOs, and every sync point recorded (by any run, killed or not) names versions
+that hold exactly the upstream at its TSO.
+
+Uses the kill harness of `test_engine_crash` (a `ticdc-sync run` process group killed at a
+random share of how long the same run takes uninterrupted).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from testkit.history import HistoryConfig, encode, generate
+from tests.spark.engine_harness import load, make_project, write_captures
+from tests.spark.test_engine_crash import _run_and_kill, _uninterrupted_seconds
+from tests.spark.truth import assert_table_equals, schema_sql
+from ticdc_sync import snapshot as snap
+from ticdc_sync import sync_points
+from ticdc_sync.errors import UserError
+from ticdc_sync.lake import LakeTable
+from ticdc_sync.spark import runner
+from ticdc_sync.spark.as_of import as_of
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def _check_reads(spark, project, history, tsos, what: str) -> int:
+    n = 0
+    for tso in tsos:
+        truth, schemas = history.truth(tso)
+        read = as_of(spark, project, tso)
+        for qualified, rows in truth.items():
+            schema = schemas[qualified]
+            keys = list(schema.handle_key())
+            got = [r.asDict() for r in read.frames[schema.table].orderBy(*keys).collect()]
+            assert_table_equals(got, rows, schema, f"{what}: {qualified} as of {tso}")
+            n += 1
+    return n
+
+
+def test_reads_and_sync_points_after_sigkill_equal_the_upstream(spark, tmp_path):
+    history = generate(
+        HistoryConfig(seed=11, transactions=40, partitions=3, dispatch="index-value", ddl_count=1)
+    )
+    enc = encode(history, "open-protocol", "cdc")
+    sql = "".join(schema_sql(s) for s in history.initial.values())
+    root = make_project(
+        tmp_path / "p",
+        protocol="open-protocol",
+        topic="cdc",
+        schema_sql=sql,
+        tables='  - upstream: "app.*"\n    name: "{table}"\n',
+        defaults="sync_points: every 1s\n",
+    )
+    rng = random.Random(39)
+    txns = sorted({s.commit_ts for s in history.steps if s.kind == "txn"})
+    outcomes, reads = [], 0
+    for chunk in enc.chunks(2):
+        write_captures(root, "cdc", [(r.partition, r.offset, r.key, r.value) for r in chunk])
+        delay = rng.uniform(0.05, 0.8) * _uninterrupted_seconds(root)
+        outcome = _run_and_kill(root, delay_after_start=delay)[0]
+        outcomes.append(outcome)
+        project = load(root)
+        try:
+            latest = snap.snapshot(project, "latest").at.tso
+        except Exception:  # noqa: BLE001 - killed before anything was resolved
+            continue
+        below = [t for t in txns if t <= latest]
+        tsos = sorted({latest, *rng.sample(below, min(3, len(below)))})
+        try:
+            reads += _check_reads(spark, project, history, tsos, f"after {outcome[:40]!r}")
+        except UserError as e:
+            # Killed before it created every target: refused, with why (nothing wrong read).
+            assert "has no Delta table yet" in str(e), str(e)
+    assert any(o.startswith("killed") for o in outcomes), outcomes
+    project = load(root)
+    assert runner.run(project, spark=spark, out=lambda s: None) == 0, outcomes
+    # Every sync point recorded, by the killed runs too, names versions exact at its TSO.
+    recorded = LakeTable(sync_points.location(project)).read().to_pylist()
+    assert recorded, outcomes
+    for tso in sorted({r["tso"] for r in recorded}):
+        truth, schemas = history.truth(tso)
+        by_table = {s.table: s for s in schemas.values()}
+        for r in (r for r in recorded if r["tso"] == tso and r["at_tso"]):
+            schema = by_table[r["target"]]
+            keys = list(schema.handle_key())
+            df = spark.read.format("delta").option("versionAsOf", r["version"])
+            rows = df.load(snap.snapshot(project, tso, [r["target"]]).targets[0].location)
+            got = [x.asDict() for x in rows.orderBy(*keys).collect()]
+            assert_table_equals(got, truth[schema.qualified], schema, f"sync point {tso}")
+    assert reads > 0, outcomes

@@ -1,0 +1,157 @@
+"""The pure part of reading as of a TSO (`as_of`): what a request means, which version holds
+the state at or before it, and the refusals."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from ticdc_sync import as_of as ao
+from ticdc_sync.errors import UserError
+from ticdc_sync.window import Marker
+
+
+def _meta(m: Marker) -> str:
+    return m.to_json()
+
+
+def test_parse_tso_time_and_latest():
+    assert ao.parse_as_of(455000000000000000) == 455000000000000000
+    assert ao.parse_as_of("455000000000000000") == 455000000000000000
+    assert ao.parse_as_of(" Latest ") == ao.LATEST
+    when = dt.datetime(2026, 11, 26, 22, 45, tzinfo=dt.timezone.utc)
+    tso = ao.parse_as_of("2026-11-26T22:45:00Z")
+    assert tso == int(when.timestamp() * 1000) << 18
+    assert ao.parse_as_of("2026-11-26 22:45:00") == tso  # UTC unless it says otherwise
+    assert ao.parse_as_of("2026-11-26T23:45:00+01:00") == tso
+    assert ao.parse_as_of(when) == tso
+    assert ao.time_of_tso(tso + 5) == when  # the logical part is below a millisecond
+    with pytest.raises(UserError, match="neither a TSO"):
+        ao.parse_as_of("yesterday")
+    with pytest.raises(UserError, match="not a TSO"):
+        ao.parse_as_of(-1)
+
+
+def test_resolve_latest_names_the_source_holding_it_back():
+    at = ao.resolve("latest", {"a": 900, "b": 700})
+    assert (at.tso, at.held_by) == (700, "b")
+    assert ao.resolve(650, {"a": 900, "b": 700}).tso == 650
+    with pytest.raises(UserError, match="newer than source b's resolved TSO 700"):
+        ao.resolve(800, {"a": 900, "b": 700})
+    with pytest.raises(UserError, match="source a has no resolved TSO"):
+        ao.resolve("latest", {"a": -1, "b": 700})
+
+
+def test_versions_inherit_markers_only_over_commits_that_keep_rows():
+    commits = [
+        {"version": 0, "operation": "CREATE TABLE"},
+        {"version": 1, "operation": "MERGE", "userMetadata": _meta(Marker(100))},
+        {"version": 2, "operation": "OPTIMIZE"},
+        {"version": 3, "operation": "MERGE", "userMetadata": _meta(Marker(200))},
+        {"version": 4, "operation": "DELETE"},  # a user's: rows changed, state unknown
+        {"version": 5, "operation": "VACUUM END"},
+    ]
+    vs = ao.versions(reversed(commits))
+    assert [v.marker for v in vs] == [Marker(), Marker(100), Marker(100), Marker(200), None, None]
+    assert ao.version_at(vs, 50).version == 0
+    assert ao.version_at(vs, 150).version == 2
+    assert ao.version_at(vs, 10**9).version == 3
+    assert ao.version_at(vs, 150, readable_from=3) is None
+    # A gap in the log (entries expired): what the first listed commit inherits is unknown.
+    gap = ao.versions([commits[1], {"version": 7, "operation": "OPTIMIZE"}])
+    assert gap[1].marker is None
+
+
+def test_a_version_with_a_ddl_after_the_tso_or_half_done_is_not_used():
+    # A DDL moved ahead of its rows (fuse_additive) commits before them: applied ts stays.
+    assert not ao.usable(Marker(100, ddl_ts=150, ddl_part=0, ddl_parts=1), 120)
+    assert ao.usable(Marker(100, ddl_ts=150, ddl_part=0, ddl_parts=1), 150)
+    # The first of two parts of a DDL: the table is half changed.
+    assert not ao.usable(Marker(149, ddl_ts=150, ddl_part=0, ddl_parts=2), 200)
+    assert ao.usable(Marker(150, ddl_ts=150, ddl_part=1, ddl_parts=2), 200)
+    assert not ao.usable(None, 200)
+
+
+def test_staging_floor_refuses_trimmed_changes():
+    ao.staging_floor_check("t", "s", applied_ts=500, floor=400, tso=900)
+    ao.staging_floor_check("t", "s", applied_ts=300, floor=400, tso=300)  # exact: no change
+    with pytest.raises(UserError, match="older than what is still readable for target t"):
+        ao.staging_floor_check("t", "s", applied_ts=300, floor=400, tso=900)
+
+
+def test_tally_keeps_how_far_it_was_trimmed():
+    from ticdc_sync.staged import SourceTally, from_user_metadata, to_user_metadata
+
+    t = SourceTally()
+    assert (
+        "trimmed" not in json.loads(to_user_metadata({"s": t}))["ticdc_sync_staged"]["sources"]["s"]
+    )
+    t.trimmed = 1234
+    back = from_user_metadata(to_user_metadata({"s": t}))
+    assert back is not None and back["s"].trimmed == 1234 and back["s"].copy().trimmed == 1234
+
+
+def test_newest_readable_stops_before_an_unapplied_schema_change():
+    from types import SimpleNamespace as NS
+
+    from ticdc_sync.plan.model import OP_RECORD, OP_SQL
+
+    def ddl(ts: int, op: str):
+        return NS(commit_ts=ts, parts=(NS(op=op),))
+
+    a = NS(name="a", exists=True, pending=(ddl(500, OP_RECORD),))  # an index: passed over
+    b = NS(name="b", exists=True, pending=(ddl(800, OP_SQL),))
+    assert ao.newest_readable({"s": 900, "t": 1000}, [a]) == (900, "source s's resolved TSO")
+    assert ao.newest_readable({"s": 900}, [a, b]) == (
+        799,
+        "target b: DDL at commit_ts 800 not applied yet",
+    )
+    assert ao.newest_readable({"s": -1}, [a]) == (None, "source s has nothing resolved")
+
+
+def test_versions_lost_to_vacuum_and_log_cleanup_are_not_reachable(tmp_path):
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from ticdc_sync.lake import LakeTable
+
+    path = str(tmp_path / "t")
+    conf = {"delta.logRetentionDuration": "interval 0 seconds"}
+    write_deltalake(path, pa.table({"a": [1]}), configuration=conf)
+    write_deltalake(path, pa.table({"a": [2]}), mode="overwrite")
+    assert LakeTable(path).oldest_reachable() == 0
+    assert LakeTable(path).files_present(0)
+    DeltaTable(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    table = LakeTable(path)
+    assert not table.files_present(0) and table.files_present(1)
+    # Log entries before a checkpoint expire: versions before it cannot be rebuilt.
+    DeltaTable(path).create_checkpoint()
+    write_deltalake(path, pa.table({"a": [3]}), mode="append")
+    DeltaTable(path).cleanup_metadata()
+    table = LakeTable(path)
+    newest_checkpoint = 3  # the two writes, VACUUM START and VACUUM END
+    assert table.oldest_reachable() == newest_checkpoint
+    assert min(int(c["version"]) for c in table.commits()) == newest_checkpoint
+
+
+def test_a_read_replays_add_column_only():
+    from types import SimpleNamespace as NS
+
+    from ticdc_sync.ddl.changes import AddColumn, DropColumn
+    from ticdc_sync.plan.model import OP_BACKFILL, OP_REBUILD, OP_RECORD, OP_SQL
+
+    add = AddColumn("c", "STRING", backfill_sql="'d1'")
+    apply, skip = NS(action="apply"), NS(action="skip")
+
+    def ddl(changes, ops):
+        return NS(
+            steps=tuple(NS(change=c, decision=d) for c, d in changes), parts=[NS(op=o) for o in ops]
+        )
+
+    assert ao._added_columns(ddl([], [OP_RECORD])) == ()
+    assert ao._added_columns(ddl([(add, apply)], [OP_SQL, OP_BACKFILL])) == (add,)
+    assert ao._added_columns(ddl([(add, apply), (DropColumn("x"), skip)], [OP_SQL])) == (add,)
+    assert ao._added_columns(ddl([(DropColumn("x"), apply)], [OP_SQL])) is None
+    assert ao._added_columns(ddl([(add, NS(action="rebuild"))], [OP_REBUILD])) is None
