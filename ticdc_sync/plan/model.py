@@ -17,6 +17,7 @@ from ticdc_sync.dumpling import DataFile
 from ticdc_sync.model import (
     DEFAULT_TARGET_LAG_MS,
     DumplingOptions,
+    Mode,
     Source,
     TableEntry,
     TableFeatures,
@@ -184,6 +185,11 @@ class TargetPlan:
     # Why the target cannot start at all (its load is impossible): nothing is created, loaded
     # or applied, and the run fails it (`blocked` says the same).
     refused: str | None = None
+    # What the target keeps (`mode`), where that is set, and the columns the mode adds
+    # after `_commit_ts` (name, Delta type; `sqlgen_history`).
+    mode: Mode = Mode.MIRROR
+    mode_from: str = "built-in default"
+    mode_columns: tuple[tuple[str, str], ...] = ()
 
     @property
     def to_create(self) -> bool:

@@ -19,6 +19,7 @@ from ticdc_sync import datatypes, table_features
 from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl import policy
 from ticdc_sync.durations import render_ms
+from ticdc_sync.model import Mode
 from ticdc_sync.plan.model import (
     BLOCKED,
     FORMAT_VERSION,
@@ -32,7 +33,8 @@ from ticdc_sync.plan.model import (
     TargetDdl,
     TargetPlan,
 )
-from ticdc_sync.sqlgen import COMMIT_TS, create_table_sql, merge_sql, table_ref
+from ticdc_sync.sqlgen import COMMIT_TS, create_table_sql, table_ref
+from ticdc_sync.sqlgen_history import MERGE_SQL
 
 WAREHOUSE_PLACEHOLDER = "<warehouse>"
 SOURCE_VIEW = "__ticdc_sync_source"
@@ -96,7 +98,8 @@ def _merge_sql(plan: Plan, t: TargetPlan) -> str | None:
     names = [n.split(" (was ")[0] for n in names]
     if not names:
         return None
-    return _shown(plan, merge_sql(table_ref(t.location), SOURCE_VIEW, t.keys, names))
+    sql = MERGE_SQL[t.mode](table_ref(t.location), SOURCE_VIEW, t.keys, names)
+    return _shown(plan, sql)
 
 
 def _create_sql(plan: Plan, t: TargetPlan) -> str | None:
@@ -104,7 +107,8 @@ def _create_sql(plan: Plan, t: TargetPlan) -> str | None:
         return None
     cols = [(c.name, datatypes.delta_type(c)) for c in t.create.columns]
     props = table_features.create_properties(t.settings, (n for n, _ in cols))
-    return _shown(plan, create_table_sql(table_ref(t.location), cols, t.create.comment, props))
+    sql = create_table_sql(table_ref(t.location), cols, t.create.comment, props, t.mode_columns)
+    return _shown(plan, sql)
 
 
 # --------------------------------------------------------------------------- dict / JSON
@@ -181,6 +185,9 @@ def _target_dict(plan: Plan, t: TargetPlan) -> dict[str, Any]:
         "target_lag": render_ms(t.lag_ms),
         "target_lag_ms": t.lag_ms,
         "target_lag_from": t.lag_from,
+        "mode": t.mode.value,
+        "mode_from": t.mode_from,
+        "mode_columns": [{"name": n, "delta_type": typ.upper()} for n, typ in t.mode_columns],
         "on_bad_message": t.entry.on_bad_message.value if t.entry.on_bad_message else None,
         "ignore_columns": list(t.entry.ignore_columns),
         "create_from": t.create_from,
@@ -372,6 +379,8 @@ def render_text(plan: Plan) -> str:
     df = plan.defaults
     lines += ["", "Defaults", f"  on_bad_message: {df['on_bad_message']}"]
     lines.append(f"  target_lag: {df['target_lag']}  ({df['target_lag_from']})")
+    if df["mode"] != Mode.MIRROR.value:
+        lines.append(f"  mode: {df['mode']}")
     lines.append(f"  ddl: {_kv(plan.defaults['ddl'])}")
 
     lines += ["", f"Sources ({len(d['sources'])})"]
@@ -406,6 +415,8 @@ def render_text(plan: Plan) -> str:
             lines.append(f"    ignore_columns: {', '.join(r['ignore_columns'])}")
         if r["target_lag"] is not None:
             lines.append(f"    target_lag: {r['target_lag']}")
+        if r["mode"] is not None:
+            lines.append(f"    mode: {r['mode']}")
 
     if plan.overrides:
         lines += ["", f"DDL overrides ({len(plan.overrides)})"]
@@ -466,6 +477,9 @@ def _target_text(t: TargetPlan, td: dict[str, Any]) -> list[str]:
     out = [f"{_MARK[status]} {t.name} <- {ups} via {t.source}  [{what}]"]
     out.append(f"    keys: {', '.join(t.keys) or '(none)'}  ({t.keys_from})")
     out.append(f"    target lag: {td['target_lag']}  ({td['target_lag_from']})")
+    if t.mode is not Mode.MIRROR:
+        extra = ", ".join(f"{c['name']} {c['delta_type']}" for c in td["mode_columns"])
+        out.append(f"    mode: {t.mode.value}  ({t.mode_from}); adds {extra}")
     if t.features or td["features_added"]:
         feats = ", ".join(t.features) or "-"
         changes = [f"+ {f}" for f in td["features_added"]]
