@@ -405,3 +405,52 @@ def test_a_segment_applied_again_changes_nothing(spark, tmp_path, mode):
             (3, "p", 45, True, 45),
             (4, "q", 50, False, None),
         ]
+
+
+# --- an initial load, then the changefeed ---------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["history", "soft_delete"])
+def test_loaded_rows_start_live_at_the_snapshot(spark, tmp_path, mode):
+    from decimal import Decimal
+
+    from tests.spark.test_initial_load import S, project_with_export
+    from tests.spark.test_initial_load import row as trow
+    from tests.spark.test_initial_load import ts as tts
+
+    exported = [
+        {"id": 1, "v": "a", "n": Decimal("1.50")},
+        {"id": 2, "v": "b", "n": None},
+        {"id": 4, "v": "d", "n": None},
+    ]
+    root = project_with_export(tmp_path, exported)
+    (root / "tables" / "t.yml").write_text(
+        f'tables:\n  - upstream: "shop.*"\n    name: "{{table}}"\n    mode: {mode}\n'
+    )
+    recs = [
+        (0, 0, None, trow("UPDATE", tts(12), {"id": "2", "v": "b2", "n": None}, {"id": "2"})),
+        (0, 1, None, trow("DELETE", tts(12), {"id": "4", "v": "d", "n": None})),
+        (0, 2, None, trow("INSERT", tts(13), {"id": "5", "v": "e", "n": None})),
+        (0, 3, None, wm(tts(15))),
+    ]
+    write_captures(root, "t", recs)
+    project = load(root)
+    assert runner.run(project, spark=spark, out=lambda s: None) == 0
+    if mode == "history":
+        got = read_target(spark, project, "t", "id, _valid_from")
+        assert [(r["id"], r["v"], r["_valid_from"], r["_valid_to"]) for r in got] == [
+            (1, "a", S, None),
+            (2, "b", S, tts(12)),
+            (2, "b2", tts(12), None),
+            (4, "d", S, tts(12)),
+            (5, "e", tts(13), None),
+        ]
+        assert all(r["_valid_from_at"] is not None for r in got)
+    else:
+        got = read_target(spark, project, "t", "id")
+        assert [(r["id"], r["v"], r["_is_deleted"], r["_deleted_ts"]) for r in got] == [
+            (1, "a", False, None),
+            (2, "b2", False, None),
+            (4, "d", True, tts(12)),
+            (5, "e", False, None),
+        ]
