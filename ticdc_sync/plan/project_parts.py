@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ticdc_sync.durations import render_ms
-from ticdc_sync.model import DdlKind, Project, TableEntry, TransportKind
+from ticdc_sync.model import DdlKind, Mode, Project, TableEntry, TransportKind
 from ticdc_sync.schedule import apply_workers
 from ticdc_sync.secrets import IN_PLANS, redacted
 
@@ -77,7 +77,7 @@ def defaults_dict(project: Project) -> dict[str, Any]:
         "on_bad_message": project.defaults.on_bad_message.value,
         "target_lag": render_ms(project.target_lag_default()[0]),
         "target_lag_from": project.target_lag_default()[1],
-        "mode": (project.defaults.mode or "mirror").__str__(),
+        "mode": (project.defaults.mode or Mode.MIRROR).value,
     }
 
 
