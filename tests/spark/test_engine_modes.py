@@ -436,6 +436,13 @@ def test_loaded_rows_start_live_at_the_snapshot(spark, tmp_path, mode):
     write_captures(root, "t", recs)
     project = load(root)
     assert runner.run(project, spark=spark, out=lambda s: None) == 0
+    # polars, delta-rs and DuckDB read the mode's columns as Spark does.
+    from tests.spark import readers as R
+    from ticdc_sync.locations import target_location, warehouse_path
+
+    loc = target_location(warehouse_path(project), "t")
+    assert R.reader_features(loc) <= {"timestampNtz"}
+    R.assert_reads_as_spark(spark, loc, tuple(R.READERS))
     if mode == "history":
         got = read_target(spark, project, "t", "id, _valid_from")
         assert [(r["id"], r["v"], r["_valid_from"], r["_valid_to"]) for r in got] == [
