@@ -1,14 +1,15 @@
 """ticdc-sync benchmarks: one command, one table of figures and targets (issue 7).
 
 Usage: python benchmarks/run.py [--events N] [--quick] [--repeat 3] [--only a,b,...]
-                                [--profile] [--protocol canal-json] [--e2e-dv]
+                                [--profile] [--protocol canal-json] [--e2e-dv] [--e2e-modes]
 
 Measures, in one run and on one local[2] SparkSession (best of --repeat each):
   decode   Spark reading the capture and parsing every message with plain from_json (noop sink)
   e2e      ticdc_sync.spark.runner.run on a fresh project (files transport): pass 1 into empty
            targets, pass 2 (another N events) into the populated targets, each with its
            phases (run_results `phases`: stage, resolve, plan, apply and each target's
-           seconds, retention); `--e2e-dv` also with targets created with deletion vectors
+           seconds, retention); `--e2e-dv` also with targets created with deletion vectors;
+           `--e2e-modes` also with every target in `mode: soft_delete` and in `mode: history`
   baseline a hand-written Structured Streaming job over the same capture lines: foreachBatch,
            last change per key (window), one MERGE per table per micro-batch, no DDL/watermarks
   merge    10,000 changes MERGEd into targets of 1M and 10M rows (several layouts)
@@ -88,13 +89,20 @@ def session(conf: dict[str, str] | None = None):
     return spark
 
 
-def make_project(root: Path, cap: W.Capture, deletion_vectors: bool = False) -> Path:
+def make_project(
+    root: Path, cap: W.Capture, deletion_vectors: bool = False, mode: str = "mirror"
+) -> Path:
     """A project over `cap`'s capture; `deletion_vectors`: its targets are created with
-    them (`table_features.deletion_vectors: true`; the default is without)."""
+    them (`table_features.deletion_vectors: true`; the default is without); `mode`: every
+    target's mode (`defaults.mode`)."""
     root.mkdir(parents=True, exist_ok=True)
-    features = "defaults:\n  table_features:\n    deletion_vectors: true\n"
+    defaults = ["defaults:"]
+    if deletion_vectors:
+        defaults.append("  table_features:\n    deletion_vectors: true")
+    if mode != "mirror":
+        defaults.append(f"  mode: {mode}")
     (root / "ticdc_sync.yml").write_text(
-        "name: bench\nprofile: bench\n" + (features if deletion_vectors else "")
+        "name: bench\nprofile: bench\n" + ("\n".join(defaults) + "\n" if defaults[1:] else "")
     )
     (root / "profiles.yml").write_text(
         "bench:\n  target: dev\n  outputs:\n    dev:\n"
@@ -125,11 +133,18 @@ def point_captures(root: Path, cap: W.Capture, n: int) -> None:
     link.symlink_to(cap.captures(n) / W.TOPIC, target_is_directory=True)
 
 
-def target_counts(spark, wh: Path, tables: int = 3) -> dict[str, int]:
+# The rows of a target of each mode that are the upstream table now.
+LIVE = {"mirror": "true", "soft_delete": "NOT _is_deleted", "history": "_valid_to IS NULL"}
+
+
+def target_counts(spark, wh: Path, tables: int = 3, mode: str = "mirror") -> dict[str, int]:
     from ticdc_sync.locations import target_location
 
     return {
-        t.table: spark.read.format("delta").load(target_location(str(wh), t.table)).count()
+        t.table: spark.read.format("delta")
+        .load(target_location(str(wh), t.table))
+        .where(LIVE[mode])
+        .count()
         for t in W.bench_tables(tables)
     }
 
@@ -164,18 +179,26 @@ def measure_decode(spark, cap: W.Capture, repeat: int) -> float:
 
 
 def measure_e2e(
-    spark, cap: W.Capture, repeat: int, tmp: Path, deletion_vectors: bool = False
+    spark,
+    cap: W.Capture,
+    repeat: int,
+    tmp: Path,
+    deletion_vectors: bool = False,
+    mode: str = "mirror",
 ) -> dict:
     """Best of `repeat` of each pass; with the best run's phases (run_results `phases`) and
-    each target's seconds. `deletion_vectors`: targets created with them."""
+    each target's seconds. `deletion_vectors`: targets created with them; `mode`: every
+    target's mode."""
     from ticdc_sync.project import load_project
     from ticdc_sync.spark import runner
 
     results: dict = {"pass1": float("inf"), "pass2": float("inf"), "log": []}
     want = [p["live_rows"] for p in cap.meta["passes"]]
     label = "e2e (deletion vectors)" if deletion_vectors else "e2e"
+    if mode != "mirror":
+        label += f" ({mode})"
     for i in range(repeat):
-        root = make_project(tmp / f"e2e{i}-{deletion_vectors}", cap, deletion_vectors)
+        root = make_project(tmp / f"e2e{i}-{deletion_vectors}-{mode}", cap, deletion_vectors, mode)
         for n in (1, 2):
             point_captures(root, cap, n)
             project = load_project(root)
@@ -191,7 +214,7 @@ def measure_e2e(
                 results[f"log{n}"] = lines
                 results[f"phases{n}"] = run_phases(root)
             if i == 0:
-                got = target_counts(spark, root / "warehouse")
+                got = target_counts(spark, root / "warehouse", mode=mode)
                 if got != want[n - 1]:
                     raise SystemExit(f"e2e pass {n}: target rows {got}, expected {want[n - 1]}")
         shutil.rmtree(root, ignore_errors=True)
@@ -211,6 +234,22 @@ def measure_e2e_dv(spark, cap: W.Capture, repeat: int, tmp: Path) -> tuple[dict,
                     for k in (f"pass{n}", f"log{n}", f"phases{n}"):
                         have[k] = got[k]
     return best[False], best[True]
+
+
+def measure_e2e_modes(spark, cap: W.Capture, repeat: int, tmp: Path) -> dict[str, dict]:
+    """e2e with every target a mirror, soft_delete and history, the order rotating each
+    repetition (the JVM's warm-up and the host's load fall on all): best of `repeat` each."""
+    modes = ["mirror", "soft_delete", "history"]
+    best: dict[str, dict] = {}
+    for i in range(repeat):
+        for mode in modes[i % 3 :] + modes[: i % 3]:
+            got = measure_e2e(spark, cap, 1, tmp, mode=mode)
+            have = best.setdefault(mode, got)
+            for n in (1, 2):
+                if got[f"pass{n}"] < have[f"pass{n}"]:
+                    for k in (f"pass{n}", f"log{n}", f"phases{n}"):
+                        have[k] = got[k]
+    return best
 
 
 def run_phases(root: Path) -> dict:
@@ -870,6 +909,11 @@ def main() -> None:
         action="store_true",
         help="also run e2e with targets created with deletion vectors (what they cost or save)",
     )
+    ap.add_argument(
+        "--e2e-modes",
+        action="store_true",
+        help="also run e2e with every target in mode soft_delete and in mode history",
+    )
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--protocol", default="canal-json")
     ap.add_argument("--mem-child", type=int, default=None, help=argparse.SUPPRESS)
@@ -922,7 +966,12 @@ def main() -> None:
         if "decode" in only:
             res["decode"] = measure_decode(spark, cap, a.repeat)
             loads.append(os.getloadavg()[0])
-        if "e2e" in only and a.e2e_dv:
+        if "e2e" in only and a.e2e_modes:
+            by_mode = measure_e2e_modes(spark, cap, a.repeat, tmp)
+            res["e2e"] = by_mode.pop("mirror")
+            res["e2e_modes"] = by_mode
+            loads.append(os.getloadavg()[0])
+        elif "e2e" in only and a.e2e_dv:
             res["e2e"], res["e2e_dv"] = measure_e2e_dv(spark, cap, a.repeat, tmp)
             loads.append(os.getloadavg()[0])
         elif "e2e" in only:
@@ -995,6 +1044,17 @@ def main() -> None:
                 rows.append(
                     (
                         f"e2e pass {pn} ({label}), deletion_vectors: true / default",
+                        f"{d[k]:.1f}s / {e[k]:.1f}s = {d[k] / e[k]:.2f}x",
+                        "",
+                        "",
+                    )
+                )
+                rows.append(("  its phases", phase_split(d.get(f"phases{pn}")), "", ""))
+        for mode, d in res.get("e2e_modes", {}).items():
+            for k, pn, label in (("pass1", 1, "empty targets"), ("pass2", 2, "populated")):
+                rows.append(
+                    (
+                        f"e2e pass {pn} ({label}), mode {mode} / mirror",
                         f"{d[k]:.1f}s / {e[k]:.1f}s = {d[k] / e[k]:.2f}x",
                         "",
                         "",

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from ticdc_sync.ddl.changes import AddColumn
 from ticdc_sync.ddl.timeline import Timeline
 from ticdc_sync.errors import UserError
+from ticdc_sync.model import Mode
 from ticdc_sync.plan.model import OP_BACKFILL, OP_RECORD, OP_SQL, TargetDdl, TargetPlan
 from ticdc_sync.plan.policy import APPLY, NONE, SKIP
 from ticdc_sync.plan.steps import Ddl, Features, Rows, Step, Stop, segment, target_steps
@@ -272,6 +273,18 @@ def read_steps(t: TargetPlan, timeline: Timeline, tso: int) -> tuple[ReadStep, .
         elif not isinstance(s, Features):
             raise UserError(f"as_of: target {t.name} cannot be read at TSO {tso}: step {s}")
     return _joined(out, t, timeline)
+
+
+def mode_check(t: TargetPlan, tso: int) -> None:
+    """A read merges staged changes as a mirror's MERGE does: a soft_delete or history
+    target is read only at a version that holds TSO `tso` exactly."""
+    if t.mode is not Mode.MIRROR:
+        raise UserError(
+            f"as_of: target {t.name} is a {t.mode.value} target with staged changes between "
+            f"its newest version at or before TSO {tso} and that TSO; a read merges staged "
+            "changes for mirror targets only (hint: read it after the next run, or query its "
+            "newest version with the filters in docs/history.md)"
+        )
 
 
 def _added_columns(d: TargetDdl) -> tuple[AddColumn, ...] | None:

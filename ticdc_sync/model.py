@@ -109,6 +109,14 @@ class TableFeatures:
         return replace(self, **overrides) if overrides else self
 
 
+class Mode(StrEnum):
+    """What a target keeps of its upstream table (`mode` on a table entry or in defaults)."""
+
+    MIRROR = "mirror"  # the table as it is now
+    SOFT_DELETE = "soft_delete"  # the mirror plus the deleted rows, marked with their delete
+    HISTORY = "history"  # every version of every row with its validity (SCD type 2)
+
+
 class BadMessagePolicy(StrEnum):
     FAIL = "fail"
     QUARANTINE = "quarantine"
@@ -215,6 +223,7 @@ class TableEntry:
     initial_load: bool = True
     # `target_lag` of the entry in milliseconds; None: the project default.
     target_lag_ms: int | None = None
+    mode: Mode | None = None  # None: the project default (`defaults.mode`)
 
     @property
     def upstream_db(self) -> str:
@@ -280,6 +289,7 @@ class Defaults:
     on_bad_message: BadMessagePolicy = BadMessagePolicy.FAIL
     table_features: TableFeatures = field(default_factory=TableFeatures)
     target_lag_ms: int | None = None  # `defaults.target_lag`; None: DEFAULT_TARGET_LAG_MS
+    mode: Mode | None = None  # `defaults.mode`; None: mirror
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,6 +367,14 @@ class Project:
         if self.defaults.target_lag_ms is not None:
             return self.defaults.target_lag_ms, "ticdc_sync.yml defaults"
         return DEFAULT_TARGET_LAG_MS, "built-in default"
+
+    def mode(self, entry: TableEntry) -> tuple[Mode, str]:
+        """The mode of the targets of `entry`, and where it is set."""
+        if entry.mode is not None:
+            return entry.mode, entry.origin.render()
+        if self.defaults.mode is not None:
+            return self.defaults.mode, "ticdc_sync.yml defaults"
+        return Mode.MIRROR, "built-in default"
 
     def ddl_override(self, source: str, db: str, table: str, commit_ts: int) -> DdlOverride | None:
         """The override of one DDL (by the table it is keyed under and its commit_ts)."""

@@ -33,11 +33,14 @@ def create_table_sql(
     columns: Sequence[tuple[str, str]],
     comment: str | None = None,
     properties: Mapping[str, str] | None = None,
+    extra: Sequence[tuple[str, str]] = (),
 ) -> str:
-    """CREATE TABLE for a target: upstream columns in order plus `_commit_ts`, with the
-    table properties the plan chose (`table_features.create_properties`)."""
+    """CREATE TABLE for a target: upstream columns in order plus `_commit_ts` and the
+    `extra` columns of its mode (`sqlgen_history`), with the table properties the plan
+    chose (`table_features.create_properties`)."""
     cols = [f"  {quote(n)} {t}" for n, t in columns]
     cols.append(f"  {quote(COMMIT_TS)} BIGINT")
+    cols += [f"  {quote(n)} {t.upper()}" for n, t in extra]
     text = f"CREATE TABLE IF NOT EXISTS {ref} (\n" + ",\n".join(cols) + "\n) USING delta"
     if comment:
         text += f"\nCOMMENT {sql_string(comment)}"

@@ -17,6 +17,7 @@ from ticdc_sync.model import (
     DEFAULT_TARGET_LAG_MS,
     BadMessagePolicy,
     DumplingOptions,
+    Mode,
     Source,
     TableEntry,
     TableFeatures,
@@ -201,6 +202,11 @@ class TargetPlan:
     # exactly these.
     steps: tuple[Step, ...] = ()
     next_columns: tuple[NextColumn, ...] = ()  # its columns after the run (`plan.columns`)
+    # What the target keeps (`mode`), where that is set, and the columns the mode adds
+    # after `_commit_ts` (name, Delta type; `sqlgen_history`).
+    mode: Mode = Mode.MIRROR
+    mode_from: str = "built-in default"
+    mode_columns: tuple[tuple[str, str], ...] = ()
 
     @property
     def to_create(self) -> bool:

@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ticdc_sync.durations import render_ms
-from ticdc_sync.model import DdlKind, Project, TableEntry, TransportKind
+from ticdc_sync.model import DdlKind, Mode, Project, TableEntry, TransportKind
 from ticdc_sync.schedule import apply_workers
 from ticdc_sync.secrets import IN_PLANS, redacted
 
@@ -77,6 +77,7 @@ def defaults_dict(project: Project) -> dict[str, Any]:
         "on_bad_message": project.defaults.on_bad_message.value,
         "target_lag": render_ms(project.target_lag_default()[0]),
         "target_lag_from": project.target_lag_default()[1],
+        "mode": (project.defaults.mode or Mode.MIRROR).value,
     }
 
 
@@ -107,6 +108,7 @@ def route_dicts(
             "on_bad_message": e.on_bad_message.value if e.on_bad_message else None,
             "ignore_columns": list(e.ignore_columns),
             "target_lag": render_ms(e.target_lag_ms) if e.target_lag_ms is not None else None,
+            "mode": e.mode.value if e.mode is not None else None,
         }
         if shard:
             warnings.append(

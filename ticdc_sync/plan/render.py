@@ -17,6 +17,7 @@ from typing import Any
 
 from ticdc_sync import datatypes
 from ticdc_sync.durations import render_ms
+from ticdc_sync.model import Mode
 from ticdc_sync.plan import policy
 from ticdc_sync.plan.model import (
     BLOCKED,
@@ -32,7 +33,8 @@ from ticdc_sync.plan.model import (
     TargetPlan,
 )
 from ticdc_sync.plan.steps import Create, Ddl, Features, Halt, LoadRows, Rows, Step, Stop
-from ticdc_sync.sqlgen import COMMIT_TS, create_table_sql, merge_sql, table_ref
+from ticdc_sync.sqlgen import COMMIT_TS, create_table_sql, table_ref
+from ticdc_sync.sqlgen_history import MERGE_SQL
 
 WAREHOUSE_PLACEHOLDER = "<warehouse>"
 SOURCE_VIEW = "__ticdc_sync_source"
@@ -52,7 +54,7 @@ def _merge_sql(plan: Plan, t: TargetPlan) -> str | None:
     names = [n.split(" (was ")[0] for n in names]
     if not names:
         return None
-    return _shown(plan, merge_sql(table_ref(t.location), SOURCE_VIEW, keys, names))
+    return _shown(plan, MERGE_SQL[t.mode](table_ref(t.location), SOURCE_VIEW, keys, names))
 
 
 def _create_sql(plan: Plan, t: TargetPlan) -> str | None:
@@ -60,7 +62,8 @@ def _create_sql(plan: Plan, t: TargetPlan) -> str | None:
         return None
     cols = [(c.name, datatypes.delta_type(c)) for c in t.create.columns]
     props = next((dict(s.properties) for s in t.steps if isinstance(s, Create)), {})
-    return _shown(plan, create_table_sql(table_ref(t.location), cols, t.create.comment, props))
+    sql = create_table_sql(table_ref(t.location), cols, t.create.comment, props, t.mode_columns)
+    return _shown(plan, sql)
 
 
 # --------------------------------------------------------------------------- dict / JSON
@@ -177,6 +180,9 @@ def _target_dict(plan: Plan, t: TargetPlan) -> dict[str, Any]:
         "target_lag": render_ms(t.lag_ms),
         "target_lag_ms": t.lag_ms,
         "target_lag_from": t.lag_from,
+        "mode": t.mode.value,
+        "mode_from": t.mode_from,
+        "mode_columns": [{"name": n, "delta_type": typ.upper()} for n, typ in t.mode_columns],
         "on_bad_message": t.entry.on_bad_message.value if t.entry.on_bad_message else None,
         "bad_message_policy": t.on_bad_message.value,
         "ignore_columns": list(t.entry.ignore_columns),
@@ -370,6 +376,8 @@ def render_text(plan: Plan) -> str:
     df = plan.defaults
     lines += ["", "Defaults", f"  on_bad_message: {df['on_bad_message']}"]
     lines.append(f"  target_lag: {df['target_lag']}  ({df['target_lag_from']})")
+    if df["mode"] != Mode.MIRROR.value:
+        lines.append(f"  mode: {df['mode']}")
     lines.append(f"  ddl: {_kv(plan.defaults['ddl'])}")
 
     lines += ["", f"Sources ({len(d['sources'])})"]
@@ -404,6 +412,8 @@ def render_text(plan: Plan) -> str:
             lines.append(f"    ignore_columns: {', '.join(r['ignore_columns'])}")
         if r["target_lag"] is not None:
             lines.append(f"    target_lag: {r['target_lag']}")
+        if r["mode"] is not None:
+            lines.append(f"    mode: {r['mode']}")
 
     if plan.overrides:
         lines += ["", f"DDL overrides ({len(plan.overrides)})"]
@@ -465,6 +475,9 @@ def _target_text(t: TargetPlan, td: dict[str, Any]) -> list[str]:
     out.append(f"    keys: {', '.join(t.keys) or '(none)'}  ({t.keys_from})")
     out.append(f"    target lag: {td['target_lag']}  ({td['target_lag_from']})")
     out.append(f"    bad messages: {td['bad_message_policy']}")
+    if t.mode is not Mode.MIRROR:
+        extra = ", ".join(f"{c['name']} {c['delta_type']}" for c in td["mode_columns"])
+        out.append(f"    mode: {t.mode.value}  ({t.mode_from}); adds {extra}")
     if t.features or td["features_added"]:
         feats = ", ".join(t.features) or "-"
         changes = [f"+ {f}" for f in td["features_added"]]

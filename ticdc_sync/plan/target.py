@@ -40,6 +40,7 @@ from ticdc_sync.plan.model import (
     TargetPlan,
     snapshot_marker,
 )
+from ticdc_sync.plan.modes import extra_columns, mode_mismatch
 from ticdc_sync.plan.steps import Halt, Properties, target_steps
 from ticdc_sync.plan.target_ddl import target_ddl
 from ticdc_sync.sqlgen import table_ref
@@ -66,8 +67,15 @@ def target_plan(
     marker = ts_.marker
     location = ts_.location or target_location(warehouse, tr.target)
     settings = project.table_features(tr.entry)
+    mode, mode_from = project.mode(tr.entry)
+    if refused is None and ts_.exists:
+        refused = mode_mismatch(mode, mode_from, ts_.columns)
     if refused is not None:
-        return _refused(tr, source, ts_, location, settings, refused)
+        return replace(
+            _refused(tr, source, ts_, location, settings, refused), mode=mode, mode_from=mode_from
+        )
+    mode_cols = extra_columns(mode)
+    own = {n.lower() for n, _ in mode_cols}
     notes: list[str] = []
     il = source.initial_load
     from_snapshot: int | None = None
@@ -136,7 +144,8 @@ def target_plan(
     if load is not None and load.reload and schema is not None:
         columns = tuple((c.name, datatypes.delta_type(c)) for c in schema.columns)
     elif ts_.exists:
-        columns = ts_.columns
+        # The mode's columns are shown apart (`mode_columns`).
+        columns = tuple(c for c in ts_.columns if c[0].lower() not in own)
     elif create is not None:
         columns = tuple((c.name, datatypes.delta_type(c)) for c in create.columns)
     else:
@@ -192,6 +201,9 @@ def target_plan(
         lag_from=lag_from,
         from_snapshot=from_snapshot,
         on_bad_message=project.bad_message_policy(tr.entry),
+        mode=mode,
+        mode_from=mode_from,
+        mode_columns=mode_cols,
     )
     props = create_properties(create, settings) if create is not None else ()
     return with_steps(plan, timeline, props)

@@ -15,8 +15,9 @@ from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl.timeline import DdlGroup, TableEffect, Timeline
 from ticdc_sync.model import Project, Source
 from ticdc_sync.plan import policy
-from ticdc_sync.plan.ddl_parts import change_parts, record_part, rename_in, rename_out
+from ticdc_sync.plan.ddl_parts import record_part, rename_in, rename_out
 from ticdc_sync.plan.model import BLOCKED, HELD, READY, WAITING, ChangeStep, TargetDdl
+from ticdc_sync.plan.modes import keeps_fused_rows, mode_change
 from ticdc_sync.upstream import Key, key
 
 
@@ -152,10 +153,14 @@ def _decide_group(
             setting="a schema/*.sql seed for the table, or a `ddl_overrides` entry for this DDL",
         )
     steps: list[ChangeStep] = []
+    mode, _ = project.mode(entry)
     for e in part.own:
         for c in e.changes:
-            decision = policy.decide(project, entry, c)
-            steps.append(ChangeStep(c, decision, tuple(change_parts(c, decision, ref))))
+            # The mode's own decisions (a history target keeps a dropped column, ...).
+            decision, parts = mode_change(
+                mode, c, policy.decide(project, entry, c), ref, g.commit_ts
+            )
+            steps.append(ChangeStep(c, decision, tuple(parts)))
     rename_from: str | None = None
     for src, (odb, otbl), e in part.incoming:
         assert e.new is not None
@@ -185,7 +190,7 @@ def _decide_group(
         and not part.incoming
         and not part.outgoing
         and bool(steps)
-        and all(_is_additive(s) for s in steps)
+        and all(_is_additive(s) and keeps_fused_rows(mode, s.change) for s in steps)
         and all(_same_key(e) for e in part.own)
     )
     return TargetDdl(

@@ -21,6 +21,7 @@ from ticdc_sync.model import (
     DdlOverride,
     Defaults,
     FeatureUse,
+    Mode,
     Origin,
     OverrideAction,
     TableEntry,
@@ -43,6 +44,7 @@ def parse_defaults(d: Any) -> Defaults:
         on_bad_message=BadMessagePolicy(d.get("on_bad_message", BadMessagePolicy.FAIL.value)),
         table_features=TableFeatures().with_overrides(_table_features(d)),
         target_lag_ms=parse_ms(d["target_lag"]) if "target_lag" in d else None,
+        mode=Mode(d["mode"]) if "mode" in d else None,
     )
 
 
@@ -81,6 +83,7 @@ def parse_table(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> Ta
         origin=Origin(file, line),
         initial_load=bool(item.get("initial_load", True)),
         target_lag_ms=parse_ms(item["target_lag"]) if "target_lag" in item else None,
+        mode=Mode(item["mode"]) if "mode" in item else None,
     )
 
 

@@ -52,7 +52,8 @@ def explain(
     from ticdc_sync.spark.rows import SOURCE_VIEW, TargetWriter
     from ticdc_sync.spark.runner import run_session
     from ticdc_sync.spark.sources import read_records
-    from ticdc_sync.sqlgen import merge_sql, table_ref
+    from ticdc_sync.sqlgen import table_ref
+    from ticdc_sync.sqlgen_history import MERGE_SQL
 
     spark = spark or run_session(project, jvm_output)
     for sp in plan.sources:
@@ -79,5 +80,6 @@ def explain(
             src = w.collapse(typed, list(keys), names)
             out(f"collapse (MERGE source): target {t.name}", _explain_string(src))
             ref = table_ref(t.location).replace(plan.warehouse, "<warehouse>")
-            out(f"MERGE: target {t.name}", merge_sql(ref, SOURCE_VIEW, list(keys), names))
+            sql = MERGE_SQL[t.mode](ref, SOURCE_VIEW, list(keys), names)
+            out(f"MERGE: target {t.name}", sql)
     return 0

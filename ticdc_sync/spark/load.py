@@ -40,7 +40,7 @@ from ticdc_sync.errors import UserError
 from ticdc_sync.model import BadMessagePolicy, DumplingOptions, ExportFiletype, SourceOptions
 from ticdc_sync.plan.loads import snapshot_ddl
 from ticdc_sync.plan.model import Load, LoadTable
-from ticdc_sync.spark import raised
+from ticdc_sync.spark import mode_rows, raised
 from ticdc_sync.spark.conf import commit_marker
 from ticdc_sync.spark.delta_log import table_exists
 from ticdc_sync.spark.row_typing import fit_error
@@ -85,6 +85,7 @@ def load(w, step_load: Load) -> Marker:
         *[F.col(quote(f"v_{n}")).alias(n) for n in names],
         F.col("commit_ts").alias(COMMIT_TS),
     )
+    rows = mode_rows.with_mode_columns(rows, w.plan.mode)
     marker = step_load.marker
     writer = rows.write.format("delta").mode("overwrite")
     if step_load.reload:

@@ -28,10 +28,10 @@ from pyspark.sql import functions as F
 from ticdc_sync import codecs, datatypes
 from ticdc_sync.errors import UserError
 from ticdc_sync.events import KIND_ROW, OP_DELETE
-from ticdc_sync.model import BadMessagePolicy, Source
+from ticdc_sync.model import BadMessagePolicy, Mode, Source
 from ticdc_sync.plan.model import TargetPlan
 from ticdc_sync.plan.steps import Properties, Rows, RowTable
-from ticdc_sync.spark import raised
+from ticdc_sync.spark import mode_rows, raised
 from ticdc_sync.spark.conf import before_commit, commit_marker, session_conf
 from ticdc_sync.spark.delta_log import checksum_facts, data_size, table_exists, target_marker
 from ticdc_sync.spark.row_typing import (
@@ -46,12 +46,11 @@ from ticdc_sync.sqlgen import (
     COMMIT_TS,
     OP_COL,
     create_table_sql,
-    insert_sql,
-    merge_sql,
     quote,
     sql_string,
     table_ref,
 )
+from ticdc_sync.sqlgen_history import INSERT_SQL, MERGE_SQL
 from ticdc_sync.upstream import TableSchema
 from ticdc_sync.window import Marker
 
@@ -108,11 +107,14 @@ class TargetWriter:
         empty one of that schema, in one commit that keeps its history (CREATE OR REPLACE
         refuses a path table whose properties differ from the statement's)."""
         cols = [(c.name, datatypes.delta_type(c)) for c in schema.columns]
+        extra = self.plan.mode_columns
         before_commit()
         if not table_exists(self.spark, self.location):
-            self.spark.sql(create_table_sql(self.ref, cols, schema.comment, dict(properties)))
+            self.spark.sql(
+                create_table_sql(self.ref, cols, schema.comment, dict(properties), extra)
+            )
             return
-        ddl = ", ".join(f"{quote(n)} {t}" for n, t in [*cols, (COMMIT_TS, "BIGINT")])
+        ddl = ", ".join(f"{quote(n)} {t}" for n, t in [*cols, (COMMIT_TS, "BIGINT"), *extra])
         (
             self.spark.createDataFrame([], ddl)
             .write.format("delta")
@@ -125,9 +127,12 @@ class TargetWriter:
 
     def target_columns(self) -> list[tuple[str, str]]:
         df = self.spark.read.format("delta").load(self.location)
-        return [
-            (f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name != COMMIT_TS
-        ]
+        own = self._own_columns()
+        return [(f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name not in own]
+
+    def _own_columns(self) -> set[str]:
+        """The target's columns that are not upstream columns: `_commit_ts` and its mode's."""
+        return {COMMIT_TS, *(n for n, _ in self.plan.mode_columns)}
 
     def typed_segment(self, step: Rows, target_cols: list[tuple[str, str]]) -> DataFrame | None:
         """Typed row changes of the segment's upstream tables, each span with the schema the
@@ -242,7 +247,8 @@ class TargetWriter:
         # plan or a job (one per target per batch otherwise); else ask Delta.
         facts = checksum_facts(self.location)
         if facts is not None:
-            target_cols = [c for c in facts.columns if c[0] != COMMIT_TS]
+            own = self._own_columns()
+            target_cols = [c for c in facts.columns if c[0] not in own]
             files, size = facts.files, facts.size
         elif not table_exists(self.spark, self.location):
             return marker  # the DDL that creates this target comes later in the window
@@ -264,7 +270,7 @@ class TargetWriter:
                 # Nothing to match: the MERGE's result is its NOT MATCHED inserts, and a
                 # plain append is one pass over the source, without joins or a copy.
                 src.createOrReplaceTempView(SOURCE_VIEW)
-                sql = insert_sql(self.ref, SOURCE_VIEW, cols)
+                sql = INSERT_SQL[self.plan.mode](self.ref, SOURCE_VIEW, cols)
             elif size <= SMALL_TARGET:
                 # A small target (most tables of a real database, and every table in a
                 # short --follow batch): its MERGE costs little but fixed overhead, paid
@@ -274,7 +280,7 @@ class TargetWriter:
                 # rewriting files this small (benchmarks/README.md).
                 src = materialized = src.localCheckpoint(eager=True, storageLevel=SOURCE_COPY)
                 src.createOrReplaceTempView(SOURCE_VIEW)
-                sql = merge_sql(self.ref, SOURCE_VIEW, key_names, cols)
+                sql = MERGE_SQL[self.plan.mode](self.ref, SOURCE_VIEW, key_names, cols)
                 conf = {
                     MATERIALIZE: "none",
                     MERGE_DELETION_VECTORS: "false",
@@ -289,7 +295,7 @@ class TargetWriter:
                 src.createOrReplaceTempView(SOURCE_VIEW)
                 key = key_names[0]
                 key_range = _key_range(src, key, dict(target_cols)[key])
-                sql = merge_sql(self.ref, SOURCE_VIEW, key_names, cols, key_range)
+                sql = MERGE_SQL[self.plan.mode](self.ref, SOURCE_VIEW, key_names, cols, key_range)
             with commit_marker(self.spark, new_marker), ExitStack() as confs:
                 for key, value in conf.items():
                     confs.enter_context(session_conf(self.spark, key, value))
@@ -396,7 +402,8 @@ class TargetWriter:
         return typed.where(F.col("__err").isNull())
 
     def collapse(self, typed: DataFrame, keys: list[str], columns: list[str]) -> DataFrame:
-        """One row per key: its last change (commit_ts, then DELETE before INSERT, then position)."""
+        """One row per key: its last change (commit_ts, then DELETE before INSERT, then position);
+        for a soft_delete or history target, the source its mode's MERGE takes."""
         keys_equal = F.lit(True)
         for k in keys:
             keys_equal = keys_equal & F.col(quote(f"v_{k}")).eqNullSafe(F.col(quote(f"b_{k}")))
@@ -429,6 +436,9 @@ class TargetWriter:
         # The change stays one struct column until the end: a target column may be called
         # `offset` or `partition` too.
         both = typed.select(*pos, F.explode(changes).alias("__c"))
+        if self.plan.mode is not Mode.MIRROR:
+            # Marked deletes or every version, not the last change alone (`mode_rows`).
+            return mode_rows.source(self.plan.mode, both, keys, columns)
         change = F.col("__c")
         w = Window.partitionBy(*[change[k] for k in keys]).orderBy(
             F.col("commit_ts").desc(),
