@@ -121,7 +121,7 @@ def _ddl(plan):
     return {d.commit_ts: d for d in t.ddl}
 
 
-def test_history_keeps_dropped_columns_closes_on_truncate_and_does_not_backfill(
+def test_history_keeps_dropped_columns_closes_on_truncate_and_backfills_open_versions(
     tmp_path: Path,
 ) -> None:
     project = _project(tmp_path)
@@ -132,8 +132,10 @@ def test_history_keeps_dropped_columns_closes_on_truncate_and_does_not_backfill(
     assert not any(n.startswith("_valid") for n, _ in t.columns)
     ddl = _ddl(plan)
     add = ddl[10]
-    assert all(p.op != OP_BACKFILL for p in add.parts)
-    assert "older versions hold NULL" in add.steps[0].decision.describe
+    (backfill,) = [p for p in add.parts if p.op == OP_BACKFILL]
+    # Upstream every row has the default from the ADD on: the versions open at it do.
+    assert backfill.sql is not None and backfill.sql.endswith("WHERE `_valid_to` IS NULL")
+    assert "versions open at the ADD hold 7" in add.steps[0].decision.describe
     assert not add.additive  # rows before it must not share a MERGE (they would get 7)
     drop = ddl[20]
     assert drop.steps[0].decision.action == "none"

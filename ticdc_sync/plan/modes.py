@@ -4,8 +4,9 @@ the mirror's (docs/ddl.md, a column per mode).
 
 - soft_delete: a TRUNCATE marks every live row deleted at its commit_ts.
 - history: a TRUNCATE closes every open version at its commit_ts; a DROP COLUMN keeps the
-  column (old versions keep their values, newer ones hold NULL); an ADD COLUMN does not
-  backfill (older versions hold NULL: the default describes rows from the ADD on).
+  column (old versions keep their values, newer ones hold NULL); an ADD COLUMN's default
+  fills the versions open at it (as upstream, every row has it from then on), not the
+  versions closed before it.
 
 Pure: decides from the change and the decision `ddl.policy` made; never runs SQL.
 """
@@ -18,8 +19,9 @@ from ticdc_sync.ddl import changes as ch
 from ticdc_sync.model import Mode
 from ticdc_sync.plan import policy
 from ticdc_sync.plan.ddl_parts import change_parts
-from ticdc_sync.plan.model import OP_SQL, DeltaPart
-from ticdc_sync.sqlgen_history import mode_columns, mode_of_columns, truncate_sql
+from ticdc_sync.plan.model import OP_BACKFILL, OP_SQL, DeltaPart
+from ticdc_sync.sqlgen import quote
+from ticdc_sync.sqlgen_history import VALID_TO, mode_columns, mode_of_columns, truncate_sql
 
 
 def extra_columns(mode: Mode) -> tuple[tuple[str, str], ...]:
@@ -67,18 +69,26 @@ def mode_change(
             policy.NONE, decision.kind, decision.classification, what, reason=None
         ), []
     if isinstance(change, ch.AddColumn) and change.backfill_sql is not None:
-        bare = replace(change, backfill_sql=None)
+        # Upstream, every row has the default from the ADD on: so has each version open at
+        # it (the row as of any later TSO); a version closed before it ended while the
+        # column did not exist, and keeps NULL.
         what = (
-            f"{bare.describe()}; older versions hold NULL (the default "
-            f"{change.backfill_sql} describes rows from the ADD on)"
+            f"{change.describe()}; versions open at the ADD hold {change.backfill_sql}, "
+            "versions closed before it hold NULL"
         )
         d = replace(decision, describe=what)
-        return d, change_parts(bare, d, ref)
+        parts = [
+            replace(p, sql=f"{p.sql} WHERE {quote(VALID_TO)} IS NULL")
+            if p.op == OP_BACKFILL and p.sql
+            else p
+            for p in change_parts(change, d, ref)
+        ]
+        return d, parts
     return decision, change_parts(change, decision, ref)
 
 
 def keeps_fused_rows(mode: Mode, change: ch.DeltaChange) -> bool:
     """Whether rows before `change` may share a MERGE with rows after it in `mode`
     (`window.fuse_additive` types rows before an ADD COLUMN with its backfill, which a
-    history target does not give its older versions)."""
+    history target gives only the versions still open at the ADD)."""
     return not (mode is Mode.HISTORY and isinstance(change, ch.AddColumn) and change.backfill_sql)
