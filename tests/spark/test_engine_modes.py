@@ -461,3 +461,50 @@ def test_loaded_rows_start_live_at_the_snapshot(spark, tmp_path, mode):
             (4, "d", True, tts(12)),
             (5, "e", False, None),
         ]
+
+
+def test_history_add_column_default_fills_the_versions_open_at_it(spark, tmp_path):
+    """Upstream every row has an added column's DEFAULT from the ADD on: the history
+    target's versions open at the ADD hold it, a version closed before it holds NULL, and a
+    row changed after it holds its own value."""
+    from tests.spark.test_plan_is_program import ddl
+
+    types = {"id": "int", "v": "varchar"}
+    ts = iter(range(BASE, BASE + 100 * STEP, STEP))
+
+    def row(op: str, i: int, v: str, old: dict | None = None, extra: dict | None = None):
+        mt = {**types, **({"c": "varchar"} if extra else {})}
+        data = {"id": str(i), "v": v, **(extra or {})}
+        return canal_row("shop", "h", op, next(ts), data, mt, ["id"], old)
+
+    msgs = [
+        row("INSERT", 1, "a"),
+        row("INSERT", 2, "b"),
+        row("UPDATE", 2, "b2", old={"v": "b"}),
+    ]
+    add_ts = next(ts)
+    msgs.append(
+        ddl("h", add_ts, "ALTER TABLE shop.h ADD COLUMN c VARCHAR(5) DEFAULT 'd1'", "ALTER")
+    )
+    msgs.append(row("INSERT", 3, "c", extra={"c": "x"}))
+    msgs.append(wm(next(ts)))
+    root = make_project(
+        tmp_path / "p",
+        protocol="canal-json",
+        schema_sql="CREATE TABLE shop.h (id INT PRIMARY KEY, v VARCHAR(20));\n",
+        tables="  - upstream: shop.h\n    name: h\n    mode: history\n",
+    )
+    write_captures(root, "t", [(0, i, None, m) for i, m in enumerate(msgs)])
+    project = load(root)
+    lines: list[str] = []
+    assert runner.run(project, spark=spark, out=lines.append) == 0, "\n".join(lines)
+    got = sorted(
+        (r["id"], r["v"], r["c"], r["_valid_to"] is None)
+        for r in read_target(spark, project, "h", "id, _valid_from")
+    )
+    assert got == [
+        (1, "a", "d1", True),
+        (2, "b", None, False),  # closed before the ADD: the column did not exist
+        (2, "b2", "d1", True),
+        (3, "c", "x", True),
+    ], got
