@@ -12,6 +12,7 @@ and small aggregates reach the driver; rows never do. Decides nothing.
 from __future__ import annotations
 
 from pyspark.sql import functions as F
+from pyspark.sql.window import Window
 
 from ticdc_sync.ddl.timeline import Key, key
 from ticdc_sync.engine import TableSpan
@@ -87,24 +88,22 @@ def new_table_metadata(staging: Staging, batch: StagedBatch) -> Metadata:
     }
     if not new:
         return {}
-    # The first change per table as an aggregate (`min_by` over the commit order): each task
-    # keeps one candidate per table and only those are shuffled. A window's `row_number`
-    # sorted and shuffled every row change of the batch, col_meta maps included.
-    order = F.struct("commit_ts", "partition", "offset", "idx")
-    # Keys and values as arrays: a map reaches Python through a Java HashMap, which loses
-    # the message's column order (the order an inferred schema must keep).
-    meta = F.struct(
-        F.map_keys("col_meta").alias("names"),
-        F.map_values("col_meta").alias("metas"),
-        F.col("pk_names").alias("pk_names"),
-    )
+    first = Window.partitionBy("db", "tbl").orderBy("commit_ts", "partition", "offset", "idx")
     rows = (
         staging.events()
         .where(batch.where())
         .where((F.col("kind") == KIND_ROW) & F.col("col_meta").isNotNull())
-        .groupBy("db", "tbl")
-        .agg(F.min_by(meta, order).alias("m"))
-        .select("db", "tbl", "m.names", "m.metas", "m.pk_names")
+        .withColumn("__n", F.row_number().over(first))
+        .where(F.col("__n") == 1)
+        # Keys and values as arrays: a map reaches Python through a Java HashMap, which
+        # loses the message's column order (the order an inferred schema must keep).
+        .select(
+            "db",
+            "tbl",
+            F.map_keys("col_meta").alias("names"),
+            F.map_values("col_meta").alias("metas"),
+            "pk_names",
+        )
         .collect()
     )
     out: Metadata = {}
