@@ -1,0 +1,50 @@
+"""A table without DDL or seed schema is inferred from its first row change in commit order.
+
+Several tables first seen in one staged batch, each with messages whose protocol metadata
+differ (column types and column order), the earliest commit not first in partition or
+offset order: each target's columns are those of its earliest change's metadata
+(`staged_batch.new_table_metadata`), whatever order the batch holds them in.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.spark.engine_harness import (
+    canal_row,
+    load,
+    make_project,
+    read_target,
+    target_schema,
+    write_captures,
+)
+from tests.spark.engine_harness import canal_watermark as wm
+from ticdc_sync.spark import runner
+
+pytestmark = pytest.mark.spark
+
+EARLY = {"id": "int", "v": "varchar"}
+LATE = {"v": "text", "id": "bigint"}  # other types, other column order
+
+
+def test_each_new_table_takes_its_earliest_change_metadata(spark, tmp_path):
+    root = make_project(tmp_path / "p", protocol="canal-json")
+    recs = [
+        # Partition 0 holds the later commits first: a's at 300, b's at 250.
+        (0, 0, None, canal_row("shop", "a", "INSERT", 300, {"v": "x", "id": "2"}, LATE, ["id"])),
+        (0, 1, None, canal_row("shop", "b", "INSERT", 250, {"v": "y", "id": "20"}, LATE, ["id"])),
+        (0, 2, None, wm(400)),
+        # Partition 1 holds each table's earliest commit, at higher offsets.
+        (1, 7, None, canal_row("shop", "b", "INSERT", 200, {"id": "10", "v": "q"}, EARLY, ["id"])),
+        (1, 8, None, canal_row("shop", "a", "INSERT", 100, {"id": "1", "v": "p"}, EARLY, ["id"])),
+        (1, 9, None, wm(400)),
+    ]
+    write_captures(root, "t", recs)
+    lines: list[str] = []
+    project = load(root)
+    assert runner.run(project, spark=spark, out=lines.append) == 0, "\n".join(lines)
+    for name, rows in (("a", [(1, "p"), (2, "x")]), ("b", [(10, "q"), (20, "y")])):
+        upstream = [c for c in target_schema(spark, project, name) if not c[0].startswith("_")]
+        assert upstream == [("id", "int"), ("v", "string")], name
+        got = [(r["id"], r["v"]) for r in read_target(spark, project, name, "id")]
+        assert got == rows, name
