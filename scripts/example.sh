@@ -30,3 +30,4 @@ python3 -m ticdc_sync.cli validate --project "$PROJECT" --target "$TARGET"
 python3 -m ticdc_sync.cli plan --project "$PROJECT" --target "$TARGET"
 python3 -m ticdc_sync.cli run --project "$PROJECT" --target "$TARGET"
 python3 -m ticdc_sync.cli status --project "$PROJECT" --target "$TARGET" --show 5
+python3 -m ticdc_sync.cli snapshot --project "$PROJECT" --target "$TARGET" --as-of latest

@@ -27,14 +27,24 @@ READERS = {
     ),
     "delta-rs pyarrow": lambda loc: _arrow(DeltaTable(loc).to_pyarrow_table()),
     "delta-rs pandas": lambda loc: _arrow(_from_pandas(DeltaTable(loc))),
+    "delta-rs pandas arrow dtypes": lambda loc: _arrow(_from_pandas(DeltaTable(loc), arrow=True)),
 }
 
+# What a soft_delete or history target's readers use: its nullable TSO columns
+# (`_deleted_ts`, `_valid_to`) exceed 2**53, which pandas' default nullable-integer-as-float
+# conversion cannot hold exactly (docs/history.md says so and what to call instead).
+MODE_READERS = tuple(r for r in READERS if r != "delta-rs pandas")
 
-def _from_pandas(table: DeltaTable) -> pa.Table:
-    """`to_pandas()`, brought back to the table's Arrow types to compare values: pandas
-    holds a nullable integer column as floats and a missing value as NaN or NaT."""
+
+def _from_pandas(table: DeltaTable, arrow: bool = False) -> pa.Table:
+    """`to_pandas()` (with `arrow`: `types_mapper=pd.ArrowDtype`), brought back to the
+    table's Arrow types to compare values: pandas holds a nullable integer column as floats
+    and a missing value as NaN or NaT."""
+    import pandas as pd
+
+    df = table.to_pandas(types_mapper=pd.ArrowDtype) if arrow else table.to_pandas()
     return pa.Table.from_pandas(
-        table.to_pandas(), schema=pa.schema(table.schema().to_arrow()), preserve_index=False
+        df, schema=pa.schema(table.schema().to_arrow()), preserve_index=False
     )
 
 
