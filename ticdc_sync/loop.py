@@ -63,6 +63,10 @@ Out = Callable[[str], None]
 Replan = Callable[[WarehouseState], Plan]
 
 
+# The longest wait before a source that could not be read is read again (a Kafka outage).
+SOURCE_MAX_BACKOFF_MS = 60_000
+
+
 @dataclass(frozen=True)
 class Settings:
     """What a run loop is asked to do."""
@@ -386,11 +390,13 @@ class _Loop:
             self._error(f"source {name}: could not be read: {why}")
             self.source_retry[name] = (count, float("inf"))
             return
-        wait = min(self.s.max_backoff_ms / 1000, self.s.poll_seconds * 2**count)
+        # An outage is waited out: the wait doubles, capped low so that a broker back up is
+        # read again within a minute (docs/kafka.md, "Broker outages").
+        wait = min(SOURCE_MAX_BACKOFF_MS / 1000, self.s.poll_seconds * 2**count)
         self.source_retry[name] = (count, now + wait)
         self.out(
-            f"warning: source {name} could not be read ({why}); nothing was staged from it; "
-            f"reading it again in {wait:.0f}s (attempt {count})"
+            f"warning: source {name}: Kafka unavailable ({why}); nothing was staged from it; "
+            f"retrying in {wait:.0f}s (attempt {count})"
         )
 
     def _error(self, line: str, suffix: str = "") -> None:

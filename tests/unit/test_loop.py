@@ -477,7 +477,7 @@ def test_an_unavailable_source_is_read_again_after_a_backoff() -> None:
     fake.stage_hook = kafka
     lines: list[str] = []
     run(fake, follow=True, max_polls=8, lines=lines)
-    assert any("source s could not be read (no broker)" in x and "in 2s" in x for x in lines)
+    assert any("source s: Kafka unavailable (no broker)" in x and "in 2s" in x for x in lines)
     assert any("in 4s (attempt 2)" in x for x in lines)
     assert fake.at("t") == ts(T0)
 

@@ -447,8 +447,10 @@ def test_a_default_target_lag_that_is_not_a_duration_is_an_error_at_its_line(
 ) -> None:
     root = copy_shop(tmp_path)
     _with_lags(root, default="true", entry=None)
+    lines = (root / "ticdc_sync.yml").read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines, 1) if ln.strip().startswith("target_lag:"))
     assert issues_of(root) == [
-        "ticdc_sync.yml:8: defaults.target_lag: expected string or integer, got boolean"
+        f"ticdc_sync.yml:{at}: defaults.target_lag: expected string or integer, got boolean"
     ]
 
 
@@ -537,10 +539,17 @@ def test_apply_workers_setting(tmp_path: Path) -> None:
 
 def test_sync_points_every(tmp_path: Path) -> None:
     root = copy_shop(tmp_path)
-    assert load_project(root).sync_every_ms is None
-    base = (root / "ticdc_sync.yml").read_text()
-    write(root / "ticdc_sync.yml", base + "sync_points: every 10m\n")
+    # The example records one every 10m; without the key, none.
     assert load_project(root).sync_every_ms == 600_000
-    write(root / "ticdc_sync.yml", base + "sync_points: 10m\n")
+    base = "\n".join(
+        ln
+        for ln in (root / "ticdc_sync.yml").read_text().splitlines()
+        if not ln.startswith("sync_points:")
+    )
+    write(root / "ticdc_sync.yml", base + "\n")
+    assert load_project(root).sync_every_ms is None
+    write(root / "ticdc_sync.yml", base + "\nsync_points: every 90s\n")
+    assert load_project(root).sync_every_ms == 90_000
+    write(root / "ticdc_sync.yml", base + "\nsync_points: 10m\n")
     with pytest.raises(ProjectError, match="sync_points"):
         load_project(root)
