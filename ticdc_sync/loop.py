@@ -729,6 +729,9 @@ class _Loop:
             oldest = self._oldest(t, upto, _NOT_APPLIED)
             st = staleness_ms(now, res, oldest)
             r.staleness_seconds = None if st is None else st / 1000
+            # The TSO the target holds its tables as of (as `status` shows it): its marker,
+            # or its source's resolved TSO when nothing of it is pending below that.
+            r.current_ts = self._covers(t, res) if t.exists or r.applied_ts is not None else None
             r.over_lag = over_lag(now, oldest, t.lag_ms)
             behind += r.over_lag
             if r.waits_for is not None and not any(

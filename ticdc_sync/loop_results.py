@@ -33,6 +33,7 @@ class TargetRun:
     applies: int = 0
     seconds: float = 0.0
     staleness_seconds: float | None = None
+    current_ts: int | None = None  # the TSO it holds its tables as of (`loop._covers`)
     over_lag: bool = False
     waits_for: str | None = None  # a RENAME TABLE ahead waits for this target
 
@@ -55,6 +56,7 @@ class TargetRun:
             "seconds": round(self.seconds, 3),
             "target_lag_seconds": self.target_lag_seconds,
             "staleness_seconds": self.staleness_seconds,
+            "current_ts": self.current_ts,
             "over_lag": self.over_lag,
             "waits_for": self.waits_for,
         }
