@@ -22,7 +22,7 @@ from ticdc_sync.model import Project
 from ticdc_sync.staged import SourceTally, from_user_metadata
 from ticdc_sync.upstream import Key, TableSchema, Version, key
 from ticdc_sync.warehouse_state import SourceState, TargetState, WarehouseState
-from ticdc_sync.window import DdlEvent, Marker
+from ticdc_sync.window import DdlEvent, Marker, staged_order
 
 # The schema history marks a dropped (or renamed-away) table with its last schema and this
 # comment (written by older versions too).
@@ -121,20 +121,8 @@ def _ddl_events(events: LakeTable) -> dict[str, list[DdlEvent]]:
     ]
     rows = events.read(cols, [("kind", "=", KIND_DDL)]).to_pylist()
     out: dict[str, list[DdlEvent]] = {}
-    for r in sorted(rows, key=lambda r: (r["commit_ts"], r["topic"], r["partition"], r["offset"])):
-        out.setdefault(r["source"], []).append(
-            DdlEvent(
-                db=r["db"] or "",
-                tbl=r["tbl"] or "",
-                commit_ts=r["commit_ts"],
-                sql=r["ddl_sql"] or "",
-                hint=r["ddl_hint"],
-                table_changes=r["table_changes"],
-                topic=r["topic"],
-                partition=r["partition"],
-                offset=r["offset"],
-            )
-        )
+    for r in sorted(rows, key=staged_order):
+        out.setdefault(r["source"], []).append(DdlEvent.from_staged(r))
     return out
 
 

@@ -76,6 +76,26 @@ class DdlEvent:
     def where(self) -> str:
         return f"{self.topic}/{self.partition}/{self.offset}"
 
+    @classmethod
+    def from_staged(cls, r) -> DdlEvent:
+        """From a staged DDL row (a mapping of the staging table's columns)."""
+        return cls(
+            db=r["db"] or "",
+            tbl=r["tbl"] or "",
+            commit_ts=r["commit_ts"],
+            sql=r["ddl_sql"] or "",
+            hint=r["ddl_hint"],
+            table_changes=r["table_changes"],
+            topic=r["topic"],
+            partition=r["partition"],
+            offset=r["offset"],
+        )
+
+
+def staged_order(r) -> tuple:
+    """The order staged DDL rows are read in: commit_ts, then position."""
+    return (r["commit_ts"], r["topic"], r["partition"], r["offset"])
+
 
 def dedupe_ddl(events: list[DdlEvent]) -> list[DdlEvent]:
     """Drop broadcast copies (codec facts 0.5, 4.3): one event per (db, tbl, commit_ts, sql),

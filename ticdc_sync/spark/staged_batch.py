@@ -18,7 +18,7 @@ from ticdc_sync.engine import TableSpan
 from ticdc_sync.events import KIND_DDL, KIND_ROW
 from ticdc_sync.spark.staging import StagedBatch, Staging
 from ticdc_sync.upstream import Key, key
-from ticdc_sync.window import DdlEvent
+from ticdc_sync.window import DdlEvent, staged_order
 
 Metadata = dict[Key, tuple[dict[str, str], tuple[str, ...]]]
 
@@ -59,22 +59,7 @@ def ddl_events(staging: Staging, batch: StagedBatch) -> tuple[DdlEvent, ...]:
         )
         .collect()
     )
-    return tuple(
-        DdlEvent(
-            db=r["db"] or "",
-            tbl=r["tbl"] or "",
-            commit_ts=r["commit_ts"],
-            sql=r["ddl_sql"] or "",
-            hint=r["ddl_hint"],
-            table_changes=r["table_changes"],
-            topic=r["topic"],
-            partition=r["partition"],
-            offset=r["offset"],
-        )
-        for r in sorted(
-            rows, key=lambda r: (r["commit_ts"], r["topic"], r["partition"], r["offset"])
-        )
-    )
+    return tuple(DdlEvent.from_staged(r) for r in sorted(rows, key=staged_order))
 
 
 def new_table_metadata(staging: Staging, batch: StagedBatch) -> Metadata:
