@@ -8,6 +8,8 @@ offset order: each target's columns are those of its earliest change's metadata
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.spark.engine_harness import (
@@ -48,3 +50,25 @@ def test_each_new_table_takes_its_earliest_change_metadata(spark, tmp_path):
         assert upstream == [("id", "int"), ("v", "string")], name
         got = [(r["id"], r["v"]) for r in read_target(spark, project, name, "id")]
         assert got == rows, name
+
+
+def test_a_table_whose_first_change_has_no_metadata_takes_the_next_one(spark, tmp_path):
+    """The lookup reads the rows at each new table's first commit_ts first; a table whose
+    rows there carry no protocol metadata (a Canal-JSON message without `mysqlType`) takes
+    it from its next change that has it, as a lookup over the whole batch would."""
+    root = make_project(tmp_path / "p", protocol="canal-json")
+    bare = json.loads(canal_row("shop", "c", "INSERT", 100, {"id": "1", "v": "p"}, EARLY, ["id"]))
+    bare["mysqlType"] = None
+    recs = [
+        (0, 0, None, json.dumps(bare).encode()),
+        (0, 1, None, canal_row("shop", "c", "INSERT", 200, {"v": "x", "id": "2"}, LATE, ["id"])),
+        (0, 2, None, wm(400)),
+    ]
+    write_captures(root, "t", recs)
+    lines: list[str] = []
+    project = load(root)
+    assert runner.run(project, spark=spark, out=lines.append) == 0, "\n".join(lines)
+    upstream = [c for c in target_schema(spark, project, "c") if not c[0].startswith("_")]
+    assert upstream == [("v", "string"), ("id", "bigint")]
+    got = [(r["id"], r["v"]) for r in read_target(spark, project, "c", "id")]
+    assert got == [(1, "p"), (2, "x")]

@@ -11,6 +11,10 @@ and small aggregates reach the driver; rows never do. Decides nothing.
 
 from __future__ import annotations
 
+import functools
+import operator
+
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
@@ -65,18 +69,43 @@ def ddl_events(staging: Staging, batch: StagedBatch) -> tuple[DdlEvent, ...]:
 def new_table_metadata(staging: Staging, batch: StagedBatch) -> Metadata:
     """Protocol column metadata and primary-key names of the first row change (in commit
     order) of each table whose first rows this batch staged: what a schema is inferred
-    from where nothing else describes the table (`plan.build`). One job for all of them."""
-    new = {
-        (r["db"] or "", r["tbl"] or "")
-        for r in batch.increments
-        if int(r["rows"]) and (r["db"] or "", r["tbl"] or "") not in batch.before.tables
-    }
-    if not new:
+    from where nothing else describes the table (`plan.build`)."""
+    # Each new table's lowest row commit_ts in the batch, from the staging aggregate.
+    lo: dict[tuple[str, str], int] = {}
+    for r in batch.increments:
+        t = (r["db"] or "", r["tbl"] or "")
+        if int(r["rows"]) and r["row_lo"] is not None and t not in batch.before.tables:
+            lo[t] = min(lo.get(t, int(r["row_lo"])), int(r["row_lo"]))
+    if not lo:
         return {}
+    # First only the rows at that commit_ts: Parquet's page statistics on commit_ts then
+    # skip the rest of the batch's `col_meta`, the widest staged column. A table whose
+    # rows there carry no metadata is looked up again in the whole batch.
+    at_lo = [
+        (F.coalesce("db", F.lit("")) == db)
+        & (F.coalesce("tbl", F.lit("")) == tbl)
+        & (F.col("commit_ts") == ts)
+        for (db, tbl), ts in sorted(lo.items())
+    ]
+    out = _first_metadata(staging, batch, functools.reduce(operator.or_, at_lo))
+    rest = sorted(t for t in lo if key(*t) not in out)
+    if rest:
+        in_rest = [
+            (F.coalesce("db", F.lit("")) == db) & (F.coalesce("tbl", F.lit("")) == tbl)
+            for db, tbl in rest
+        ]
+        out.update(_first_metadata(staging, batch, functools.reduce(operator.or_, in_rest)))
+    return out
+
+
+def _first_metadata(staging: Staging, batch: StagedBatch, where: Column) -> Metadata:
+    """Per table, the metadata of the first row change (commit order) of the batch that
+    matches `where` and carries metadata. One job."""
     first = Window.partitionBy("db", "tbl").orderBy("commit_ts", "partition", "offset", "idx")
     rows = (
         staging.events()
         .where(batch.where())
+        .where(where)
         .where((F.col("kind") == KIND_ROW) & F.col("col_meta").isNotNull())
         .withColumn("__n", F.row_number().over(first))
         .where(F.col("__n") == 1)
@@ -93,8 +122,6 @@ def new_table_metadata(staging: Staging, batch: StagedBatch) -> Metadata:
     )
     out: Metadata = {}
     for r in rows:
-        t = (r["db"] or "", r["tbl"] or "")
-        if t in new:
-            meta = dict(zip(r["names"], r["metas"], strict=True))
-            out[key(*t)] = (meta, tuple(r["pk_names"] or ()))
+        meta = dict(zip(r["names"], r["metas"], strict=True))
+        out[key(r["db"] or "", r["tbl"] or "")] = (meta, tuple(r["pk_names"] or ()))
     return out
