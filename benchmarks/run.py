@@ -27,6 +27,9 @@ Measures, in one run and on one local[2] SparkSession (best of --repeat each):
   tables   the same events over 3 and 300 tables; a --follow-sized batch over 50 (growth.py)
   peer     Spark Declarative Pipelines' AUTO CDC flow vs `ticdc-sync run`, both as CLIs, on
            pass 1 (sdp_peer.py)
+  asof     a fresh read of one target (`as_of(..., "latest")`) against reading the target
+           alone, with 1, 10 and 60 s of a 2,000 ev/s stream staged but not applied
+           (as_of_read.py)
 `--profile` also runs e2e pass 1 once under cProfile and prints where the driver waited.
 `compare.py` runs `ticdc-sync run` at this checkout against another commit, alternating.
 Not part of the test suite. Captures are cached under benchmarks/out/ (gitignored).
@@ -890,7 +893,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument(
         "--only",
-        default="decode,e2e,baseline,merge,memory,plan,load,freshness,flat,tables,peer",
+        default="decode,e2e,baseline,merge,memory,plan,load,freshness,flat,tables,peer,asof",
     )
     ap.add_argument(
         "--freshness-seconds", type=float, default=None, help="steady phase (300; --quick 60)"
@@ -916,6 +919,12 @@ def main() -> None:
         "--tables-rounds", type=int, default=2, help="alternating rounds of the tables rows (2)"
     )
     ap.add_argument("--load-rows", type=int, default=None, help="rows of the load export")
+    ap.add_argument(
+        "--asof-rows",
+        type=int,
+        default=None,
+        help="live rows of the populated targets of the asof row (1,000,000; --quick 100,000)",
+    )
     ap.add_argument(
         "--e2e-dv",
         action="store_true",
@@ -950,6 +959,7 @@ def main() -> None:
     flat_runs = a.flat_runs or (6 if a.quick else 30)
     flat_events = a.flat_events or (20_000 if a.quick else 100_000)
     tables_events = a.tables_events or (100_000 if a.quick else 1_000_000)
+    asof_rows = a.asof_rows or (100_000 if a.quick else 1_000_000)
     follow_batch = 10_000
     t_start = time.perf_counter()
     print(
@@ -971,7 +981,10 @@ def main() -> None:
 
     res: dict = {}
     spark = None
-    if only & {"decode", "e2e", "baseline", "merge", "load", "flat", "tables", "peer"} or a.profile:
+    if (
+        only & {"decode", "e2e", "baseline", "merge", "load", "flat", "tables", "peer", "asof"}
+        or a.profile
+    ):
         spark = session()
     with tempfile.TemporaryDirectory(prefix="ticdc-bench-") as tmpd:
         tmp = Path(tmpd)
@@ -1017,6 +1030,11 @@ def main() -> None:
             import sdp_peer
 
             res["peer"] = sdp_peer.measure_peer(spark, cap, tmp)
+            loads.append(os.getloadavg()[0])
+        if "asof" in only:
+            import as_of_read
+
+            res["asof"] = as_of_read.measure_asof(spark, asof_rows, a.repeat, tmp)
             loads.append(os.getloadavg()[0])
         profile = profile_e2e(spark, cap, tmp) if a.profile else None
     if spark is not None:
@@ -1193,6 +1211,10 @@ def main() -> None:
         )
 
     rows += growth_rows(res)
+    if "asof" in res:
+        import as_of_read
+
+        rows += as_of_read.table_rows(res["asof"])
 
     print()
     print(

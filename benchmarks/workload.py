@@ -145,13 +145,28 @@ class Params:
     protocol: str = "canal-json"
     passes: int = 2  # the second pass continues the stream into populated tables
     tables: int = 3  # the stream spread over this many tables (bench_tables)
+    # Row events of each pass when they differ (then `events` and `passes` are unused).
+    pass_events: tuple[int, ...] = ()
+    # Pass 1's inserts go to the first this many tables only (0: all); its updates and
+    # deletes hit the hot keys as ever, and later passes insert into every table.
+    first_pass_tables: int = 0
+
+    def sizes(self) -> tuple[int, ...]:
+        """Row events of each pass."""
+        return self.pass_events or (self.events,) * self.passes
 
     def key(self) -> str:
         # The three-table key stays as it was: cached captures keep their folders.
         t = "" if self.tables == 3 else f"-t{self.tables}"
+        n = (
+            "+".join(str(e) for e in self.pass_events)
+            if self.pass_events
+            else f"{self.events}x{self.passes}"
+        )
+        f = f"-f{self.first_pass_tables}" if self.first_pass_tables else ""
         return (
-            f"{self.protocol}-n{self.events}x{self.passes}-s{self.seed}-k{self.hot_keys}-p{self.partitions}"
-            f"-w{self.watermark_every}-d{self.ddl_count}{t}-v{GEN_VERSION}"
+            f"{self.protocol}-n{n}-s{self.seed}-k{self.hot_keys}-p{self.partitions}"
+            f"-w{self.watermark_every}-d{self.ddl_count}{t}{f}-v{GEN_VERSION}"
         )
 
 
@@ -194,9 +209,9 @@ class BenchGenerator:
         self.ms = 1_700_000_000_000
         self.logical = 0
         self.added = 0
-        total = 2 * self.p.events  # two passes
-        step = max(1, self.p.events // (self.p.ddl_count + 1))
-        self.ddl_at = [step * (i + 1) for i in range(self.p.ddl_count)] if total else []
+        first = self.p.sizes()[0]  # the DDL are spread over the first pass
+        step = max(1, first // (self.p.ddl_count + 1))
+        self.ddl_at = [step * (i + 1) for i in range(self.p.ddl_count)] if first else []
 
     def _tso(self) -> int:
         self.ms += 1
@@ -294,10 +309,11 @@ class BenchGenerator:
                 self.rows[k] = (*row, c.default)
         return Ddl(ts, t, DdlChange(s.db, s.table, sql, 5, ts, new))
 
-    def stream(self, n_rows: int) -> Iterator[Txn | Ddl | Watermark]:
-        """The next `n_rows` row events (transactions are never split), then a watermark."""
+    def stream(self, n_rows: int, tables: int = 0) -> Iterator[Txn | Ddl | Watermark]:
+        """The next `n_rows` row events (transactions are never split), then a watermark;
+        `tables`: inserts go to the first this many tables only (0: all)."""
         rand, n_ = self._rand, self._n
-        ntables = len(self.tables)
+        ntables = tables or len(self.tables)
         target = self.rows_emitted + n_rows
         since_wm = 0
         while self.rows_emitted < target:
@@ -539,7 +555,8 @@ def verify_fast_path(sample_rows: int = 3000, seed: int = 99, tables: int = 3) -
 
 @dataclass
 class Capture:
-    """`passes` passes of `events` row events each, as capture folders, with sanity counts."""
+    """The passes of `params` (`Params.sizes` row events each), as capture folders, with
+    sanity counts."""
 
     root: Path
     params: Params
@@ -553,7 +570,7 @@ class Capture:
 
 
 def ensure_captures(params: Params, log=print) -> Capture:
-    """Generate (or reuse from benchmarks/out/) the two-pass capture for `params`."""
+    """Generate (or reuse from benchmarks/out/) the capture of every pass of `params`."""
     import time
 
     root = OUT / params.key()
@@ -565,9 +582,9 @@ def ensure_captures(params: Params, log=print) -> Capture:
     writer = CanalFastWriter(g) if params.protocol == "canal-json" else EncoderWriter(g)
     meta: dict = {"params": params.__dict__, "passes": []}
     nxt: dict[int, int] = {}
-    for n in range(1, params.passes + 1):
+    for n, size in enumerate(params.sizes(), start=1):
         files = _Files(root / f"pass{n}" / TOPIC, params.partitions, nxt)
-        writer.write(g.stream(params.events), files)
+        writer.write(g.stream(size, params.first_pass_tables if n == 1 else 0), files)
         files.close()
         nxt = dict(files.next)
         meta["passes"].append(
