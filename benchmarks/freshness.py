@@ -171,6 +171,13 @@ class Producer:
         self.k.flush(60)
         return first, len(self.ts_of), made / max(time.monotonic() - t0, 1e-9), took
 
+    def close(self) -> None:
+        """Deliver what is queued (briefly) and drop the client, before its broker goes:
+        librdkafka would otherwise keep reconnecting to it."""
+        k, self.k = self.k, None
+        if k is not None:
+            k.flush(10)
+
     def idle_until(self, cond, limit: float) -> float | None:
         """Watermarks once a second (as TiCDC sends them with no writes) until `cond()`;
         the seconds it took, or None after `limit`."""
@@ -421,6 +428,9 @@ class Follower:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=30)
         finally:
+            prod = getattr(self, "prod", None)
+            if prod is not None:
+                prod.close()
             self.broker.close()
             if self.log.exists():
                 self.keep.parent.mkdir(parents=True, exist_ok=True)
