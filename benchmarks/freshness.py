@@ -6,7 +6,9 @@ benchmark's stream (workload.BenchGenerator, no DDL) spread over `tables` tables
 each transaction's commit_ts taken from the wall clock (its physical part is the time
 the producer made it), and a TIDB_WATERMARK to every partition once per second, as
 TiCDC sends its resolved ts. `ticdc-sync run --follow` runs as users run it: a
-subprocess with its own JVM (ticdc-sync's session defaults, local[2]).
+subprocess with its own JVM (ticdc-sync's session defaults, local[2]), on a project with
+`target_lag: 0` (every target applied at every poll: what the rows below were defined
+for; `lag_budget.py` measures the lag budget, on the same `Follower`).
 
 Lag of a change = when its row became visible in Delta minus its TiDB commit time. A
 row is visible from the first commit of its target whose ticdc-sync marker says
@@ -21,7 +23,8 @@ Phases, one follower throughout:
             middle third plus 2 s) and its last change became visible within
             DRAIN_LIMIT_S of the step's end.
 The producer shares the 2 cores with the broker and the follower, as the README says.
-Needs confluent-kafka (the `bench` extra). Not part of the test suite.
+Needs confluent-kafka (the `bench` extra). Not part of the test suite; it only reads the
+warehouse the follower writes, and leaves no broker or follower behind (`Follower`).
 """
 
 from __future__ import annotations
@@ -128,14 +131,33 @@ class Producer:
     def run_for(self, rate: float, seconds: float) -> tuple[int, int, float]:
         """`rate` row events/s for `seconds`, a watermark each second. Returns the index
         range of the changes made and the rate achieved."""
+        first, last, achieved, _ = self._paced(rate, seconds, None, 0.0)
+        return first, last, achieved
+
+    def run_until(self, rate: float, cond, limit: float, every: float = 2.0) -> float | None:
+        """`rate` row events/s, a watermark each second, until `cond()` (asked every
+        `every` seconds): the seconds it took, or None after `limit`. The load goes on
+        while the changes made before are waited for."""
+        return self._paced(rate, limit, cond, every)[3]
+
+    def _paced(
+        self, rate: float, seconds: float, cond, every: float
+    ) -> tuple[int, int, float, float | None]:
         first = len(self.ts_of)
         t0 = time.monotonic()
         next_wm = t0 + 1.0
+        next_check = t0
         made = 0
+        took = None
         while True:
             now = time.monotonic()
             if now >= t0 + seconds:
                 break
+            if cond is not None and now >= next_check:
+                if cond():
+                    took = time.monotonic() - t0
+                    break
+                next_check = time.monotonic() + every
             due = int(rate * (now - t0)) - made
             if due > 0:
                 before = len(self.ts_of)
@@ -147,7 +169,14 @@ class Producer:
             time.sleep(0.005)
         self.watermark()
         self.k.flush(60)
-        return first, len(self.ts_of), made / (time.monotonic() - t0)
+        return first, len(self.ts_of), made / max(time.monotonic() - t0, 1e-9), took
+
+    def close(self) -> None:
+        """Deliver what is queued (briefly) and drop the client, before its broker goes:
+        librdkafka would otherwise keep reconnecting to it."""
+        k, self.k = self.k, None
+        if k is not None:
+            k.flush(10)
 
     def idle_until(self, cond, limit: float) -> float | None:
         """Watermarks once a second (as TiCDC sends them with no writes) until `cond()`;
@@ -161,11 +190,13 @@ class Producer:
         return None
 
 
-def _project(root: Path, bootstrap: str, tables: int) -> Path:
+def _project(root: Path, bootstrap: str, tables: int, target_lag: str) -> Path:
     import yaml
 
     root.mkdir(parents=True)
-    (root / "ticdc_sync.yml").write_text("name: bench\nprofile: bench\n")
+    (root / "ticdc_sync.yml").write_text(
+        f"name: bench\nprofile: bench\ndefaults:\n  target_lag: {target_lag}\n"
+    )
     profile = {
         "bench": {
             "target": "dev",
@@ -251,14 +282,22 @@ def visibility(wh: Path, names: list[str]) -> dict[str, tuple[list[int], list[in
 
 
 def lags_ms(prod: Producer, lo: int, hi: int, vis, names: list[str]):
-    """Lag (ms) of changes [lo, hi): visible time minus commit_ts's physical part; None
+    """Lag (ms) of changes [lo, hi): visible time minus commit_ts's physical part; -1
     for a change not visible yet. Also each change's commit time (ms)."""
+    lag, commit_ms, _, _ = visible_at(prod, lo, hi, vis, names)
+    return lag, commit_ms
+
+
+def visible_at(prod: Producer, lo: int, hi: int, vis, names: list[str]):
+    """`lags_ms`, and per change its table's index and the index (in `vis[name]`) of the
+    target commit that made it visible (-1: none yet)."""
     import numpy as np
 
     ts = np.frombuffer(prod.ts_of, dtype=np.int64)[lo:hi]
     tb = np.frombuffer(prod.table_of, dtype=np.uint16)[lo:hi]
     commit_ms = ts >> 18
     lag = np.full(len(ts), -1, dtype=np.int64)
+    at = np.full(len(ts), -1, dtype=np.int64)
     for t, name in enumerate(names):
         sel = tb == t
         if not sel.any():
@@ -271,7 +310,8 @@ def lags_ms(prod: Producer, lo: int, hi: int, vis, names: list[str]):
         got = np.full(int(sel.sum()), -1, dtype=np.int64)
         got[ok] = tm[idx[ok]] - commit_ms[sel][ok]
         lag[sel] = got
-    return lag, commit_ms
+        at[sel] = np.where(ok, idx, -1)
+    return lag, commit_ms, tb, at
 
 
 def _stats(lag) -> dict:
@@ -303,33 +343,44 @@ def _kept_up(lag, commit_ms, drained: float | None) -> dict:
     return {"ok": la <= 1.5 * m + 2.0, "mid": m, "last": la, "drain": drained}
 
 
-def measure_freshness(
-    seconds: float,
-    rate: float,
-    ramp: tuple[float, ...],
-    ramp_seconds: float,
-    tables: int,
-    tmp: Path,
-) -> dict:
-    km = _broker_module()
-    names = [s.table for s in W.bench_tables(tables)]
-    res: dict = {"rate": rate, "seconds": seconds, "tables": tables, "ramp": []}
-    broker = km.KafkaBroker(tmp / "kafka", die_with_parent=True)
-    proc: subprocess.Popen | None = None
-    log = tmp / "follow.log"
-    try:
-        bootstrap = broker.start()
-        broker.create_topic(W.TOPIC, partitions=PARTITIONS)
-        root = _project(tmp / "follow", bootstrap, tables)
-        prod = Producer(bootstrap, tables)
+class Follower:
+    """One follower and what it follows: a local broker with the topic, a project over
+    `tables` tables with `target_lag`, a `Producer`, and `ticdc-sync run --follow -v` as a
+    subprocess of its own session. A context manager: on exit the follower is killed if
+    it still runs, the broker closed, and the follower's log copied to `keep`."""
+
+    def __init__(self, tmp: Path, tables: int, target_lag: str, keep: Path) -> None:
+        self.tmp = tmp
+        self.tables = tables
+        self.target_lag = target_lag
+        self.keep = keep
+        self.names = [s.table for s in W.bench_tables(tables)]
+        self.log = tmp / "follow.log"
+        self.root = tmp / "follow"
+        self.proc: subprocess.Popen | None = None
+        self.broker = _broker_module().KafkaBroker(tmp / "kafka", die_with_parent=True)
+
+    def __enter__(self) -> Follower:
+        try:
+            bootstrap = self.broker.start()
+            self.broker.create_topic(W.TOPIC, partitions=PARTITIONS)
+            _project(self.root, bootstrap, self.tables, self.target_lag)
+            self.prod = Producer(bootstrap, self.tables)
+            self._spawn()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _spawn(self) -> None:
         env = {
             **os.environ,
             "PYTHONUNBUFFERED": "1",
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
         }
-        with open(log, "wb") as fh:
-            proc = subprocess.Popen(
+        with open(self.log, "wb") as fh:
+            self.proc = subprocess.Popen(
                 [
                     sys.executable,
                     "-m",
@@ -338,24 +389,69 @@ def measure_freshness(
                     "--follow",
                     "-v",
                     "--project",
-                    str(root),
+                    str(self.root),
                 ],
                 stdout=fh,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
-                cwd=root,
+                cwd=self.root,
                 start_new_session=True,
             )
 
-        def alive() -> None:
-            if proc.poll() is not None:
-                raise SystemExit(f"follower exited ({proc.returncode}):\n{_tail(log)}")
+    @property
+    def wh(self) -> Path:
+        return self.root / "warehouse"
 
+    def alive(self) -> None:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise SystemExit(f"follower exited ({self.proc.returncode}):\n{_tail(self.log)}")
+
+    def all_visible(self, upto: int):
+        """A check: is every change before index `upto` in its target, follower alive?"""
+        cond = _all_visible(self.root, self.prod, upto, self.names)
+        return lambda: (self.alive(), cond())[1]
+
+    def stop(self, wait: float = 180.0) -> None:
+        """SIGTERM (staging ends, applies in flight finish their step); killed after `wait`."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            print(f"  follower did not stop within {wait:.0f}s of SIGTERM; killed", flush=True)
+
+    def __exit__(self, *_exc) -> None:
+        try:
+            if self.proc is not None and self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=30)
+        finally:
+            prod = getattr(self, "prod", None)
+            if prod is not None:
+                prod.close()
+            self.broker.close()
+            if self.log.exists():
+                self.keep.parent.mkdir(parents=True, exist_ok=True)
+                self.keep.write_bytes(self.log.read_bytes())
+
+
+def measure_freshness(
+    seconds: float,
+    rate: float,
+    ramp: tuple[float, ...],
+    ramp_seconds: float,
+    tables: int,
+    tmp: Path,
+) -> dict:
+    res: dict = {"rate": rate, "seconds": seconds, "tables": tables, "ramp": []}
+    with Follower(tmp, tables, "0", W.OUT / "freshness-follow.log") as f:
+        root, prod, names, log = f.root, f.prod, f.names, f.log
         # Warm-up: the JVM starts, the targets are created; none of it is counted.
         t0 = time.monotonic()
         _, hi, _ = prod.run_for(rate, WARMUP_S)
-        took = prod.idle_until(lambda: (alive(), _all_visible(root, prod, hi, names)())[1], 600)
+        took = prod.idle_until(f.all_visible(hi), 600)
         if took is None:
             raise SystemExit(f"warm-up not applied within 600s:\n{_tail(log)}")
         print(f"  follower warm ({time.monotonic() - t0:.0f}s incl. JVM start)", flush=True)
@@ -363,9 +459,7 @@ def measure_freshness(
         b0 = len(_batches(log))
         lo, hi, achieved = prod.run_for(rate, seconds)
         b1 = len(_batches(log))
-        drained = prod.idle_until(
-            lambda: (alive(), _all_visible(root, prod, hi, names)())[1], DRAIN_LIMIT_S
-        )
+        drained = prod.idle_until(f.all_visible(hi), DRAIN_LIMIT_S)
         vis = visibility(root / "warehouse", names)
         lag, _ = lags_ms(prod, lo, hi, vis, names)
         res["steady"] = {
@@ -380,10 +474,7 @@ def measure_freshness(
             b0 = len(_batches(log))
             lo, hi, achieved = prod.run_for(r, ramp_seconds)
             b1 = len(_batches(log))
-            drained = prod.idle_until(
-                lambda hi=hi: (alive(), _all_visible(root, prod, hi, names)())[1],
-                DRAIN_LIMIT_S,
-            )
+            drained = prod.idle_until(f.all_visible(hi), DRAIN_LIMIT_S)
             vis = visibility(root / "warehouse", names)
             lag, cms = lags_ms(prod, lo, hi, vis, names)
             step = {
@@ -397,19 +488,7 @@ def measure_freshness(
             print(f"  ramp {r:,.0f} ev/s for {ramp_seconds:.0f}s: {step}", flush=True)
             if drained is None:
                 break  # not drained: a higher rate will not be kept up either
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=180)
-        except subprocess.TimeoutExpired:
-            print("  follower did not stop within 180s of SIGTERM; killed", flush=True)
-    finally:
-        if proc is not None and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-        broker.close()
-        keep = W.OUT / "freshness-follow.log"
-        if log.exists():
-            keep.write_bytes(log.read_bytes())
+        f.stop()
     return res
 
 
@@ -418,22 +497,23 @@ def _tail(log: Path, n: int = 40) -> str:
     return "\n".join(lines[-n:])
 
 
-BATCH_LINE = re.compile(r"batch (\d+): (\d+) event\(s\) staged, .* ([\d.]+)s\s*$")
+# The line `run --follow -v` prints for each poll's staging commit (`spark/batch.py`).
+STAGE_LINE = re.compile(r"read\+decode \S+: (\d+) new event\(s\) staged \(([\d.]+)s\)")
 
 
 def _batches(log: Path) -> list[tuple[int, float]]:
-    """(events staged, seconds) of each batch the follower reported so far
-    (runner.batch_line; the whole log is kept in benchmarks/out/)."""
+    """(events staged, seconds) of each staging commit the follower reported so far (one
+    per poll; the whole log is kept in benchmarks/out/)."""
     text = log.read_text(errors="replace") if log.exists() else ""
     return [
-        (int(m.group(2)), float(m.group(3)))
-        for m in (BATCH_LINE.search(x) for x in text.splitlines())
+        (int(m.group(1)), float(m.group(2)))
+        for m in (STAGE_LINE.search(x) for x in text.splitlines())
         if m
     ]
 
 
 def _batch_summary(batches: list[tuple[int, float]]) -> dict:
-    """How many batches a phase took, their mean length and size."""
+    """How many staging commits a phase took, their mean length and size."""
     if not batches:
         return {"batches": 0}
     return {

@@ -20,8 +20,12 @@ Measures, in one run and on one local[2] SparkSession (best of --repeat each):
   plan     `ticdc-sync plan` wall time on projects_example/shop (a subprocess, no JVM)
   load     initial load of a Dumpling CSV export (10M rows; --quick 500k) against plain
            spark.read.csv(...).write.format("delta") of the same files (initial_load.py)
-  freshness  `run --follow` consuming a live producer in a real Kafka broker: lag per change
-           at a steady rate, then a rate ramp (freshness.py)
+  freshness  `run --follow` consuming a live producer in a real Kafka broker, every target
+           applied each poll (`target_lag: 0`): lag per change at a steady rate, then a
+           rate ramp (freshness.py)
+  lagbudget  the same with `target_lag: 1m`, a fresh follower per table count: staging
+           freshness (commit to readable as of `latest`) over 20 and 300 tables, target
+           freshness over 20, the largest table count that holds the lag (lag_budget.py)
   flat     --flat-runs consecutive runs of --flat-events each into one project: last / 2nd
            run time, and disk use against the live rows (growth.py)
   tables   the same events over 3 and 300 tables; a --follow-sized batch over 50 (growth.py)
@@ -770,7 +774,7 @@ def growth_rows(res: dict) -> list[tuple[str, str, str, str]]:
         if st.get("batches"):
             rows.append(
                 (
-                    "  follower batches in that time: count, mean / max length, mean size",
+                    "  follower's staging commits in that time: count, mean / max length, mean size",
                     f"{st['batches']}, {st['batch_s']:.1f} / {st['batch_s_max']:.1f} s, "
                     f"{st['batch_events']:,.0f} events",
                     "",
@@ -883,6 +887,115 @@ def growth_rows(res: dict) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def budget_rows(res: dict) -> list[tuple[str, str, str, str]]:
+    """Table rows of the lag-budget figures (lag_budget.py), those measured."""
+    if "lagbudget" not in res:
+        return []
+    b = res["lagbudget"]
+    steps = b["steps"]
+    rate = f"{b['rate']:,.0f} ev/s"
+    rows: list[tuple[str, str, str, str]] = []
+
+    def met(ok: bool) -> str:
+        return "MET" if ok else "NOT MET"
+
+    def lags(st: dict, unseen: str) -> str:
+        if "p99" not in st:
+            return f"nothing measured ({st})"
+        return (
+            f"{st['p50']:.1f} / {st['p99']:.1f} / {st['max']:.1f} s ({st['n']:,} changes"
+            + (f", {st['missing']:,} {unseen}" if st["missing"] else "")
+            + ")"
+        )
+
+    def ok_p99(st: dict, limit: float) -> bool:
+        return "p99" in st and not st["missing"] and st["p99"] <= limit
+
+    def staging(step: dict, own: bool) -> None:
+        st = step["staging"]
+        where = f"{step['tables']} tables" + (" (a follower of its own)" if own else "")
+        rows.append(
+            (
+                f"staging freshness, run --follow, target_lag {b['lag']}s, {rate} for "
+                f"{step['seconds']:.0f}s over {where}: commit to readable as of `latest`, "
+                "p50 / p99 / max",
+                lags(st, "never resolved"),
+                "p99 <= 5s",
+                met(ok_p99(st, 5)),
+            )
+        )
+        ck = step["check"]
+        gap = "-" if st.get("gap_s") is None else f"{st['gap_s']:.1f} / {st['gap_s_max']:.1f} s"
+        cache = "-" if st.get("cache_s") is None else f"{st['cache_s']:.2f} s"
+        agrees = "yes" if ck["ok"] else f"NO: {ck['found']} not in [{ck['before']}, {ck['after']}]"
+        rows.append(
+            (
+                "  staging commits: count, mean / max gap; tallies cache written after its "
+                "commit (median); snapshot('latest') agrees",
+                f"{st['commits']}, {gap}; {cache}; {agrees}",
+                "",
+                "",
+            )
+        )
+
+    first = steps[0] if steps else None
+    if first is not None:
+        staging(first, False)
+        st = first["staging"]
+        rows.append(
+            (
+                f"change committed upstream to visible through as_of='latest', {rate} over "
+                f"{first['tables']} tables (the row above): p99",
+                f"{st['p99']:.1f} s" if "p99" in st else "nothing measured",
+                "p99 <= 10s",
+                met(ok_p99(st, 10)),
+            )
+        )
+        t = first["target"]
+        rows.append(
+            (
+                f"target freshness, run --follow, target_lag {b['lag']}s, {rate} for "
+                f"{first['seconds']:.0f}s over {first['tables']} tables: lag p50 / p99 / max",
+                lags(t, "not visible by the tail's end"),
+                f"p99 <= {b['limit']}s",
+                met(ok_p99(t, b["limit"])),
+            )
+        )
+    at = next((s for s in steps if s["tables"] == b["staging_tables"]), None)
+    if at is not None and at is not first:
+        staging(at, False)
+    elif at is None and b["staging"] is not None:
+        staging(b["staging"], True)
+
+    def each(s: dict) -> str:
+        t = s["target"]
+        grew = (
+            f"median peak {t['mid']:.0f} -> {t['last']:.0f} s"
+            if t.get("mid") is not None
+            else "peaks not measured"
+        )
+        p99 = f"p99 {t['p99']:.1f} s" if "p99" in t else "nothing visible"
+        drain = "not drained" if t["drain"] is None else f"tail {t['drain']:.0f} s"
+        return (
+            f"{s['tables']}: {p99}, {grew}, {drain}, start {s['start_s']:.0f} s, "
+            f"{s['polls']['applied']} applies, behind <= {s['polls']['behind_max']}"
+            + (" (holds)" if t["ok"] else " (does not hold)")
+        )
+
+    if steps:
+        held = [s["tables"] for s in steps if s["target"]["ok"]]
+        rows.append(
+            (
+                f"largest table count holding target_lag {b['lag']}s at {rate} "
+                f"(p99 <= {b['limit']}s, not growing; a follower per count)",
+                f"{max(held) if held else 'none'} [" + "; ".join(each(s) for s in steps) + "]",
+                ">= 100",
+                met(bool(held) and max(held) >= 100),
+            )
+        )
+    return rows
+
+
 # ------------------------------------------------------------------------------ main
 
 
@@ -893,7 +1006,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument(
         "--only",
-        default="decode,e2e,baseline,merge,memory,plan,load,freshness,flat,tables,peer,asof",
+        default="decode,e2e,baseline,merge,memory,plan,load,freshness,lagbudget,flat,tables,peer,asof",
     )
     ap.add_argument(
         "--freshness-seconds", type=float, default=None, help="steady phase (300; --quick 60)"
@@ -904,6 +1017,41 @@ def main() -> None:
     )
     ap.add_argument(
         "--ramp-seconds", type=float, default=None, help="each ramp step (60; --quick 30)"
+    )
+    ap.add_argument(
+        "--budget-tables",
+        default=None,
+        help="lagbudget: table counts, one follower each, in order (20,50,100,200,300; "
+        "--quick 20); the first is the target-freshness row's",
+    )
+    ap.add_argument("--budget-rate", type=float, default=2000.0, help="lagbudget: events/s")
+    ap.add_argument(
+        "--budget-lag", type=int, default=60, help="lagbudget: the project's target_lag, s (60)"
+    )
+    ap.add_argument(
+        "--budget-settle",
+        type=float,
+        default=None,
+        help="lagbudget: events before the measured ones, per step (default: the lag)",
+    )
+    ap.add_argument(
+        "--budget-seconds",
+        type=float,
+        default=None,
+        help="lagbudget: measured seconds per step (120; --quick 30)",
+    )
+    ap.add_argument(
+        "--budget-staging-tables",
+        type=int,
+        default=None,
+        help="lagbudget: staging-freshness table count, a follower of its own unless a step "
+        "ran there (300; --quick 100; 0: none)",
+    )
+    ap.add_argument(
+        "--budget-staging-seconds",
+        type=float,
+        default=None,
+        help="lagbudget: measured seconds of that follower (60; --quick 20)",
     )
     ap.add_argument("--flat-runs", type=int, default=None, help="consecutive runs (30; --quick 6)")
     ap.add_argument(
@@ -1045,6 +1193,25 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="ticdc-bench-fresh-") as ftmp:
             res["freshness"] = freshness.measure_freshness(
                 fresh_s, a.freshness_rate, ramp, ramp_s, 20, Path(ftmp)
+            )
+        loads.append(os.getloadavg()[0])
+    if "lagbudget" in only:
+        import lag_budget
+
+        counts = a.budget_tables or ("20" if a.quick else "20,50,100,200,300")
+        staging_tables = a.budget_staging_tables
+        if staging_tables is None:
+            staging_tables = 100 if a.quick else 300
+        with tempfile.TemporaryDirectory(prefix="ticdc-bench-budget-") as btmp:
+            res["lagbudget"] = lag_budget.measure_budget(
+                a.budget_rate,
+                a.budget_lag,
+                a.budget_settle if a.budget_settle is not None else float(a.budget_lag),
+                a.budget_seconds or (30.0 if a.quick else 120.0),
+                tuple(int(x) for x in counts.split(",") if x),
+                staging_tables,
+                a.budget_staging_seconds or (20.0 if a.quick else 60.0),
+                Path(btmp),
             )
         loads.append(os.getloadavg()[0])
     if "memory" in only:
@@ -1211,6 +1378,7 @@ def main() -> None:
         )
 
     rows += growth_rows(res)
+    rows += budget_rows(res)
     if "asof" in res:
         import as_of_read
 
