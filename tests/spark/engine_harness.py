@@ -4,8 +4,8 @@ kill `ticdc-sync run` processes at random moments of their work.
 Used by the engine's end-to-end tests: records are written as capture files (DESIGN.md §1),
 the project is loaded by the real loader and run by the real runner on the shared session.
 The crash tests (tests/spark/*_crash.py, tests/s3/test_example_on_s3.py) start `ticdc-sync`
-as a process of its own and SIGKILL its process group, JVM included (`run_and_kill`), at a
-moment drawn inside its work (`KillMoments`).
+as a process of its own and SIGKILL it, JVM included (`run_and_kill`), at a moment drawn
+inside its work (`KillMoments`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.processes import kill_tree
 from ticdc_sync.locations import target_location
 from ticdc_sync.model import Project
 from ticdc_sync.project import load_project
@@ -248,9 +248,10 @@ def run_and_kill(
     timeout: float = 600,
 ) -> CliRun:
     """Start `ticdc-sync *args`, wait until it prints a line starting with one of `started`
-    (its real work began; at most `timeout` seconds), call `on_start`, and SIGKILL its
-    process group `delay` seconds later unless it exited before. The group is killed too
-    when the test is interrupted meanwhile."""
+    (its real work began; at most `timeout` seconds), call `on_start`, and SIGKILL it
+    `delay` seconds later unless it exited before: its process group and, at the same
+    moment, its JVM's (`tests.processes.kill_tree`). Also when the test is interrupted
+    meanwhile."""
     proc = start_cli(args, env=env, cwd=cwd)
     began = threading.Event()
     lines: list[str] = []
@@ -277,7 +278,7 @@ def run_and_kill(
         outcome = "finished" if proc.poll() is not None else "killed"
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_tree(proc.pid)
         code = proc.wait(timeout=60)
     took = time.monotonic() - working
     reader.join(timeout=10)
