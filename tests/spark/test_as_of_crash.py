@@ -36,17 +36,18 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 def _check_reads(spark, project, history, tsos, what: str) -> int:
     """Every target read as of each of `tsos` equals the upstream at it; how many reads."""
-    reads = {tso: as_of(spark, project, tso) for tso in tsos}
-    checks = []  # (tso, qualified name, the read)
+    checks = []  # (what, the truth, schema, the read)
     for tso in tsos:
         truth, schemas = history.truth(tso)
-        checks += [(tso, q, reads[tso].frames[schemas[q].table]) for q in truth]
+        read = as_of(spark, project, tso)
+        for qualified, rows in truth.items():
+            schema = schemas[qualified]
+            frame = read.frames[schema.table]
+            checks.append((f"{what}: {qualified} as of {tso}", rows, schema, frame))
     # The reads of a table as of several TSOs are collected in one Spark job.
     got = collect_each([frame for *_, frame in checks])
-    for (tso, qualified, _), rows in zip(checks, got, strict=True):
-        truth, schemas = history.truth(tso)
-        schema = schemas[qualified]
-        assert_table_equals(rows, truth[qualified], schema, f"{what}: {qualified} as of {tso}")
+    for (text, rows, schema, _), read_rows in zip(checks, got, strict=True):
+        assert_table_equals(read_rows, rows, schema, text)
     return len(checks)
 
 
