@@ -1,7 +1,8 @@
 """Session-wide: a SIGTERM to pytest (a CI timeout, `pkill`) tears fixtures down like Ctrl-C;
 tests marked `needs_shared` are skipped when ../shared is absent (tests/shared_paths.py);
-the JVMs that tests start compile for a short life; tests that share a costly fixture run
-in one worker when the suite runs in parallel (pytest-xdist, `--dist loadgroup`).
+the JVMs that tests start compile for a short life and map a class-data-sharing archive
+once one exists (tests/jvm_archive.py); tests that share a costly fixture run in one worker
+when the suite runs in parallel (pytest-xdist, `--dist loadgroup`).
 
 The Kafka broker and the standalone Spark cluster run in their own process groups, so
 only their fixtures' teardown stops them; the default SIGTERM action skips it.
@@ -14,6 +15,7 @@ import signal
 
 import pytest
 
+from tests import jvm_archive
 from tests.shared_paths import SHARED_ABSENT, shared_present
 
 _before = None
@@ -29,6 +31,50 @@ _before = None
 # nine targets filled ("Out of space in CodeCache for adapters"): it keeps the default size.
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
+
+# Those drivers also load the same classes of Spark, Hadoop and Delta at every start: once a
+# class-data-sharing archive of them exists (made in the background by the first session that
+# runs tests starting such drivers: those outside tests/unit and tests/spark, and the slow
+# ones), the tests that start after it pass it on (tests/jvm_archive.py).
+_archive: dict = {"path": None, "maker": None}
+
+
+def short_lived(opts: str | None) -> bool:
+    """Whether SPARK_SUBMIT_OPTS holds the short-lived drivers' options set here (with or
+    without the archive), not a developer's own."""
+    return opts is not None and (
+        opts == SHORT_LIVED_JVM or opts.startswith(SHORT_LIVED_JVM + " -XX:SharedArchiveFile=")
+    )
+
+
+def pytest_collection_finish(session) -> None:
+    """The tests selected to run (in each worker of a parallel run) start such drivers:
+    start making the archive, unless it exists or is being made."""
+    config = session.config
+    if os.environ.get("SPARK_SUBMIT_OPTS") != SHORT_LIVED_JVM or config.option.collectonly:
+        return
+    if not any(
+        not item.nodeid.startswith(("tests/unit/", "tests/spark/"))
+        or item.get_closest_marker("slow")
+        for item in session.items
+    ):
+        return
+    path = jvm_archive.archive_path(SHORT_LIVED_JVM)
+    if path is None:
+        return
+    _archive["path"] = path
+    log = config.rootpath / ".pytest_cache" / "jvm-archive.log"
+    log.parent.mkdir(exist_ok=True)
+    _archive["maker"] = jvm_archive.start(path, SHORT_LIVED_JVM, log)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item) -> None:
+    path = _archive["path"]
+    opts = os.environ.get("SPARK_SUBMIT_OPTS")
+    if path is not None and opts == SHORT_LIVED_JVM and path.exists():
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{SHORT_LIVED_JVM} {jvm_archive.options(path)}"
+
 
 # Parallel runs (pytest-xdist, `-n N --dist loadgroup`, as scripts/test.sh runs them): the
 # tests that share a session fixture holding a process, or a module fixture, run in one
@@ -137,5 +183,7 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 
 def pytest_unconfigure(config) -> None:
+    if _archive["path"] is not None:
+        jvm_archive.stop(_archive["maker"], _archive["path"])
     if _before is not None:
         signal.signal(signal.SIGTERM, _before)

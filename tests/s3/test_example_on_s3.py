@@ -18,31 +18,17 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.s3.helpers import ROOT, job_env, run_job
+from tests.spark.engine_harness import run_and_kill, start_cli
 
 pytestmark = pytest.mark.s3
 
 EXAMPLE = ROOT / "projects_example" / "shop"
 TIMEOUT = 1200
-
-
-def _cli(env: dict[str, str], cwd: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "ticdc_sync.cli", *args],
-        cwd=cwd,
-        env={**env, "PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # its own process group: a kill takes its JVM too
-    )
 
 
 def _finish(proc: subprocess.Popen) -> tuple[int, str]:
@@ -73,36 +59,23 @@ def env(s3_server, bucket) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def killed(env, work) -> dict:
     """A run killed with SIGKILL a random moment after its first target was applied, while
-    the other targets are being applied."""
-    proc = _cli(env, work, "run", "--project", "shop", "--target", "s3")
-    lines: list[str] = []
-    applying = threading.Event()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("apply "):
-                applying.set()
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    deadline = time.monotonic() + TIMEOUT
-    while not applying.is_set() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(random.Random(32).uniform(0, 2))
-    outcome = "finished" if proc.poll() is not None else "killed"
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=60)
-    reader.join(timeout=10)
-    return {"outcome": outcome, "pid": proc.pid, "output": "".join(lines)}
+    the other targets are being applied (`engine_harness.run_and_kill`)."""
+    run = run_and_kill(
+        ["run", "--project", "shop", "--target", "s3"],
+        random.Random(32).uniform(0, 2),
+        started=("apply ",),
+        env=env,
+        cwd=work,
+        timeout=TIMEOUT,
+    )
+    return {"outcome": run.outcome, "pid": run.pid, "output": run.output}
 
 
 @pytest.fixture(scope="module")
 def reruns(env, work, killed) -> list[dict]:
     """Two runs started at once after the kill."""
-    procs = [_cli(env, work, "run", "--project", "shop", "--target", "s3") for _ in range(2)]
+    run = ["run", "--project", "shop", "--target", "s3"]
+    procs = [start_cli(run, env=env, cwd=work) for _ in range(2)]
     done = []
     for p in procs:
         code, out = _finish(p)
@@ -112,7 +85,7 @@ def reruns(env, work, killed) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def planned(env, work, reruns) -> dict:
-    p = _cli(env, work, "plan", "--project", "shop", "--target", "s3")
+    p = start_cli(["plan", "--project", "shop", "--target", "s3"], env=env, cwd=work)
     code, out = _finish(p)
     return {"code": code, "output": out}
 

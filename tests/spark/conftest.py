@@ -20,15 +20,15 @@ def spark():
     # This JVM lives for the whole run: it keeps the JVM's default compilers and collector,
     # not the short-lived drivers' settings of tests/conftest.py (measured: C1 alone cost
     # a warm test more CPU than the full compiler).
-    from tests.conftest import SHORT_LIVED_JVM
+    from tests.conftest import short_lived
 
     opts = os.environ.get("SPARK_SUBMIT_OPTS")
-    if opts == SHORT_LIVED_JVM:
+    if short_lived(opts):
         del os.environ["SPARK_SUBMIT_OPTS"]
     try:
         session = _build()
     finally:
-        if opts == SHORT_LIVED_JVM:
+        if short_lived(opts):
             os.environ["SPARK_SUBMIT_OPTS"] = opts
     session.sparkContext.setLogLevel("ERROR")
     yield session

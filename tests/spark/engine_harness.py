@@ -1,16 +1,29 @@
-"""Build throw-away projects around recorded Kafka records and read back their Delta targets.
+"""Build throw-away projects around recorded Kafka records and read back their Delta targets;
+kill `ticdc-sync run` processes at random moments of their work.
 
 Used by the engine's end-to-end tests: records are written as capture files (DESIGN.md §1),
 the project is loaded by the real loader and run by the real runner on the shared session.
+The crash tests (tests/spark/*_crash.py, tests/s3/test_example_on_s3.py) start `ticdc-sync`
+as a process of its own and SIGKILL it, JVM included (`run_and_kill`), at a moment drawn
+inside its work (`KillMoments`).
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable
+import os
+import random
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from tests.processes import kill_tree
 from ticdc_sync.locations import target_location
 from ticdc_sync.model import Project
 from ticdc_sync.project import load_project
@@ -91,6 +104,29 @@ def read_target(spark, project: Project, name: str, order_by: str = "1") -> list
     return [r.asDict() for r in df.orderBy(*[c.strip() for c in order_by.split(",")]).collect()]
 
 
+def collect_each(frames: Sequence) -> list[list[dict]]:
+    """The rows of each DataFrame of `frames` (`Row.asDict()`, in no order), as separate
+    `collect()`s return them, in one Spark job per schema: frames of one schema (one table
+    read as of several TSOs) are unioned, each row tagged with its frame's index."""
+    from pyspark.sql import functions as F
+
+    tag = "__frame_index"
+    by_schema: dict[str, list[int]] = {}
+    for i, df in enumerate(frames):
+        assert tag not in df.columns
+        by_schema.setdefault(df.schema.json(), []).append(i)
+    out: list[list[dict]] = [[] for _ in frames]
+    for indexes in by_schema.values():
+        tagged = [frames[i].withColumn(tag, F.lit(i)) for i in indexes]
+        union = tagged[0]
+        for df in tagged[1:]:
+            union = union.union(df)
+        for row in union.collect():
+            values = row.asDict()
+            out[values.pop(tag)].append(values)
+    return out
+
+
 def target_schema(spark, project: Project, name: str) -> list[tuple[str, str]]:
     from ticdc_sync.locations import warehouse_path
 
@@ -159,3 +195,123 @@ def as_staged_columns(state, df):
             for f in full.fields
         ]
     )
+
+
+# The first lines a run prints once its real work begins: staging is done, or an apply starts
+# (`ticdc_sync.spark.batch`, the executor's progress).
+WORK_STARTED = ("read+decode", "apply")
+
+
+@dataclass(frozen=True)
+class CliRun:
+    """A `ticdc-sync` process that ran until it exited or was killed."""
+
+    outcome: str  # "killed", or "finished" (it exited before the kill)
+    pid: int
+    code: int  # its exit code (-9 when killed)
+    lines: list[str]  # everything it printed
+    seconds: float  # from the start of its real work to its exit or the kill
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def __str__(self) -> str:
+        return f"{self.outcome}: " + "".join(self.lines[-3:])
+
+
+def start_cli(
+    args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.Popen:
+    """`ticdc-sync *args` in its own process group (a kill takes its JVM too), its output
+    (stdout and stderr) piped as text."""
+    base = os.environ if env is None else env
+    return subprocess.Popen(
+        [sys.executable, "-m", "ticdc_sync.cli", *args],
+        cwd=cwd,
+        env={**base, "TZ": "UTC", "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def run_and_kill(
+    args: Sequence[str],
+    delay: float,
+    *,
+    started: tuple[str, ...] = WORK_STARTED,
+    on_start: Callable[[], None] | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 600,
+) -> CliRun:
+    """Start `ticdc-sync *args`, wait until it prints a line starting with one of `started`
+    (its real work began; at most `timeout` seconds), call `on_start`, and SIGKILL it
+    `delay` seconds later unless it exited before: its process group and, at the same
+    moment, its JVM's (`tests.processes.kill_tree`). Also when the test is interrupted
+    meanwhile."""
+    proc = start_cli(args, env=env, cwd=cwd)
+    began = threading.Event()
+    lines: list[str] = []
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith(started):
+                began.set()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + timeout
+        while not began.is_set() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        working = time.monotonic()
+        if on_start is not None:
+            on_start()
+        end = working + delay
+        while proc.poll() is None and time.monotonic() < end:
+            time.sleep(0.05)
+        outcome = "finished" if proc.poll() is not None else "killed"
+    finally:
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+        code = proc.wait(timeout=60)
+    took = time.monotonic() - working
+    reader.join(timeout=10)
+    return CliRun(outcome, proc.pid, code, lines, took)
+
+
+def uninterrupted_seconds(root: Path) -> float:
+    """How long the real work of `run` takes (from `WORK_STARTED` to its exit) on a copy of
+    the project as it is now."""
+    copy = root.parent / (root.name + "-timing")
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(root, copy, symlinks=True)
+    try:
+        timed = run_and_kill(["run", "--project", str(copy)], delay=600)
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+    assert timed.outcome == "finished" and timed.code == 0, str(timed)
+    return timed.seconds
+
+
+class KillMoments:
+    """Delays after which to kill a run (from `WORK_STARTED`), each a random share (`low` to
+    `high`, from `rng`) of how long the real work of an uninterrupted run takes, so that the
+    kill lands inside the run however fast or loaded the machine is. That time is measured
+    once, at the first call, on a copy of the project (`uninterrupted_seconds`, a run of its
+    own); the later runs of the test reuse it."""
+
+    def __init__(self, rng: random.Random, low: float, high: float) -> None:
+        self.rng, self.low, self.high = rng, low, high
+        self.seconds: float | None = None
+
+    def delay(self, root: Path) -> float:
+        share = self.rng.uniform(self.low, self.high)
+        if self.seconds is None:
+            self.seconds = uninterrupted_seconds(root)
+        return share * self.seconds

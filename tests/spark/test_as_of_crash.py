@@ -3,8 +3,9 @@ moments: after each kill, targets read as of TSOs up to the resolved one equal t
 at those TSOs, and every sync point recorded (by any run, killed or not) names versions
 that hold exactly the upstream at its TSO.
 
-Uses the kill harness of `test_engine_crash` (a `ticdc-sync run` process group killed at a
-random share of how long the same run takes uninterrupted).
+Uses the kill harness of the crash tests (`engine_harness.run_and_kill`: a `ticdc-sync run`
+process group killed at a random share of how long the same run takes uninterrupted,
+`KillMoments`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,14 @@ import random
 import pytest
 
 from testkit.history import HistoryConfig, encode, generate
-from tests.spark.engine_harness import load, make_project, write_captures
-from tests.spark.test_engine_crash import _run_and_kill, _uninterrupted_seconds
+from tests.spark.engine_harness import (
+    KillMoments,
+    collect_each,
+    load,
+    make_project,
+    run_and_kill,
+    write_captures,
+)
 from tests.spark.truth import assert_table_equals, schema_sql
 from ticdc_sync import snapshot as snap
 from ticdc_sync import sync_points
@@ -28,17 +35,20 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def _check_reads(spark, project, history, tsos, what: str) -> int:
-    n = 0
+    """Every target read as of each of `tsos` equals the upstream at it; how many reads."""
+    checks = []  # (what, the truth, schema, the read)
     for tso in tsos:
         truth, schemas = history.truth(tso)
         read = as_of(spark, project, tso)
         for qualified, rows in truth.items():
             schema = schemas[qualified]
-            keys = list(schema.handle_key())
-            got = [r.asDict() for r in read.frames[schema.table].orderBy(*keys).collect()]
-            assert_table_equals(got, rows, schema, f"{what}: {qualified} as of {tso}")
-            n += 1
-    return n
+            frame = read.frames[schema.table]
+            checks.append((f"{what}: {qualified} as of {tso}", rows, schema, frame))
+    # The reads of a table as of several TSOs are collected in one Spark job.
+    got = collect_each([frame for *_, frame in checks])
+    for (text, rows, schema, _), read_rows in zip(checks, got, strict=True):
+        assert_table_equals(read_rows, rows, schema, text)
+    return len(checks)
 
 
 def test_reads_and_sync_points_after_sigkill_equal_the_upstream(spark, tmp_path):
@@ -56,12 +66,12 @@ def test_reads_and_sync_points_after_sigkill_equal_the_upstream(spark, tmp_path)
         defaults="sync_points: every 1s\n",
     )
     rng = random.Random(39)
+    moments = KillMoments(rng, 0.05, 0.8)
     txns = sorted({s.commit_ts for s in history.steps if s.kind == "txn"})
     outcomes, reads = [], 0
     for chunk in enc.chunks(2):
         write_captures(root, "cdc", [(r.partition, r.offset, r.key, r.value) for r in chunk])
-        delay = rng.uniform(0.05, 0.8) * _uninterrupted_seconds(root)
-        outcome = _run_and_kill(root, delay_after_start=delay)[0]
+        outcome = str(run_and_kill(["run", "--project", str(root)], moments.delay(root)))
         outcomes.append(outcome)
         project = load(root)
         try:
@@ -81,14 +91,21 @@ def test_reads_and_sync_points_after_sigkill_equal_the_upstream(spark, tmp_path)
     # Every sync point recorded, by the killed runs too, names versions exact at its TSO.
     recorded = LakeTable(sync_points.location(project)).read().to_pylist()
     assert recorded, outcomes
-    for tso in sorted({r["tso"] for r in recorded}):
+    locations = {t.name: t.location for t in snap.snapshot(project, "latest").targets}
+    points = [r for r in recorded if r["at_tso"]]
+    # Sync points a second apart often name the same version of a target: each version
+    # named is read once (those of a table with one schema in one Spark job), and checked
+    # against the upstream at every TSO that names it.
+    named = sorted({(r["target"], r["version"]) for r in points})
+    frames = [
+        spark.read.format("delta").option("versionAsOf", v).load(locations[t]) for t, v in named
+    ]
+    at_version = dict(zip(named, collect_each(frames), strict=True))
+    for tso in sorted({r["tso"] for r in points}):
         truth, schemas = history.truth(tso)
         by_table = {s.table: s for s in schemas.values()}
-        for r in (r for r in recorded if r["tso"] == tso and r["at_tso"]):
+        for r in (r for r in points if r["tso"] == tso):
             schema = by_table[r["target"]]
-            keys = list(schema.handle_key())
-            df = spark.read.format("delta").option("versionAsOf", r["version"])
-            rows = df.load(snap.snapshot(project, tso, [r["target"]]).targets[0].location)
-            got = [x.asDict() for x in rows.orderBy(*keys).collect()]
+            got = at_version[(r["target"], r["version"])]
             assert_table_equals(got, truth[schema.qualified], schema, f"sync point {tso}")
     assert reads > 0, outcomes

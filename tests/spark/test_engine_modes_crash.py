@@ -9,9 +9,8 @@ import random
 
 import pytest
 
+from tests.spark.engine_harness import KillMoments, load, make_project, run_and_kill, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
-from tests.spark.engine_harness import load, make_project, write_captures
-from tests.spark.test_engine_crash import _run_and_kill, _uninterrupted_seconds
 from tests.spark.test_engine_modes import ENTRIES, SCHEMA, check, messages, simulate
 from ticdc_sync.spark import runner
 
@@ -22,7 +21,7 @@ def test_sigkill_at_random_moments_then_resume_keeps_every_mode_exact(spark, tmp
     m = simulate(seed=23, steps=50)
     batches = messages(m, random.Random(9))
     root = make_project(tmp_path / "p", protocol="canal-json", schema_sql=SCHEMA, tables=ENTRIES)
-    rng = random.Random(2026)
+    moments = KillMoments(random.Random(2026), 0.1, 0.8)
     outcomes = []
     offset = 0
     half = len(batches) // 2
@@ -39,8 +38,8 @@ def test_sigkill_at_random_moments_then_resume_keeps_every_mode_exact(spark, tmp
         chunk.append((0, offset, None, wm(resolved)))
         offset += 1
         write_captures(root, "t", chunk)
-        delay = rng.uniform(0.1, 0.8) * _uninterrupted_seconds(root)
-        outcomes.append(_run_and_kill(root, delay_after_start=delay)[0])
+        run = ["run", "--project", str(root)]
+        outcomes.append(str(run_and_kill(run, moments.delay(root))))
     assert any(o.startswith("killed") for o in outcomes), outcomes
     project = load(root)
     assert runner.run(project, spark=spark, out=lambda s: None) == 0, outcomes
