@@ -11,8 +11,10 @@ the JVM options are its key) in ticdc-sync's cache folder (`test-jvm/`, beside t
 one small `ticdc-sync run` in the background (`start`) while the first tests run; tests that
 start after it exists hand it to their children (`options`). A JVM that cannot use it
 (another class path, another JDK) runs as it would without it, silently (`-Xlog:cds*=off`).
-One process makes it at a time (a lock file naming its pid); the test session stops it, if
-still running, when the session ends, and it stops itself if the session's process dies.
+One process makes it at a time (a lock file naming its pid). The session that started it
+waits for it at its end (at most `WAIT_AT_END` seconds: the one session per environment
+that makes it may end that much later), and stops it at once when interrupted; it stops
+itself if the session's process dies.
 Linux only (it follows the JVM through /proc and prctl); elsewhere the tests run without it.
 
 Run as `python -m tests.jvm_archive DEST`, this module is that background process.
@@ -20,6 +22,7 @@ Run as `python -m tests.jvm_archive DEST`, this module is that background proces
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -31,6 +34,9 @@ import time
 from pathlib import Path
 
 from tests.processes import kill_tree
+
+# How long a session that started the maker waits for it at its end before stopping it.
+WAIT_AT_END = 120
 
 
 def _cache() -> Path:
@@ -129,10 +135,14 @@ def start(path: Path, jvm_options: str, log: Path) -> subprocess.Popen | None:
     return proc
 
 
-def stop(proc: subprocess.Popen | None, path: Path) -> None:
-    """Stop the maker started by `start` if it still runs (with its JVM), and remove what
-    it left."""
-    if proc is None or proc.poll() is not None:
+def stop(proc: subprocess.Popen | None, path: Path, wait: float = 0) -> None:
+    """Stop the maker started by `start` if it still runs after `wait` seconds (with its
+    JVM), and remove what it left."""
+    if proc is None:
+        return
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=wait)
+    if proc.poll() is not None:
         return
     kill_tree(proc.pid)
     proc.wait(timeout=60)
