@@ -182,6 +182,13 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(skip, append=False)
 
 
+def pytest_sessionfinish(session, exitstatus) -> None:
+    # The archive's maker, if this session started it: waited for (it is made once),
+    # unless the session was interrupted.
+    if _archive["path"] is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
+        jvm_archive.stop(_archive["maker"], _archive["path"], wait=jvm_archive.WAIT_AT_END)
+
+
 def pytest_unconfigure(config) -> None:
     if _archive["path"] is not None:
         jvm_archive.stop(_archive["maker"], _archive["path"])

@@ -6,20 +6,23 @@ Hadoop and Delta. A dynamic class-data-sharing archive of them (JDK 13+:
 `-XX:ArchiveClassesAtExit` writes it, `-XX:SharedArchiveFile` maps it) lets a later JVM map
 them instead. What the JVM executes is unchanged; only its start is shorter.
 
-The archive is made once per machine and environment (the java binary, Spark's jars and the
-JVM options are its key) under ~/.cache/ticdc-sync/test-jvm/, by one small `ticdc-sync run`
-in the background (`start`) while the first tests run; tests that start after it exists
-hand it to their children (`options`). A JVM that cannot use it (another class path, another
-JDK) runs as it would without it, silently (`-Xlog:cds*=off`). One process makes it at a
-time (a lock file naming its pid); the test session stops it, if still running, when the
-session ends, and it stops itself if the session's process dies. Linux only (it follows the
-JVM through /proc and prctl); elsewhere the tests run without it.
+The archive is made once per machine and environment (the java binary, Spark's jars and
+the JVM options are its key) in ticdc-sync's cache folder (`test-jvm/`, beside the jars), by
+one small `ticdc-sync run` in the background (`start`) while the first tests run; tests that
+start after it exists hand it to their children (`options`). A JVM that cannot use it
+(another class path, another JDK) runs as it would without it, silently (`-Xlog:cds*=off`).
+One process makes it at a time (a lock file naming its pid). The session that started it
+waits for it at its end (at most `WAIT_AT_END` seconds: the one session per environment
+that makes it may end that much later), and stops it at once when interrupted; it stops
+itself if the session's process dies.
+Linux only (it follows the JVM through /proc and prctl); elsewhere the tests run without it.
 
 Run as `python -m tests.jvm_archive DEST`, this module is that background process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -32,7 +35,17 @@ from pathlib import Path
 
 from tests.processes import kill_tree
 
-CACHE = Path("~/.cache/ticdc-sync/test-jvm").expanduser()
+# How long a session that started the maker waits for it at its end before stopping it.
+WAIT_AT_END = 120
+
+
+def _cache() -> Path:
+    """test-jvm/ in ticdc-sync's cache folder (as `ticdc_sync.spark.session.cache_dir`
+    finds it, without importing pyspark)."""
+    base = os.environ.get("TICDC_SYNC_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ticdc-sync"
+    )
+    return Path(base) / "test-jvm"
 
 
 def _java() -> Path | None:
@@ -63,7 +76,7 @@ def archive_path(jvm_options: str) -> Path | None:
     key.update(f"{java}|{st.st_size}|{st.st_mtime_ns}|{jars}|{jvm_options}\n".encode())
     for jar in sorted(jars.iterdir()):
         key.update(f"{jar.name}|{jar.stat().st_size}\n".encode())
-    return CACHE / f"{key.hexdigest()[:16]}.jsa"
+    return _cache() / f"{key.hexdigest()[:16]}.jsa"
 
 
 def options(path: Path) -> str:
@@ -122,10 +135,14 @@ def start(path: Path, jvm_options: str, log: Path) -> subprocess.Popen | None:
     return proc
 
 
-def stop(proc: subprocess.Popen | None, path: Path) -> None:
-    """Stop the maker started by `start` if it still runs (with its JVM), and remove what
-    it left."""
-    if proc is None or proc.poll() is not None:
+def stop(proc: subprocess.Popen | None, path: Path, wait: float = 0) -> None:
+    """Stop the maker started by `start` if it still runs after `wait` seconds (with its
+    JVM), and remove what it left."""
+    if proc is None:
+        return
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=wait)
+    if proc.poll() is not None:
         return
     kill_tree(proc.pid)
     proc.wait(timeout=60)

@@ -1,10 +1,10 @@
 """Killing `run` with SIGKILL (process group, JVM included) at random moments loses nothing.
 
 Each attempt runs `ticdc-sync run` in its own process group, waits for it to start working,
-kills the whole group at a random moment, and finally a clean run must leave tables equal to
-the generated history's truth: nothing lost, nothing doubled. The moment is a random share of
-how long the same run takes uninterrupted (timed on a copy of the project before the first
-kill), so that the kill lands inside the run however fast or loaded the machine is
+kills that group and its JVM's at a random moment, and finally a clean run must leave tables
+equal to the generated history's truth: nothing lost, nothing doubled. The moment is a random
+share of how long the same run takes uninterrupted (timed on a copy of the project before
+the first kill), so that the kill lands inside the run however fast or loaded the machine is
 (`engine_harness.run_and_kill`, `KillMoments`).
 """
 
