@@ -23,6 +23,7 @@ from testkit.history import HistoryConfig, encode, generate
 from tests.cluster.conftest import StandaloneCluster, cluster_env
 from tests.kafka.helpers import kafka_project, produce_records
 from tests.kafka.test_e2e_protocols import assert_each_record_staged_once, check_targets
+from tests.processes import kill_tree
 from tests.spark.engine_harness import load
 from tests.spark.truth import schema_sql
 
@@ -115,7 +116,7 @@ def _finish(proc: subprocess.Popen, log: Path) -> int:
 
 def _kill(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
-        os.killpg(proc.pid, 9)
+        kill_tree(proc.pid)
         proc.wait(timeout=30)
 
 

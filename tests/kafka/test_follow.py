@@ -22,6 +22,7 @@ import pytest
 from testkit.history import HistoryConfig, encode, generate
 from tests.kafka.helpers import broker_module, kafka_project, produce_records
 from tests.kafka.test_e2e_protocols import assert_each_record_staged_once, check_targets
+from tests.processes import kill_tree
 from tests.spark.engine_harness import load
 from tests.spark.truth import schema_sql
 
@@ -136,7 +137,7 @@ def test_follow_applies_arriving_messages_across_a_broker_restart(spark, tmp_pat
         assert "Traceback" not in text, tail(log)
     finally:
         if proc is not None and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_tree(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
         broker.close()
 

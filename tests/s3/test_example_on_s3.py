@@ -13,7 +13,6 @@ after the URI scheme).
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import signal
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import kill_tree
 from tests.s3.helpers import ROOT, job_env, run_job
 from tests.spark.engine_harness import run_and_kill, start_cli
 
@@ -35,7 +35,7 @@ def _finish(proc: subprocess.Popen) -> tuple[int, str]:
     try:
         out, _ = proc.communicate(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_tree(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         raise AssertionError(
             f"ticdc-sync did not finish within {TIMEOUT}s:\n{out[-3000:]}"

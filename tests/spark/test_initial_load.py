@@ -9,6 +9,7 @@ import pytest
 
 from testkit.dumpling import DumplingFlags, write_export
 from testkit.encode import make_tso
+from tests.processes import kill_tree
 from tests.spark.engine_harness import canal_row, load, make_project, read_target, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
 from ticdc_sync.spark import runner
@@ -348,13 +349,14 @@ def test_kill_9_during_the_load_then_run_again(spark, tmp_path):
         while proc.poll() is None and time.monotonic() < deadline:
             # The load's data files land in the table's folder before its commit.
             if os.path.isdir(table) and any(p.endswith(".parquet") for p in os.listdir(table)):
-                os.killpg(proc.pid, signal.SIGKILL)
+                # The JVM too, at once: ticdc-sync starts it in a session of its own.
+                kill_tree(proc.pid, signal.SIGKILL)
                 killed = True
                 break
             time.sleep(0.05)
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_tree(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
     assert killed, "the run ended before its load wrote a file"
     # The killed load left files but no commit: the table holds nothing, and shows no load.
