@@ -81,21 +81,17 @@ def new_table_metadata(staging: Staging, batch: StagedBatch) -> Metadata:
     # First only the rows at that commit_ts: Parquet's page statistics on commit_ts then
     # skip the rest of the batch's `col_meta`, the widest staged column. A table whose
     # rows there carry no metadata is looked up again in the whole batch.
-    at_lo = [
-        (F.coalesce("db", F.lit("")) == db)
-        & (F.coalesce("tbl", F.lit("")) == tbl)
-        & (F.col("commit_ts") == ts)
-        for (db, tbl), ts in sorted(lo.items())
-    ]
+    at_lo = [_of_table(t) & (F.col("commit_ts") == ts) for t, ts in sorted(lo.items())]
     out = _first_metadata(staging, batch, functools.reduce(operator.or_, at_lo))
-    rest = sorted(t for t in lo if key(*t) not in out)
+    rest = [_of_table(t) for t in sorted(lo) if key(*t) not in out]
     if rest:
-        in_rest = [
-            (F.coalesce("db", F.lit("")) == db) & (F.coalesce("tbl", F.lit("")) == tbl)
-            for db, tbl in rest
-        ]
-        out.update(_first_metadata(staging, batch, functools.reduce(operator.or_, in_rest)))
+        out.update(_first_metadata(staging, batch, functools.reduce(operator.or_, rest)))
     return out
+
+
+def _of_table(t: tuple[str, str]) -> Column:
+    """The staged rows of upstream table `t` (db, tbl as `tables` keys them: NULL as "")."""
+    return (F.coalesce("db", F.lit("")) == t[0]) & (F.coalesce("tbl", F.lit("")) == t[1])
 
 
 def _first_metadata(staging: Staging, batch: StagedBatch, where: Column) -> Metadata:
