@@ -29,6 +29,20 @@ EARLY = {"id": "int", "v": "varchar"}
 LATE = {"v": "text", "id": "bigint"}  # other types, other column order
 
 
+def _run(spark, root, recs):
+    """The project at `root` with `recs` captured on topic `t`, after one run."""
+    write_captures(root, "t", recs)
+    lines: list[str] = []
+    project = load(root)
+    assert runner.run(project, spark=spark, out=lines.append) == 0, "\n".join(lines)
+    return project
+
+
+def _upstream_columns(spark, project, name: str) -> list[tuple[str, str]]:
+    """Target `name`'s columns (name, type) without ticdc-sync's own `_` columns."""
+    return [c for c in target_schema(spark, project, name) if not c[0].startswith("_")]
+
+
 def test_each_new_table_takes_its_earliest_change_metadata(spark, tmp_path):
     root = make_project(tmp_path / "p", protocol="canal-json")
     recs = [
@@ -41,13 +55,9 @@ def test_each_new_table_takes_its_earliest_change_metadata(spark, tmp_path):
         (1, 8, None, canal_row("shop", "a", "INSERT", 100, {"id": "1", "v": "p"}, EARLY, ["id"])),
         (1, 9, None, wm(400)),
     ]
-    write_captures(root, "t", recs)
-    lines: list[str] = []
-    project = load(root)
-    assert runner.run(project, spark=spark, out=lines.append) == 0, "\n".join(lines)
+    project = _run(spark, root, recs)
     for name, rows in (("a", [(1, "p"), (2, "x")]), ("b", [(10, "q"), (20, "y")])):
-        upstream = [c for c in target_schema(spark, project, name) if not c[0].startswith("_")]
-        assert upstream == [("id", "int"), ("v", "string")], name
+        assert _upstream_columns(spark, project, name) == [("id", "int"), ("v", "string")], name
         got = [(r["id"], r["v"]) for r in read_target(spark, project, name, "id")]
         assert got == rows, name
 
@@ -64,11 +74,7 @@ def test_a_table_whose_first_change_has_no_metadata_takes_the_next_one(spark, tm
         (0, 1, None, canal_row("shop", "c", "INSERT", 200, {"v": "x", "id": "2"}, LATE, ["id"])),
         (0, 2, None, wm(400)),
     ]
-    write_captures(root, "t", recs)
-    lines: list[str] = []
-    project = load(root)
-    assert runner.run(project, spark=spark, out=lines.append) == 0, "\n".join(lines)
-    upstream = [c for c in target_schema(spark, project, "c") if not c[0].startswith("_")]
-    assert upstream == [("v", "string"), ("id", "bigint")]
+    project = _run(spark, root, recs)
+    assert _upstream_columns(spark, project, "c") == [("v", "string"), ("id", "bigint")]
     got = [(r["id"], r["v"]) for r in read_target(spark, project, "c", "id")]
     assert got == [(1, "p"), (2, "x")]
