@@ -104,3 +104,23 @@ def test_saved_tallies_of_a_table_made_anew_are_ignored(spark, tmp_path):
     fresh = Staging(spark, wh).tally("src").to_dict()
     assert fresh != old_tally
     assert fresh == _derived(spark, wh)
+
+
+def test_a_new_staging_table_has_empty_tallies_without_a_read_and_counts_its_first_batch(
+    spark, tmp_path, monkeypatch
+):
+    """A staging table holding only its CREATE (a new warehouse: every first run) has empty
+    tallies, known without reading it; opened again after a batch, it is read as before."""
+    wh = str(tmp_path / "wh")
+    with monkeypatch.context() as m:
+        m.setattr(Staging, "_increments", _no_aggregate)
+        m.setattr(Staging, "_stored_tallies", lambda self: _no_aggregate(self, None, None))
+        new = Staging(spark, wh)
+        assert new.tally("src").to_dict() == Staging(spark, wh).tally("src").to_dict()
+        assert new.tally("src").partitions == {}
+    new.stage("src", _batch(spark, new, FIRST))
+    assert new.tally("src").to_dict() == _derived(spark, wh)
+    assert sorted(new.tally("src").partitions) == [("t", 0), ("t", 1)]
+    # The other sources of that warehouse stay empty; a later open reads the table.
+    assert new.tally("other").partitions == {}
+    assert Staging(spark, wh).tally("src").to_dict() == _derived(spark, wh)

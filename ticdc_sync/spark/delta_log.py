@@ -91,6 +91,8 @@ class TableFacts:
     size: int
     # (name, Spark type as `DataType.simpleString`) of every column, in table order.
     columns: tuple[tuple[str, str], ...]
+    # The table's properties (the metadata's `configuration`), by key.
+    properties: tuple[tuple[str, str], ...] = ()
 
 
 def checksum_facts(location: str) -> TableFacts | None:
@@ -107,7 +109,8 @@ def checksum_facts(location: str) -> TableFacts | None:
         crc = json.loads(found[1])
         schema = StructType.fromJson(json.loads(crc["metadata"]["schemaString"]))
         columns = tuple((f.name, f.dataType.simpleString()) for f in schema.fields)
-        return TableFacts(int(crc["numFiles"]), int(crc["tableSizeBytes"]), columns)
+        properties = tuple(sorted((crc["metadata"].get("configuration") or {}).items()))
+        return TableFacts(int(crc["numFiles"]), int(crc["tableSizeBytes"]), columns, properties)
     except (ValueError, KeyError, TypeError):
         return None
 
@@ -125,6 +128,16 @@ def latest_commit(spark: SparkSession, location: str) -> tuple[int, str] | None:
         return None
     version, data = found
     return version, hashlib.sha256(data).hexdigest()
+
+
+def has_commit(location: str) -> bool | None:
+    """Whether a local table has a commit (a table exists there); None for a remote one."""
+    if not is_local(location):
+        return None
+    try:
+        return any(_is_commit_file(f.name) for f in (local_path(location) / "_delta_log").iterdir())
+    except OSError:
+        return False
 
 
 def _newest_log_file(location: str, suffix: str) -> tuple[int, bytes] | None:

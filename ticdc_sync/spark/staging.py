@@ -30,7 +30,14 @@ from ticdc_sync.events import (
 )
 from ticdc_sync.locations import is_local, local_path, state_location
 from ticdc_sync.spark.conf import before_commit, user_metadata
-from ticdc_sync.spark.delta_log import checksum_num_files, latest_commit, latest_user_metadata
+from ticdc_sync.spark.delta_log import (
+    TableFacts,
+    checksum_facts,
+    checksum_num_files,
+    has_commit,
+    latest_commit,
+    latest_user_metadata,
+)
 from ticdc_sync.spark.labels import job_name, read_job
 from ticdc_sync.sqlgen import quote, sql_string, table_ref
 from ticdc_sync.staged import SourceTally, from_user_metadata, to_user_metadata
@@ -93,20 +100,34 @@ class Staging:
         self.warehouse = warehouse
         self.events_path = state_location(warehouse, "events")
         self._tallies_file = state_location(warehouse, TALLIES_FILE)
-        ensure_table(spark, self.events_path, STAGED_SCHEMA, STAGED_PROPERTIES)
-        self._add_missing_columns(self.events_path, EVENT_FIELDS)
-        self._set_missing_properties(self.events_path, STAGED_PROPERTIES)
         self._tallies: dict[str, SourceTally] = {}
         self._stored: dict[str, SourceTally] | None = None
+        ensure_table(spark, self.events_path, STAGED_SCHEMA, STAGED_PROPERTIES)
+        # What the table has, from its version checksum without a job where it can be read:
+        # columns and properties a newer ticdc-sync adds to a table an older one made.
+        facts = checksum_facts(self.events_path)
+        self._add_missing_columns(self.events_path, EVENT_FIELDS, facts)
+        self._set_missing_properties(self.events_path, STAGED_PROPERTIES, facts)
+        # Only its CREATE (version 0, no files): nothing was ever staged, so every source's
+        # tally is empty, known without reading the table (a run on a new warehouse).
+        first = latest_commit(spark, self.events_path) if facts is not None else None
+        self._new = first is not None and first[0] == 0 and facts.files == 0
+        if self._new:
+            self._stored = {}
         # Per source, what its newest `stage` added (`StagedBatch`), for the run loop.
         self.last_batch: dict[str, StagedBatch] = {}
 
-    def _set_missing_properties(self, path: str, properties: dict[str, str]) -> None:
+    def _set_missing_properties(
+        self, path: str, properties: dict[str, str], facts: TableFacts | None
+    ) -> None:
         """Table properties a newer ticdc-sync sets, set on a table an older one created."""
-        # SHOW TBLPROPERTIES reads the table's metadata only; DESCRIBE DETAIL also rebuilds
-        # the snapshot's file list (a Spark job per call).
-        rows = self.spark.sql(f"SHOW TBLPROPERTIES {table_ref(path)}").collect()
-        have = {r["key"]: r["value"] for r in rows}
+        if facts is not None:
+            have = dict(facts.properties)
+        else:
+            # SHOW TBLPROPERTIES reads the table's metadata only; DESCRIBE DETAIL also
+            # rebuilds the snapshot's file list (a Spark job per call).
+            rows = self.spark.sql(f"SHOW TBLPROPERTIES {table_ref(path)}").collect()
+            have = {r["key"]: r["value"] for r in rows}
         missing = {k: v for k, v in properties.items() if have.get(k) != v}
         if missing:
             before_commit()
@@ -114,10 +135,15 @@ class Staging:
                 f"ALTER TABLE {table_ref(path)} SET TBLPROPERTIES ({_properties_sql(missing)})"
             )
 
-    def _add_missing_columns(self, path: str, fields: tuple[tuple[str, str], ...]) -> None:
+    def _add_missing_columns(
+        self, path: str, fields: tuple[tuple[str, str], ...], facts: TableFacts | None
+    ) -> None:
         """Columns a newer ticdc-sync stages, added to a table an older one created (at
         its end, which is where `events.EVENT_FIELDS` keeps them)."""
-        have = {f.name for f in self.spark.read.format("delta").load(path).schema.fields}
+        if facts is not None:
+            have = {name for name, _ in facts.columns}
+        else:
+            have = {f.name for f in self.spark.read.format("delta").load(path).schema.fields}
         missing = [(n, t) for n, t in fields if n not in have]
         if missing:
             before_commit()
@@ -141,6 +167,7 @@ class Staging:
         # Forget the cached tally first: if anything below fails, the next batch must
         # re-derive it from the table instead of re-reading what may have been staged.
         self._tallies.pop(source, None)
+        self._new = False
         cols = [F.lit(source).alias("source"), *[F.col(quote(c)) for c in decoded.columns]]
         # Named, so that progress reports can tell the read of the source from the
         # bookkeeping jobs around it.
@@ -286,6 +313,8 @@ class Staging:
         statistics skip the older files). A run after a run starts from the tallies the
         last one saved at the table's newest commit (`_saved_tallies`), without the
         aggregate."""
+        if source not in self._tallies and self._new:
+            self._tallies[source] = SourceTally()
         if source not in self._tallies:
             saved = self._saved_tallies().get(source)
             if saved is not None:
@@ -412,6 +441,9 @@ def ensure_table(
     spark: SparkSession, path: str, schema: str, properties: dict[str, str] | None = None
 ) -> None:
     """Create a state table at `path` unless it exists."""
+    if has_commit(path):
+        # Every run opens the state tables: a local one that exists needs no statement.
+        return
     props = {"delta.appendOnly": "false", **(properties or {})}
     before_commit()
     spark.sql(
