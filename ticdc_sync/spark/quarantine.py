@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from ticdc_sync.events import KIND_BAD
 from ticdc_sync.locations import state_location
 from ticdc_sync.spark.conf import before_commit
-from ticdc_sync.spark.staging import Staging, ensure_table
+from ticdc_sync.spark.staging import LazyTable, Staging
 
 QUARANTINE_SCHEMA = (
     "`source` STRING, topic STRING, `partition` INT, `offset` BIGINT, idx INT, db STRING, "
@@ -28,8 +28,15 @@ class Quarantine:
     def __init__(self, spark: SparkSession, staging: Staging) -> None:
         self.spark = spark
         self.staging = staging
-        self.path = state_location(staging.warehouse, "quarantine")
-        ensure_table(spark, self.path, QUARANTINE_SCHEMA)
+        self._table = LazyTable(
+            spark, state_location(staging.warehouse, "quarantine"), QUARANTINE_SCHEMA
+        )
+
+    @property
+    def path(self) -> str:
+        """The table's location, the table created on first use (most runs never quarantine;
+        readers without Spark take a missing table as an empty one)."""
+        return self._table.path()
 
     def table(self) -> DataFrame:
         return self.spark.read.format("delta").load(self.path)

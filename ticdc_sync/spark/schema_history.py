@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from ticdc_sync.locations import state_location
 from ticdc_sync.spark.conf import before_commit
-from ticdc_sync.spark.staging import ensure_table
+from ticdc_sync.spark.staging import LazyTable
 
 SCHEMA_HISTORY_SCHEMA = (
     "db STRING, tbl STRING, commit_ts BIGINT, ddl STRING, schema_json STRING, `source` STRING"
@@ -21,8 +21,16 @@ SCHEMA_HISTORY_SCHEMA = (
 class SchemaHistory:
     def __init__(self, spark: SparkSession, warehouse: str) -> None:
         self.spark = spark
-        self.path = state_location(warehouse, "schema_history")
-        ensure_table(spark, self.path, SCHEMA_HISTORY_SCHEMA)
+        # Created by the first DDL or load it records: readers take a missing table as an
+        # empty history (`warehouse.read_state`).
+        self._table = LazyTable(
+            spark, state_location(warehouse, "schema_history"), SCHEMA_HISTORY_SCHEMA
+        )
+
+    @property
+    def path(self) -> str:
+        """The table's location, the table created on first use."""
+        return self._table.path()
 
     def append(self, rows: list[tuple[str, str, int, str, str, str]]) -> None:
         """Append versions: (db, table, commit_ts, ddl, schema JSON, source) each, in one

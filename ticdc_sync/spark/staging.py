@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -450,6 +451,23 @@ def ensure_table(
         f"CREATE TABLE IF NOT EXISTS {table_ref(path)} ({schema}) USING delta "
         f"TBLPROPERTIES ({_properties_sql(props)})"
     )
+
+
+class LazyTable:
+    """A state table created the first time its location is asked for (`path`), once, also
+    when several targets' threads ask at the same moment."""
+
+    def __init__(self, spark: SparkSession, location: str, schema: str) -> None:
+        self._spark, self._location, self._schema = spark, location, schema
+        self._made = False
+        self._lock = threading.Lock()
+
+    def path(self) -> str:
+        with self._lock:
+            if not self._made:
+                ensure_table(self._spark, self._location, self._schema)
+                self._made = True
+        return self._location
 
 
 def _properties_sql(properties: dict[str, str]) -> str:

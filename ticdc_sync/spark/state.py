@@ -15,7 +15,8 @@ from ticdc_sync.spark.staging import Staging
 
 
 class State:
-    """The state tables of the warehouse at `warehouse`, created if missing."""
+    """The state tables of the warehouse at `warehouse`: staging created if missing, the
+    quarantine and the schema history at their first use."""
 
     def __init__(self, spark: SparkSession, warehouse: str) -> None:
         self.spark = spark
