@@ -174,7 +174,9 @@ class Staging:
         # bookkeeping jobs around it.
         with user_metadata(self.spark, carried), job_name(self.spark, read_job(source)):
             decoded.select(*cols).write.format("delta").mode("append").save(self.events_path)
-        if may_repeat and self._repeats_since(source, before):
+        increments = self._increments(source, before)
+        # Nothing staged (a poll or run with nothing new): nothing can be there twice.
+        if may_repeat and increments and self._repeats_since(source, before):
             conflicts = self._conflicting_copies(source, before)
             if conflicts:
                 self._unstage_since(source, before, carried)
@@ -185,8 +187,8 @@ class Staging:
                     "with `ticdc-sync capture`; nothing of this batch was staged)"
                 )
             self._stage_once(source, before, carried)
+            increments = self._increments(source, before)
         after = before.copy()
-        increments = self._increments(source, before)
         staged = after.fold(increments)
         self._tallies[source] = after
         self.last_batch[source] = StagedBatch(source, before, tuple(increments))
