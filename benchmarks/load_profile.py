@@ -1,18 +1,21 @@
-"""Where the initial load's time goes (#37): its Spark jobs, and the cost of each step of
-the one job that reads, parses, types and writes the rows.
+"""Where the initial load's time goes (#37): its Spark jobs, and the task CPU of each step
+of the one job that reads, parses, types and writes the rows.
 
 Usage: python benchmarks/load_profile.py [--load-rows 300000] [--rounds 2] [--steps]
 
 One local[2] SparkSession (`run.py`'s settings) with Spark's event log on. Each round runs
-the ticdc-sync load (`runner.run` on the benchmark's project, `initial_load.py`) and the
-plain `read.csv` + Delta write, and the last round's jobs are listed: wall, task time
-(core-seconds), CPU, and the first stage's name. The driver's share is the run's wall time
-not covered by any job.
+the ticdc-sync load (`runner.run` on the benchmark's project, `initial_load.py`), then the
+plain `read.csv` + Delta write. For the last round it lists every job (wall, task time in
+core-seconds, task CPU, first stage), then each side's biggest job (the one that reads,
+types and writes the rows) against the rest of its wall time (the other jobs and the
+driver's own work between them).
 
-`--steps` also times the load's one big job cut at each step, every cut written to Spark's
-`noop` sink (no Delta write): the lines alone, Spark's CSV parse of them, the proof of
-that parse (`_written`), the raw values (exact parser for the unproven lines), the typing
-and fit checks, and the full frame. The difference between two cuts is that step's cost.
+`--steps` also runs cuts of the load's big job, each written to Spark's `noop` sink (no
+Delta write), `--repeat` times: the lines alone; with Spark's CSV parse of them; with the
+proof of that parse (`_written`); the raw values (`parse_fields`, the exact parser for the
+unproven lines), and the exact parser alone for comparison; the converted values; the
+typing with its fit checks. The difference between two cuts is that step's cost. Each
+cut's least task CPU is printed (on a shared host, CPU time varies far less than wall).
 
 Measures, never judges a target; not part of the test suite or of the benchmark table. The
 event log is kept under `benchmarks/out/load-profile-events/`.
@@ -127,9 +130,11 @@ def main() -> None:
     )
     tmp = Path(tempfile.mkdtemp(prefix="load-profile-"))
     window = (0.0, 0.0)
+    res: dict = {}
     try:
         for _ in range(a.rounds):
             t0 = time.time()
+            # One repetition runs ticdc-sync first, then plain.
             res = L.measure_load(spark, a.load_rows, 1, tmp)
             window = (t0 * 1000, time.time() * 1000)
             print(f"  ticdc {res['ticdc']:.1f} s, plain {res['plain']:.1f} s", flush=True)
@@ -143,9 +148,24 @@ def main() -> None:
         return
     jobs = T.read_jobs(EVENT_DIR)
     within = [j for j in jobs if j.start >= window[0] and j.end <= window[1]]
-    print(f"last round, ticdc and plain (in that order), {a.load_rows:,} rows:")
+    print(f"last round, ticdc-sync then plain, {a.load_rows:,} rows:")
     for line in T.job_list(T.Interval("round", window[0], window[1], within)):
         print(line)
+    # measure_load times the run alone; the read-back count after it starts before plain.
+    split = window[0] + res["ticdc"] * 1000
+    ticdc = [j for j in within if j.end <= split]
+    big = max(ticdc, key=lambda j: j.core_ms)
+    plain = max((j for j in within if j.start >= split), key=lambda j: j.core_ms)
+    print(
+        f"ticdc-sync: {res['ticdc']:.1f} s wall; its biggest job {(big.end - big.start) / 1000:.1f}"
+        f" s ({big.core_ms / 1000:.1f} core-s, {big.cpu_ms / 1000:.1f} CPU-s); its other "
+        f"{len(ticdc) - 1} jobs {sum(j.core_ms for j in ticdc if j is not big) / 1000:.1f} "
+        f"core-s; wall outside the biggest job {res['ticdc'] - (big.end - big.start) / 1000:.1f} s"
+    )
+    print(
+        f"plain: {res['plain']:.1f} s wall; its biggest job {(plain.end - plain.start) / 1000:.1f}"
+        f" s ({plain.core_ms / 1000:.1f} core-s, {plain.cpu_ms / 1000:.1f} CPU-s)"
+    )
 
 
 if __name__ == "__main__":
