@@ -468,11 +468,12 @@ def _table_rows(w, step_load: Load, lt: LoadTable, target_cols) -> DataFrame:
     rows = parsed.where(is_row | bad.isNotNull()).select(
         "line", "__path", "__block", *raws, bad.alias("__bad")
     )
-    typed = rows.selectExpr(
-        "line",
-        "__path",
-        "__block",
-        *_typing(lt, target_cols, o, dict(zip(names, raws, strict=True))),
+    converted, typing = _typing(lt, target_cols, o, dict(zip(names, raws, strict=True)))
+    # Two projections: each value is converted once, in the first, and both its target
+    # value and its fit check read it (Spark keeps the projections apart, as merging them
+    # would repeat the conversions).
+    typed = rows.selectExpr("line", "__path", "__block", "__bad", *raws, *converted).selectExpr(
+        "line", "__path", "__block", *typing
     )
     return typed.select(
         "*",
@@ -484,14 +485,17 @@ def _table_rows(w, step_load: Load, lt: LoadTable, target_cols) -> DataFrame:
 
 def _typing(
     lt: LoadTable, target_cols: list[tuple[str, str]], o: DumplingOptions, raws: dict[str, str]
-) -> list[str]:
-    """SQL: each target column's value (`v_<name>`) from the raw values (`raws`: data column
-    to the column holding its text) and `__err`: the row's `__bad`, else the first value
-    that does not fit its column. The codec's conversions and fit checks (`codecs.dumpling`),
-    the same as change events are typed with; a column the export does not hold (generated
-    upstream, or another shard's) is NULL."""
+) -> tuple[list[str], list[str]]:
+    """SQL of two projections over the raw values (`raws`: data column to the column
+    holding its text). The first: each column's converted value (`__v<i>`). The second:
+    each target column's value (`v_<name>`) and `__err`: the row's `__bad`, else the first
+    value that does not fit its column. The codec's conversions and fit checks
+    (`codecs.dumpling`), the same as change events are typed with, the conversion in a fit
+    check read from its `__v<i>` (the same expression, converted once); a column the
+    export does not hold (generated upstream, or another shard's) is NULL."""
     opts = SourceOptions(time_zone=o.time_zone)
     by_name = {n.lower(): quote(r) for n, r in raws.items()}
+    converted: list[str] = []
     values: list[str] = []
     checks: list[tuple[str, str, str]] = []
     for name, ttype in target_cols:
@@ -501,9 +505,13 @@ def _typing(
             values.append(f"CAST(NULL AS {ttype}) AS {quote('v_' + name)}")
             continue
         value = dumpling_codec.value_sql(col, raw, opts)
-        values.append(f"CAST({value} AS {ttype}) AS {quote('v_' + name)}")
-        checks.append((col.name, raw, dumpling_codec.fits_sql(col, raw, opts)))
-    return [*values, f"coalesce(__bad, {fit_error(checks)}) AS __err"]
+        v = quote(f"__v{len(converted)}")
+        converted.append(f"{value} AS {v}")
+        values.append(f"CAST({v} AS {ttype}) AS {quote('v_' + name)}")
+        # The conversion's text stands for itself wherever the check repeats it.
+        fits = dumpling_codec.fits_sql(col, raw, opts).replace(value, v)
+        checks.append((col.name, raw, fits))
+    return converted, [*values, f"coalesce(__bad, {fit_error(checks)}) AS __err"]
 
 
 # --------------------------------------------------------------------------- bad rows
