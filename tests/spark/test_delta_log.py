@@ -48,3 +48,27 @@ def test_checksum_facts_are_what_delta_says(spark, tmp_path):
         crc.unlink()
     assert checksum_facts(loc) is None
     assert checksum_facts(str(tmp_path / "none")) is None
+
+
+def test_a_create_killed_before_its_first_commit_is_done_again(spark, tmp_path):
+    """A run killed while creating a target leaves `_delta_log/` with no commit (Delta's
+    staged-commit folder, a temporary commit file). Delta's own check takes that for a table
+    and CREATE TABLE IF NOT EXISTS does nothing there; the next run creates the target."""
+    from tests.jvm_archive import _records
+    from tests.spark.engine_harness import load, make_project, read_target, write_captures
+    from ticdc_sync.locations import target_location, warehouse_path
+    from ticdc_sync.spark import runner
+    from ticdc_sync.spark.delta_log import has_commit, table_exists
+
+    schema = "CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(10));\n"
+    root = make_project(tmp_path / "p", protocol="canal-json", schema_sql=schema)
+    write_captures(root, "t", _records())
+    project = load(root)
+    loc = target_location(warehouse_path(project), "t")
+    log = tmp_path / "p" / "warehouse" / "tables" / "t" / "_delta_log"
+    assert str(log.parent) == loc.removeprefix("file:")
+    (log / "_staged_commits").mkdir(parents=True)
+    (log / ".00000000000000000000.json.0a1b.tmp").write_text("{")
+    assert has_commit(loc) is False and not table_exists(spark, loc)
+    assert runner.run(project, spark=spark, out=lambda s: None) == 0
+    assert read_target(spark, project, "t", "id") == [{"id": 1, "v": "c", "_commit_ts": 200 << 18}]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -46,9 +47,26 @@ def latest_user_metadata(spark: SparkSession, location: str, parse: Callable[[st
 
 
 def table_exists(spark: SparkSession, location: str) -> bool:
+    """Whether a table is at `location`: for a local one, a commit in its log (a run killed
+    while creating it leaves a `_delta_log` folder without one, which Delta's own check
+    takes for a table)."""
+    found = has_commit(location)
+    if found is not None:
+        return found
     from delta.tables import DeltaTable
 
     return DeltaTable.isDeltaTable(spark, location)
+
+
+def clear_uncommitted_log(location: str) -> None:
+    """Remove a local `_delta_log` folder that holds no commit (what a create killed
+    before its first commit leaves): CREATE TABLE IF NOT EXISTS takes such a folder for a
+    table and does nothing. Never touches a log with a commit, or a remote table."""
+    if has_commit(location) is not False:
+        return
+    log = local_path(location) / "_delta_log"
+    if log.is_dir():
+        shutil.rmtree(log)
 
 
 def has_data_files(spark: SparkSession, location: str) -> bool:
@@ -131,13 +149,18 @@ def latest_commit(spark: SparkSession, location: str) -> tuple[int, str] | None:
 
 
 def has_commit(location: str) -> bool | None:
-    """Whether a local table has a commit (a table exists there); None for a remote one."""
+    """Whether a local table has a commit (a table exists there): a commit file, or a
+    checkpoint (whose older commits a log cleanup may have removed); None for a remote one."""
     if not is_local(location):
         return None
     try:
-        return any(_is_commit_file(f.name) for f in (local_path(location) / "_delta_log").iterdir())
+        names = [f.name for f in (local_path(location) / "_delta_log").iterdir()]
     except OSError:
         return False
+    return any(
+        _is_commit_file(n) or (n[:20].isdigit() and ".checkpoint" in n) or n == "_last_checkpoint"
+        for n in names
+    )
 
 
 def _newest_log_file(location: str, suffix: str) -> tuple[int, bytes] | None:

@@ -33,7 +33,13 @@ from ticdc_sync.plan.model import TargetPlan
 from ticdc_sync.plan.steps import Properties, Rows, RowTable
 from ticdc_sync.spark import mode_rows, raised
 from ticdc_sync.spark.conf import before_commit, commit_marker, session_conf
-from ticdc_sync.spark.delta_log import checksum_facts, data_size, table_exists, target_marker
+from ticdc_sync.spark.delta_log import (
+    checksum_facts,
+    clear_uncommitted_log,
+    data_size,
+    table_exists,
+    target_marker,
+)
 from ticdc_sync.spark.row_typing import (
     ROW_NAMES,
     Images,
@@ -110,6 +116,7 @@ class TargetWriter:
         extra = self.plan.mode_columns
         before_commit()
         if not table_exists(self.spark, self.location):
+            clear_uncommitted_log(self.location)
             self.spark.sql(
                 create_table_sql(self.ref, cols, schema.comment, dict(properties), extra)
             )
