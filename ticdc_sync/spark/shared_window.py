@@ -45,9 +45,9 @@ from ticdc_sync.spark.state import State
 Window = tuple[int, int]  # (lo, hi]: the commit_ts range of a segment
 Table = tuple[str, str]  # (db, tbl) as staged
 
-# Fewer targets due together than this read the staging table each (no copy): the copy's
-# write and read-back cost more than the scans it saves for a few targets
-# (benchmarks/README.md).
+# Fewer targets due together than this read the staging table each (no copy). For 3 small
+# targets the copy measured no slower than their 3 scans (`benchmarks/apply_cost.py`,
+# benchmarks/README.md); for 1 or 2 it has little to save, and it was not measured there.
 SHARE_FROM = 3
 
 
