@@ -845,6 +845,8 @@ def growth_rows(res: dict) -> list[tuple[str, str, str, str]]:
                 met(per <= 0.5),
             )
         )
+    if "tables" in res and 300 in res["tables"]:
+        tb = res["tables"]
         a3, a300 = tb[3]["seconds"], tb[300]["seconds"]
         rows.append(
             (
@@ -1061,7 +1063,7 @@ def main() -> None:
         "--tables-events",
         type=int,
         default=None,
-        help="events over 3 vs 300 tables (1,000,000; --quick 100,000)",
+        help="events over 3 vs 300 tables (1,000,000; --quick 100,000; 0: the batch pair only)",
     )
     ap.add_argument(
         "--tables-rounds", type=int, default=2, help="alternating rounds of the tables rows (2)"
@@ -1106,7 +1108,9 @@ def main() -> None:
     ramp = tuple(float(x) for x in a.ramp.split(",") if x)
     flat_runs = a.flat_runs or (6 if a.quick else 30)
     flat_events = a.flat_events or (20_000 if a.quick else 100_000)
-    tables_events = a.tables_events or (100_000 if a.quick else 1_000_000)
+    tables_events = (
+        a.tables_events if a.tables_events is not None else 100_000 if a.quick else 1_000_000
+    )
     asof_rows = a.asof_rows or (100_000 if a.quick else 1_000_000)
     follow_batch = 10_000
     t_start = time.perf_counter()

@@ -78,6 +78,10 @@ class ApplyJob:
     # Run only the steps that end at or before this commit_ts (a RENAME TABLE ahead copies
     # rows from a target that is not there yet); None: every step.
     limit: int | None = None
+    # The targets of the same source due in the same round (this one among them), with
+    # their limits: the engine may read their staged rows once for all of them. A hint
+    # only: what this apply does is the same without it.
+    peers: tuple[tuple[TargetPlan, int | None], ...] = field(default=(), repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -479,9 +479,16 @@ class _Loop:
             return
         pairs = {t.name: (t, sp) for t, sp in self._selected()}
         cands = [self._candidate(t) for t, _ in pairs.values()]
-        for d in self.sched.choose(cands, self._now_ms(), free, drain=self.draining):
+        # Every target due now, most urgent first; the first `free` start now. The others
+        # of each one's source are its peers: the engine may read their rows once.
+        due = self.sched.choose(cands, self._now_ms(), len(cands), drain=self.draining)
+        peers: dict[str, list[tuple[TargetPlan, int | None]]] = {}
+        for d in due:
+            t = pairs[d.name][0]
+            peers.setdefault(t.source, []).append((t, d.limit))
+        for d in due[:free]:
             t, sp = pairs[d.name]
-            job = ApplyJob(t, sp, d.limit)
+            job = ApplyJob(t, sp, d.limit, tuple(peers[t.source]))
             if d.limit is not None:
                 self._note_wait(t, d.limit)
             self.running[t.name] = job

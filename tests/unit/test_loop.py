@@ -151,6 +151,42 @@ def test_at_most_the_workers_at_once_and_each_target_once() -> None:
     assert res.code == 0
 
 
+def test_each_apply_is_told_the_targets_of_its_source_due_with_it() -> None:
+    clock = Clock(T0 + 10_000)
+    fake = Fake(
+        [
+            Spec("a", lag_ms=0),
+            Spec("b", lag_ms=0),
+            Spec("c", lag_ms=0),
+            Spec("y", lag_ms=3_600_000),
+            Spec("x", lag_ms=0, source="r"),
+        ],
+        {
+            "s": [batch(T0 + 5_000, a=[T0], b=[T0 + 1], c=[T0 + 2], y=[T0])],
+            "r": [batch(T0 + 5_000, x=[T0])],
+        },
+        clock,
+    )
+    peers: dict[str, list[str]] = {}
+
+    def hook(job, _stop):
+        peers[job.target.name] = sorted(t.name for t, _ in job.peers)
+
+    fake.hooks = {n: hook for n in "abcxy"}
+    res = run(fake)
+    # One at a time, most urgent first: each is told the due targets of its own source not
+    # applied yet (itself among them), never those of another source.
+    assert fake.names() == ["a", "x", "y", "b", "c"]
+    assert peers == {
+        "a": ["a", "b", "c", "y"],
+        "x": ["x"],
+        "y": ["b", "c", "y"],
+        "b": ["b", "c"],
+        "c": ["c"],
+    }
+    assert res.code == 0
+
+
 def test_staging_never_waits_for_a_slow_apply_which_delays_no_other_target() -> None:
     clock = Clock(T0 + 2_000)
     polls = [

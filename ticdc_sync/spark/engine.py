@@ -3,10 +3,12 @@ steps, trim the staging table, read the warehouse at the start of a run.
 
 The run loop (`loop`) decides when each of these happens and keeps the state between them;
 this module only carries them out and reports what happened (`engine.StageOutcome`,
-`ApplyOutcome`, ...). A target's apply runs the steps its plan lists (`executor._Progress`,
+`ApplyOutcome`, ...). A target's apply runs the steps its plan lists (`executor.StepRunner`,
 in a session of its own when several targets are applied at once), and reports its new
-state as delta-rs reads it. Staging's own writes (stage, trim, compact) all come from the
-loop's thread: the staging table has one writer.
+state as delta-rs reads it. Targets of one source due in the same round (`ApplyJob.peers`)
+read their staged rows from one copy of the window (`shared_window`), a cache dropped when
+they are done and at the end of the run (`close`). Staging's own writes (stage, trim,
+compact) all come from the loop's thread: the staging table has one writer.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ticdc_sync.spark import fanout, labels, staged_batch
 from ticdc_sync.spark.batch import labels_phase, resolve_bad_records, stage_source
 from ticdc_sync.spark.executor import END, StepRunner, summary_line
 from ticdc_sync.spark.rows import TargetWriter
+from ticdc_sync.spark.shared_window import Windows
 from ticdc_sync.spark.state import State
 
 if TYPE_CHECKING:
@@ -73,6 +76,14 @@ class SparkEngine:
         self.on_first_apply = on_first_apply
         self._lock = threading.Lock()
         self.names = [s.name for s in project.sources]
+        # The staged windows read once for the targets of a round (None: each target
+        # reads the staging table itself).
+        self.windows: Windows | None = Windows(spark, state)
+
+    def close(self) -> None:
+        """Drop what the applies cached (the shared windows): the end of the run."""
+        if self.windows is not None:
+            self.windows.close()
 
     # --- start -------------------------------------------------------------------------
 
@@ -188,8 +199,19 @@ class SparkEngine:
         spark = fanout.target_session(self.spark) if self.side_by_side else self.spark
         w = TargetWriter(spark, self.state, sp.source, t, out)
         p = StepRunner(w, t, should_stop, self.on_step)
+        windows = self.windows
         with labels.pool(spark, labels.APPLY_POOL):
-            p.advance(END if job.limit is None else job.limit)
+            window = None
+            try:
+                if windows is not None:
+                    peers = job.peers or ((t, job.limit),)
+                    window = windows.acquire(sp.source.name, t, job.limit, peers)
+                w.use_window(window)
+                p.advance(END if job.limit is None else job.limit)
+            finally:
+                w.use_window(None)
+                if windows is not None:
+                    windows.release(sp.source.name, t.name, window)
         if p.crash is not None:
             # A lost run lease (`Fatal`) ends the run; anything else fails this target.
             raise p.crash

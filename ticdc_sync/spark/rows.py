@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -59,6 +60,9 @@ from ticdc_sync.sqlgen import (
 from ticdc_sync.sqlgen_history import INSERT_SQL, MERGE_SQL
 from ticdc_sync.upstream import TableSchema
 from ticdc_sync.window import Marker
+
+if TYPE_CHECKING:
+    from ticdc_sync.spark.shared_window import SharedWindow
 
 SOURCE_VIEW = "__ticdc_sync_source"
 # The copy of each MERGE source lives on local disk, never in memory: a backlog is
@@ -102,10 +106,18 @@ class TargetWriter:
         self.ref = table_ref(self.location)
         self.codec = codecs.module_for(source.protocol)
         self.result = TargetResult(target.name, applied_ts=target.marker.applied_ts)
+        # Staged events read once for several targets (`shared_window`), or None: this
+        # target reads the staging table itself.
+        self.window: SharedWindow | None = None
 
     @property
     def name(self) -> str:
         return self.plan.name
+
+    def use_window(self, window: SharedWindow | None) -> None:
+        """Read staged row events from `window` (which covers this target's row segments)
+        instead of the staging table, until given None."""
+        self.window = window
 
     def create(self, schema: TableSchema, properties: Properties = ()) -> None:
         """Create the target from `schema` with the planned TBLPROPERTIES; a table that
@@ -147,10 +159,18 @@ class TargetWriter:
         if step.error is not None:
             raise UserError(step.error)
         lo, hi = step.lo, step.hi
-        # Straight from the staged Parquet, not from a cache shared by the targets: the
-        # filters and column pruning read each target's rows about twice as fast as a
-        # DISK_ONLY cache of the window is written and read back (benchmarks/README.md).
-        ev = self.state.staging.events(self.spark).where(
+        # Straight from the staged Parquet unless a shared copy of the window was given:
+        # for one target or a few over a large window, the filters and column pruning read
+        # each target's rows about twice as fast as a DISK_ONLY copy of the window is
+        # written and read back; for many targets of one small window, one copy saves a
+        # scan and its planning per target (benchmarks/README.md). Same filter either way.
+        window = self.window
+        staged = (
+            window.events(self.spark)
+            if window is not None and window.covers(step)
+            else self.state.staging.events(self.spark)
+        )
+        ev = staged.where(
             (F.col("source") == self.source.name)
             & (F.col("kind") == KIND_ROW)
             & (F.col("commit_ts") > lo)
@@ -315,7 +335,7 @@ class TargetWriter:
         finally:
             self.spark.catalog.dropTempView(SOURCE_VIEW)
             if materialized is not None:
-                _drop_checkpoint(materialized)
+                drop_checkpoint(materialized)
         if metrics:
             m = metrics[0]
             self.result.inserted += int(m.get("num_inserted_rows") or 0)
@@ -491,7 +511,7 @@ def _small_merge_conf(src: DataFrame) -> dict[str, str]:
     return {ADAPTIVE: "false", SHUFFLE_PARTITIONS: str(max(1, parts))}
 
 
-def _drop_checkpoint(df: DataFrame) -> None:
+def drop_checkpoint(df: DataFrame) -> None:
     """Free the disk blocks of a `localCheckpoint` now rather than when the JVM collects
     the RDD (PySpark has no call for it; this is what Delta does with its own copy)."""
     # Best effort: Spark's cleaner frees them later anyway.
