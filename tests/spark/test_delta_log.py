@@ -72,3 +72,21 @@ def test_a_create_killed_before_its_first_commit_is_done_again(spark, tmp_path):
     assert has_commit(loc) is False and not table_exists(spark, loc)
     assert runner.run(project, spark=spark, out=lambda s: None) == 0
     assert read_target(spark, project, "t", "id") == [{"id": 1, "v": "c", "_commit_ts": 200 << 18}]
+
+
+def test_a_state_table_whose_create_was_killed_is_created_again(spark, tmp_path):
+    """The same for the state tables: a log without a commit is made a table by the next
+    run's first open."""
+    from ticdc_sync.locations import state_location
+    from ticdc_sync.spark.delta_log import has_commit
+    from ticdc_sync.spark.state import State
+
+    wh = str(tmp_path / "wh")
+    events = state_location(wh, "events")
+    log = tmp_path / "wh" / "_ticdc_sync" / "events" / "_delta_log"
+    (log / "_staged_commits").mkdir(parents=True)
+    (log / ".00000000000000000000.json.0a1b.tmp").write_text("{")
+    state = State(spark, wh)
+    assert has_commit(events) is True
+    assert state.staging.tally("src").partitions == {}
+    assert spark.read.format("delta").load(events).count() == 0

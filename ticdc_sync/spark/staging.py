@@ -35,6 +35,7 @@ from ticdc_sync.spark.delta_log import (
     TableFacts,
     checksum_facts,
     checksum_num_files,
+    clear_uncommitted_log,
     has_commit,
     latest_commit,
     latest_user_metadata,
@@ -447,6 +448,8 @@ def ensure_table(
     if has_commit(path):
         # Every run opens the state tables: a local one that exists needs no statement.
         return
+    # A create killed before its first commit leaves a log that Delta takes for a table.
+    clear_uncommitted_log(path)
     props = {"delta.appendOnly": "false", **(properties or {})}
     before_commit()
     spark.sql(
