@@ -349,16 +349,7 @@ def main() -> None:
     a = ap.parse_args()
 
     event_dir = HERE / "out" / "apply-cost-events"
-    shutil.rmtree(event_dir, ignore_errors=True)
-    event_dir.mkdir(parents=True)
-    spark = R.session(
-        {
-            **R.SESSION_CONF,
-            "spark.eventLog.enabled": "true",
-            "spark.eventLog.dir": str(event_dir),
-            "spark.eventLog.compress": "false",
-        }
-    )
+    spark = R.event_log_session(event_dir)
     from ticdc_sync.project import load_project
     from ticdc_sync.spark import runner, shared_window
 

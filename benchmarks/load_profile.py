@@ -117,17 +117,7 @@ def main() -> None:
     ap.add_argument("--conf", action="append", default=[], help="extra session conf, k=v")
     a = ap.parse_args()
     export = L.ensure_export(a.load_rows)
-    shutil.rmtree(EVENT_DIR, ignore_errors=True)
-    EVENT_DIR.mkdir(parents=True)
-    spark = R.session(
-        {
-            **R.SESSION_CONF,
-            "spark.eventLog.enabled": "true",
-            "spark.eventLog.dir": str(EVENT_DIR),
-            "spark.eventLog.compress": "false",
-            **dict(kv.split("=", 1) for kv in a.conf),
-        }
-    )
+    spark = R.event_log_session(EVENT_DIR, dict(kv.split("=", 1) for kv in a.conf))
     tmp = Path(tempfile.mkdtemp(prefix="load-profile-"))
     window = (0.0, 0.0)
     res: dict = {}

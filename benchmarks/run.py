@@ -96,6 +96,22 @@ def session(conf: dict[str, str] | None = None):
     return spark
 
 
+def event_log_session(folder: Path, extra: dict[str, str] | None = None):
+    """`session` with SESSION_CONF (and `extra`) writing Spark's event log, uncompressed,
+    into `folder`, emptied first: what the profiles read each job from."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return session(
+        {
+            **SESSION_CONF,
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": str(folder),
+            "spark.eventLog.compress": "false",
+            **(extra or {}),
+        }
+    )
+
+
 def make_project(
     root: Path, cap: W.Capture, deletion_vectors: bool = False, mode: str = "mirror"
 ) -> Path:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import tempfile
 import time
@@ -186,16 +185,7 @@ def main() -> None:
         ap.error("--rounds must be at least 1 (the last round is reported)")
     n = a.events or (50_000 if a.quick else 1_000_000)
     cap = W.ensure_captures(W.Params(events=n, protocol=a.protocol))
-    shutil.rmtree(EVENT_DIR, ignore_errors=True)
-    EVENT_DIR.mkdir(parents=True)
-    spark = R.session(
-        {
-            **R.SESSION_CONF,
-            "spark.eventLog.enabled": "true",
-            "spark.eventLog.dir": str(EVENT_DIR),
-            "spark.eventLog.compress": "false",
-        }
-    )
+    spark = R.event_log_session(EVENT_DIR)
     from ticdc_sync.project import load_project
     from ticdc_sync.spark import runner
 
