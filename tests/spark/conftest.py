@@ -1,4 +1,5 @@
-"""One local[2] SparkSession shared by every Spark test (small shuffles, UI off)."""
+"""One local[2] SparkSession shared by every Spark test (small shuffles, UI off, no code
+generation)."""
 
 from __future__ import annotations
 
@@ -48,5 +49,13 @@ def _build():
             "spark.ui.enabled": "false",
             "spark.driver.memory": "2g",
             "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+            # Tests run thousands of small queries of ever-changing shapes (a schema per
+            # test), each on a few rows: compiling the generated Java code of every query
+            # (Janino) costs more than running it, about a fifth of the shared session's
+            # CPU. Spark's interpreted execution gives the same results (its own suites
+            # run both). The process-level tests (`ticdc-sync run` as a subprocess: the
+            # crash, Kafka, S3, cluster and runtime tests) keep ticdc-sync's defaults.
+            "spark.sql.codegen.wholeStage": "false",
+            "spark.sql.codegen.factoryMode": "NO_CODEGEN",
         },
     )
