@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
 from ticdc_sync import codecs, datatypes
@@ -305,6 +305,9 @@ class TargetWriter:
                 # has nothing to skip), and the MERGE rewrites the few files it touches
                 # instead of writing deletion vectors for them, which takes more jobs than
                 # rewriting files this small (benchmarks/README.md).
+                counted = Observation()
+                src = src.observe(counted, F.count(F.lit(1)).alias("rows"))
+                # The copy's job fills `counted` (an eager checkpoint is an action).
                 src = materialized = src.localCheckpoint(eager=True, storageLevel=SOURCE_COPY)
                 src.createOrReplaceTempView(SOURCE_VIEW)
                 sql = MERGE_SQL[self.plan.mode](self.ref, SOURCE_VIEW, key_names, cols)
@@ -312,6 +315,7 @@ class TargetWriter:
                     MATERIALIZE: "none",
                     MERGE_DELETION_VECTORS: "false",
                     **_small_merge_conf(src),
+                    **_interpreted_conf(counted.get["rows"]),
                 }
             else:
                 # Delta's MERGE reads its source twice (touched files, then the write):
@@ -509,6 +513,30 @@ def _small_merge_conf(src: DataFrame) -> dict[str, str]:
     # The copy's partitions are known without a job (its blocks are in place).
     parts = src._jdf.rdd().getNumPartitions()  # type: ignore[attr-defined]
     return {ADAPTIVE: "false", SHUFFLE_PARTITIONS: str(max(1, parts))}
+
+
+# Up to this many collapsed changes, a small target's MERGE runs without code generation
+# (`_interpreted_conf`).
+SMALL_SOURCE_ROWS = 10_000
+WHOLE_STAGE_CODEGEN = "spark.sql.codegen.wholeStage"
+CODEGEN_FACTORY = "spark.sql.codegen.factoryMode"
+
+
+def _interpreted_conf(source_rows: int) -> dict[str, str]:
+    """Session settings that run a small target's MERGE interpreted when its source holds
+    at most SMALL_SOURCE_ROWS changes.
+
+    Every query Spark runs compiles its generated Java code first (Janino), and the MERGE
+    of one target is a handful of queries (Delta's log replay, finding the touched files,
+    the write) whose code depends on the target's columns, so compiling is paid again for
+    each target and each new process. For a few thousand rows that costs more than the
+    rows do: interpreted, the 50-tables batch row's cost per added target falls by a
+    third. For a source of 150k rows it is slower (benchmarks/README.md), hence the
+    bound; the target's own size is bounded by SMALL_TARGET already. Same results either
+    way: interpreted is Spark's reference execution of the same plan."""
+    if source_rows > SMALL_SOURCE_ROWS:
+        return {}
+    return {WHOLE_STAGE_CODEGEN: "false", CODEGEN_FACTORY: "NO_CODEGEN"}
 
 
 def drop_checkpoint(df: DataFrame) -> None:

@@ -1,0 +1,78 @@
+"""A small target's MERGE runs interpreted up to `rows.SMALL_SOURCE_ROWS` collapsed changes and
+with Spark's code generation above: the same rows either way (`rows._interpreted_conf`).
+
+The shared test session runs interpreted (tests/spark/conftest.py), so these tests turn code
+generation back on around the runs: above the bound the MERGE then really runs compiled.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.spark.engine_harness import canal_row, load, make_project, read_target, write_captures
+from tests.spark.engine_harness import canal_watermark as wm
+from ticdc_sync.spark import rows, runner
+from ticdc_sync.spark.conf import session_conf
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(10), n DECIMAL(10,2));\n"
+MT = {"id": "int", "v": "varchar", "n": "decimal"}
+INTERPRETED = {rows.WHOLE_STAGE_CODEGEN: "false", rows.CODEGEN_FACTORY: "NO_CODEGEN"}
+
+
+def _row(op: str, ts: int, data: dict, old: dict | None = None) -> bytes:
+    return canal_row("shop", "t", op, ts, data, MT, ["id"], old)
+
+
+@pytest.mark.parametrize("bound", [0, 10_000], ids=["compiled", "interpreted"])
+def test_a_small_targets_merge_lands_the_same_rows_interpreted_or_compiled(
+    spark, tmp_path, monkeypatch, bound
+):
+    chosen: list[dict[str, str]] = []
+    real = rows._interpreted_conf
+
+    def recording(source_rows: int) -> dict[str, str]:
+        chosen.append(real(source_rows))
+        return chosen[-1]
+
+    monkeypatch.setattr(rows, "SMALL_SOURCE_ROWS", bound)
+    monkeypatch.setattr(rows, "_interpreted_conf", recording)
+    root = make_project(tmp_path / "p", protocol="canal-json", schema_sql=SCHEMA)
+    first = [
+        _row("INSERT", 100, {"id": str(i), "v": f"v{i}", "n": f"{i}.25"}) for i in range(1, 21)
+    ]
+    second = [
+        _row("UPDATE", 200, {"id": "3", "v": "new", "n": None}, {"id": "3", "v": "v3"}),
+        _row("DELETE", 210, {"id": "4", "v": "v4", "n": "4.25"}),
+        _row("INSERT", 220, {"id": "30", "v": "é€😀", "n": "-1.50"}),
+        _row("UPDATE", 230, {"id": "5", "v": "v5", "n": "9.99"}, {"id": "5", "n": "5.25"}),
+        _row("DELETE", 240, {"id": "5", "v": "v5", "n": "9.99"}),
+    ]
+    records = [*first, wm(150), *second, wm(300)]
+    with (
+        session_conf(spark, rows.WHOLE_STAGE_CODEGEN, "true"),
+        session_conf(spark, rows.CODEGEN_FACTORY, "FALLBACK"),
+    ):
+        # Into an empty target (an append), then a MERGE of the second batch.
+        write_captures(root, "t", [(0, i, None, r) for i, r in enumerate(records[:21])])
+        project = load(root)
+        assert runner.run(project, spark=spark, out=lambda s: None) == 0
+        assert chosen == []
+        write_captures(root, "t", [(0, 21 + i, None, r) for i, r in enumerate(records[21:])])
+        assert runner.run(project, spark=spark, out=lambda s: None) == 0
+    # The MERGE's source: 4 keys (3, 4, 30, 5), against the bound.
+    assert chosen == [{} if bound == 0 else INTERPRETED]
+    got = [
+        (r["id"], r["v"], r["n"] and str(r["n"])) for r in read_target(spark, project, "t", "id")
+    ]
+    want = [(i, f"v{i}", f"{i}.25") for i in range(1, 21) if i not in (3, 4, 5)]
+    want += [(3, "new", None), (30, "é€😀", "-1.50")]
+    assert got == sorted(want)
+    # The session's own settings are back (the test session's: interpreted).
+    assert {k: spark.conf.get(k) for k in INTERPRETED} == INTERPRETED
+
+
+def test_the_bound_is_inclusive():
+    assert rows._interpreted_conf(rows.SMALL_SOURCE_ROWS) == INTERPRETED
+    assert rows._interpreted_conf(rows.SMALL_SOURCE_ROWS + 1) == {}
