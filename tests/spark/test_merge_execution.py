@@ -1,5 +1,6 @@
-"""A small target's MERGE runs interpreted up to `rows.SMALL_SOURCE_ROWS` collapsed changes and
-with Spark's code generation above: the same rows either way (`rows._interpreted_conf`).
+"""A small target's MERGE runs interpreted up to `rows.SMALL_SOURCE_ROWS` collapsed changes, and
+the first append to a target when its tables never staged more row changes than that; with
+Spark's code generation above: the same rows either way (`rows._interpreted_conf`).
 
 The shared test session runs interpreted (tests/spark/conftest.py), so these tests turn code
 generation back on around the runs: above the bound the MERGE then really runs compiled.
@@ -58,11 +59,12 @@ def test_a_small_targets_merge_lands_the_same_rows_interpreted_or_compiled(
         write_captures(root, "t", [(0, i, None, r) for i, r in enumerate(records[:21])])
         project = load(root)
         assert runner.run(project, spark=spark, out=lambda s: None) == 0
-        assert chosen == []
+        # The append: bounded by the 20 row changes ever staged for shop.t.
+        assert chosen == [{} if bound == 0 else INTERPRETED]
         write_captures(root, "t", [(0, 21 + i, None, r) for i, r in enumerate(records[21:])])
         assert runner.run(project, spark=spark, out=lambda s: None) == 0
     # The MERGE's source: 4 keys (3, 4, 30, 5), against the bound.
-    assert chosen == [{} if bound == 0 else INTERPRETED]
+    assert chosen == [{} if bound == 0 else INTERPRETED] * 2
     got = [
         (r["id"], r["v"], r["n"] and str(r["n"])) for r in read_target(spark, project, "t", "id")
     ]
@@ -73,6 +75,7 @@ def test_a_small_targets_merge_lands_the_same_rows_interpreted_or_compiled(
     assert {k: spark.conf.get(k) for k in INTERPRETED} == INTERPRETED
 
 
-def test_the_bound_is_inclusive():
+def test_the_bound_is_inclusive_and_unknown_is_compiled():
     assert rows._interpreted_conf(rows.SMALL_SOURCE_ROWS) == INTERPRETED
     assert rows._interpreted_conf(rows.SMALL_SOURCE_ROWS + 1) == {}
+    assert rows._interpreted_conf(None) == {}

@@ -298,6 +298,8 @@ class TargetWriter:
                 # plain append is one pass over the source, without joins or a copy.
                 src.createOrReplaceTempView(SOURCE_VIEW)
                 sql = INSERT_SQL[self.plan.mode](self.ref, SOURCE_VIEW, cols)
+                # Not counted before it runs: bounded by what was ever staged for it.
+                conf.update(_interpreted_conf(self._staged_rows(step)))
             elif size <= SMALL_TARGET:
                 # A small target (most tables of a real database, and every table in a
                 # short --follow batch): its MERGE costs little but fixed overhead, paid
@@ -365,6 +367,16 @@ class TargetWriter:
         key_names = [next(n for n, _ in target_cols if n.lower() == k.lower()) for k in step.keys]
         typed = self._handle_bad_values(typed, step, record=quarantine)
         return self.collapse(typed, key_names, [n for n, _ in target_cols]), key_names
+
+    def _staged_rows(self, step: Rows) -> int | None:
+        """How many row changes of the segment's upstream tables were ever staged (the
+        staging tallies): at least as many as the segment holds. None when a table has no
+        tally (unknown)."""
+        tables = self.state.staging.tally(self.source.name).tables
+        counts = [tables.get((t.db, t.table)) for t in step.tables]
+        if not counts or None in counts:
+            return None
+        return sum(rows for rows, _ in counts if rows is not None)
 
     def _record_marker(self, marker: Marker) -> None:
         """Commit `marker` when the statement changed nothing: Delta makes no commit for a
@@ -522,9 +534,9 @@ WHOLE_STAGE_CODEGEN = "spark.sql.codegen.wholeStage"
 CODEGEN_FACTORY = "spark.sql.codegen.factoryMode"
 
 
-def _interpreted_conf(source_rows: int) -> dict[str, str]:
-    """Session settings that run a small target's MERGE interpreted when its source holds
-    at most SMALL_SOURCE_ROWS changes.
+def _interpreted_conf(source_rows: int | None) -> dict[str, str]:
+    """Session settings that run a small target's MERGE (or the first append to a target)
+    interpreted when its source holds at most SMALL_SOURCE_ROWS changes (None: unknown).
 
     Every query Spark runs compiles its generated Java code first (Janino), and the MERGE
     of one target is a handful of queries (Delta's log replay, finding the touched files,
@@ -534,7 +546,7 @@ def _interpreted_conf(source_rows: int) -> dict[str, str]:
     third. For a source of 150k rows it is slower (benchmarks/README.md), hence the
     bound; the target's own size is bounded by SMALL_TARGET already. Same results either
     way: interpreted is Spark's reference execution of the same plan."""
-    if source_rows > SMALL_SOURCE_ROWS:
+    if source_rows is None or source_rows > SMALL_SOURCE_ROWS:
         return {}
     return {WHOLE_STAGE_CODEGEN: "false", CODEGEN_FACTORY: "NO_CODEGEN"}
 
