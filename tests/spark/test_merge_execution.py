@@ -1,6 +1,7 @@
 """A small target's MERGE runs interpreted up to `rows.SMALL_SOURCE_ROWS` collapsed changes, and
-the first append to a target when its tables never staged more row changes than that; with
-Spark's code generation above: the same rows either way (`rows._interpreted_conf`).
+the first append to a target and the copy of a MERGE's source when its tables never staged
+more row changes than that; with Spark's code generation above: the same rows either way
+(`rows._interpreted_conf`).
 
 The shared test session runs interpreted (tests/spark/conftest.py), so these tests turn code
 generation back on around the runs: above the bound the MERGE then really runs compiled.
@@ -63,8 +64,9 @@ def test_a_small_targets_merge_lands_the_same_rows_interpreted_or_compiled(
         assert chosen == [{} if bound == 0 else INTERPRETED]
         write_captures(root, "t", [(0, 21 + i, None, r) for i, r in enumerate(records[21:])])
         assert runner.run(project, spark=spark, out=lambda s: None) == 0
-    # The MERGE's source: 4 keys (3, 4, 30, 5), against the bound.
-    assert chosen == [{} if bound == 0 else INTERPRETED] * 2
+    # The MERGE's source copy (25 row changes ever staged), then the MERGE (its source: 4
+    # keys, 3, 4, 30 and 5), against the bound.
+    assert chosen == [{} if bound == 0 else INTERPRETED] * 3
     got = [
         (r["id"], r["v"], r["n"] and str(r["n"])) for r in read_target(spark, project, "t", "id")
     ]

@@ -310,7 +310,7 @@ class TargetWriter:
                 counted = Observation()
                 src = src.observe(counted, F.count(F.lit(1)).alias("rows"))
                 # The copy's job fills `counted` (an eager checkpoint is an action).
-                src = materialized = src.localCheckpoint(eager=True, storageLevel=SOURCE_COPY)
+                src = materialized = self._copy(src, step)
                 src.createOrReplaceTempView(SOURCE_VIEW)
                 sql = MERGE_SQL[self.plan.mode](self.ref, SOURCE_VIEW, key_names, cols)
                 conf = {
@@ -324,7 +324,7 @@ class TargetWriter:
                 # computed once into a local checkpoint on disk (the first job over the
                 # source, so a bad value raises here). Unlike a cache, a checkpoint is a
                 # source Delta takes as it is (see MATERIALIZE).
-                src = materialized = src.localCheckpoint(eager=True, storageLevel=SOURCE_COPY)
+                src = materialized = self._copy(src, step)
                 src.createOrReplaceTempView(SOURCE_VIEW)
                 key = key_names[0]
                 key_range = _key_range(src, key, dict(target_cols)[key])
@@ -367,6 +367,14 @@ class TargetWriter:
         key_names = [next(n for n, _ in target_cols if n.lower() == k.lower()) for k in step.keys]
         typed = self._handle_bad_values(typed, step, record=quarantine)
         return self.collapse(typed, key_names, [n for n, _ in target_cols]), key_names
+
+    def _copy(self, src: DataFrame, step: Rows) -> DataFrame:
+        """`src` computed into a local checkpoint on disk; interpreted when the segment's
+        tables never staged more than SMALL_SOURCE_ROWS row changes (`_interpreted_conf`)."""
+        with ExitStack() as confs:
+            for key, value in _interpreted_conf(self._staged_rows(step)).items():
+                confs.enter_context(session_conf(self.spark, key, value))
+            return src.localCheckpoint(eager=True, storageLevel=SOURCE_COPY)
 
     def _staged_rows(self, step: Rows) -> int | None:
         """How many row changes of the segment's upstream tables were ever staged (the
@@ -535,8 +543,9 @@ CODEGEN_FACTORY = "spark.sql.codegen.factoryMode"
 
 
 def _interpreted_conf(source_rows: int | None) -> dict[str, str]:
-    """Session settings that run a small target's MERGE (or the first append to a target)
-    interpreted when its source holds at most SMALL_SOURCE_ROWS changes (None: unknown).
+    """Session settings that run a small target's MERGE (or the first append to a target,
+    or the copy of a MERGE's source) interpreted when its source holds at most
+    SMALL_SOURCE_ROWS changes (None: unknown).
 
     Every query Spark runs compiles its generated Java code first (Janino), and the MERGE
     of one target is a handful of queries (Delta's log replay, finding the touched files,
