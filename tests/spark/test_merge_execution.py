@@ -1,5 +1,5 @@
 """A small target's MERGE runs interpreted up to `rows.SMALL_SOURCE_ROWS` collapsed changes, and
-the first append to a target and the copy of a MERGE's source when its tables never staged
+the first append to a target and the copy of a MERGE's source when their source never staged
 more row changes than that; with Spark's code generation above: the same rows either way
 (`rows._interpreted_conf`).
 
@@ -60,7 +60,7 @@ def test_a_small_targets_merge_lands_the_same_rows_interpreted_or_compiled(
         write_captures(root, "t", [(0, i, None, r) for i, r in enumerate(records[:21])])
         project = load(root)
         assert runner.run(project, spark=spark, out=lambda s: None) == 0
-        # The append: bounded by the 20 row changes ever staged for shop.t.
+        # The append: bounded by the 20 row changes ever staged for the source.
         assert chosen == [{} if bound == 0 else INTERPRETED]
         write_captures(root, "t", [(0, 21 + i, None, r) for i, r in enumerate(records[21:])])
         assert runner.run(project, spark=spark, out=lambda s: None) == 0

@@ -298,8 +298,9 @@ class TargetWriter:
                 # plain append is one pass over the source, without joins or a copy.
                 src.createOrReplaceTempView(SOURCE_VIEW)
                 sql = INSERT_SQL[self.plan.mode](self.ref, SOURCE_VIEW, cols)
-                # Not counted before it runs: bounded by what was ever staged for it.
-                conf.update(_interpreted_conf(self._staged_rows(step)))
+                # Not counted before it runs, and it reads the source's whole window:
+                # bounded by what was ever staged for the source.
+                conf.update(_interpreted_conf(self._source_rows_staged()))
             elif size <= SMALL_TARGET:
                 # A small target (most tables of a real database, and every table in a
                 # short --follow batch): its MERGE costs little but fixed overhead, paid
@@ -310,7 +311,7 @@ class TargetWriter:
                 counted = Observation()
                 src = src.observe(counted, F.count(F.lit(1)).alias("rows"))
                 # The copy's job fills `counted` (an eager checkpoint is an action).
-                src = materialized = self._copy(src, step)
+                src = materialized = self._copy(src)
                 src.createOrReplaceTempView(SOURCE_VIEW)
                 sql = MERGE_SQL[self.plan.mode](self.ref, SOURCE_VIEW, key_names, cols)
                 conf = {
@@ -324,7 +325,7 @@ class TargetWriter:
                 # computed once into a local checkpoint on disk (the first job over the
                 # source, so a bad value raises here). Unlike a cache, a checkpoint is a
                 # source Delta takes as it is (see MATERIALIZE).
-                src = materialized = self._copy(src, step)
+                src = materialized = self._copy(src)
                 src.createOrReplaceTempView(SOURCE_VIEW)
                 key = key_names[0]
                 key_range = _key_range(src, key, dict(target_cols)[key])
@@ -368,23 +369,21 @@ class TargetWriter:
         typed = self._handle_bad_values(typed, step, record=quarantine)
         return self.collapse(typed, key_names, [n for n, _ in target_cols]), key_names
 
-    def _copy(self, src: DataFrame, step: Rows) -> DataFrame:
-        """`src` computed into a local checkpoint on disk; interpreted when the segment's
-        tables never staged more than SMALL_SOURCE_ROWS row changes (`_interpreted_conf`)."""
+    def _copy(self, src: DataFrame) -> DataFrame:
+        """`src` computed into a local checkpoint on disk; interpreted when the source never
+        staged more than SMALL_SOURCE_ROWS row changes (`_interpreted_conf`)."""
         with ExitStack() as confs:
-            for key, value in _interpreted_conf(self._staged_rows(step)).items():
+            for key, value in _interpreted_conf(self._source_rows_staged()).items():
                 confs.enter_context(session_conf(self.spark, key, value))
             return src.localCheckpoint(eager=True, storageLevel=SOURCE_COPY)
 
-    def _staged_rows(self, step: Rows) -> int | None:
-        """How many row changes of the segment's upstream tables were ever staged (the
-        staging tallies): at least as many as the segment holds. None when a table has no
-        tally (unknown)."""
+    def _source_rows_staged(self) -> int:
+        """How many row changes of the source were ever staged, all its tables (the staging
+        tallies). A job over a segment reads the staged window of the whole source (or its
+        shared copy) and keeps the segment's tables' rows: this bounds what it reads,
+        whatever the target's share of it."""
         tables = self.state.staging.tally(self.source.name).tables
-        counts = [tables.get((t.db, t.table)) for t in step.tables]
-        if not counts or None in counts:
-            return None
-        return sum(rows for rows, _ in counts if rows is not None)
+        return sum(rows for rows, _ in tables.values())
 
     def _record_marker(self, marker: Marker) -> None:
         """Commit `marker` when the statement changed nothing: Delta makes no commit for a
