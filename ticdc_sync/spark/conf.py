@@ -11,7 +11,7 @@ warehouse's run lease (`ticdc_sync.lease`).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 
 from pyspark.sql import SparkSession
 
@@ -33,6 +33,15 @@ def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
             spark.conf.unset(key)
         else:
             spark.conf.set(key, before)
+
+
+@contextmanager
+def session_confs(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
+    """`session_conf` for every key of `conf` inside the block."""
+    with ExitStack() as stack:
+        for key, value in conf.items():
+            stack.enter_context(session_conf(spark, key, value))
+        yield
 
 
 def before_commit() -> None:

@@ -18,7 +18,7 @@ target's state.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import ExitStack, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -33,7 +33,7 @@ from ticdc_sync.model import BadMessagePolicy, Mode, Source
 from ticdc_sync.plan.model import TargetPlan
 from ticdc_sync.plan.steps import Properties, Rows, RowTable
 from ticdc_sync.spark import mode_rows, raised
-from ticdc_sync.spark.conf import before_commit, commit_marker, session_conf
+from ticdc_sync.spark.conf import before_commit, commit_marker, session_confs
 from ticdc_sync.spark.delta_log import (
     checksum_facts,
     clear_uncommitted_log,
@@ -330,9 +330,7 @@ class TargetWriter:
                 key = key_names[0]
                 key_range = _key_range(src, key, dict(target_cols)[key])
                 sql = MERGE_SQL[self.plan.mode](self.ref, SOURCE_VIEW, key_names, cols, key_range)
-            with commit_marker(self.spark, new_marker), ExitStack() as confs:
-                for key, value in conf.items():
-                    confs.enter_context(session_conf(self.spark, key, value))
+            with commit_marker(self.spark, new_marker), session_confs(self.spark, conf):
                 out = self.spark.sql(sql).collect()
             metrics = (
                 [inserted_rows(self.spark, self.location)] if empty else [r.asDict() for r in out]
@@ -372,9 +370,7 @@ class TargetWriter:
     def _copy(self, src: DataFrame) -> DataFrame:
         """`src` computed into a local checkpoint on disk; interpreted when the source never
         staged more than SMALL_SOURCE_ROWS row changes (`_interpreted_conf`)."""
-        with ExitStack() as confs:
-            for key, value in _interpreted_conf(self._source_rows_staged()).items():
-                confs.enter_context(session_conf(self.spark, key, value))
+        with session_confs(self.spark, _interpreted_conf(self._source_rows_staged())):
             return src.localCheckpoint(eager=True, storageLevel=SOURCE_COPY)
 
     def _source_rows_staged(self) -> int:
