@@ -52,12 +52,24 @@ def work(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def outputs(tmp_path_factory) -> Path:
+    """Where each run's whole output is kept: a failure's message shows only its end."""
+    return tmp_path_factory.mktemp("outputs")
+
+
+def _keep(outputs: Path, name: str, text: str) -> str:
+    path = outputs / f"{name}.txt"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
 def env(s3_server, bucket) -> dict[str, str]:
     return job_env(s3_server, SHOP_S3_BUCKET=bucket)
 
 
 @pytest.fixture(scope="module")
-def killed(env, work) -> dict:
+def killed(env, work, outputs) -> dict:
     """A run killed with SIGKILL a random moment after its first target was applied, while
     the other targets are being applied (`engine_harness.run_and_kill`)."""
     run = run_and_kill(
@@ -68,18 +80,20 @@ def killed(env, work) -> dict:
         cwd=work,
         timeout=TIMEOUT,
     )
-    return {"outcome": run.outcome, "pid": run.pid, "output": run.output}
+    kept = _keep(outputs, "killed", run.output)
+    return {"outcome": run.outcome, "pid": run.pid, "output": run.output, "kept": kept}
 
 
 @pytest.fixture(scope="module")
-def reruns(env, work, killed) -> list[dict]:
+def reruns(env, work, killed, outputs) -> list[dict]:
     """Two runs started at once after the kill."""
     run = ["run", "--project", "shop", "--target", "s3"]
     procs = [start_cli(run, env=env, cwd=work) for _ in range(2)]
     done = []
-    for p in procs:
+    for i, p in enumerate(procs):
         code, out = _finish(p)
-        done.append({"pid": p.pid, "code": code, "output": out})
+        kept = _keep(outputs, f"rerun-{i}-pid-{p.pid}-exit-{code}", out)
+        done.append({"pid": p.pid, "code": code, "output": out, "kept": kept})
     return done
 
 
@@ -93,7 +107,7 @@ def planned(env, work, reruns) -> dict:
 def test_a_killed_run_then_two_at_once_one_finishes_and_the_other_is_refused(killed, reruns):
     assert killed["outcome"] == "killed", killed["output"][-3000:]
     codes = sorted(r["code"] for r in reruns)
-    assert codes == [0, 1], [r["output"][-3000:] for r in reruns]
+    assert codes == [0, 1], "\n\n".join(f"{r['kept']}:\n{r['output'][-3000:]}" for r in reruns)
     winner = next(r for r in reruns if r["code"] == 0)
     loser = next(r for r in reruns if r["code"] == 1)
     # The dead run's lease was taken over at once (same machine, its process gone).
