@@ -4,7 +4,7 @@ steps, trim the staging table, read the warehouse at the start of a run.
 The run loop (`loop`) decides when each of these happens and keeps the state between them;
 this module only carries them out and reports what happened (`engine.StageOutcome`,
 `ApplyOutcome`, ...). A target's apply runs the steps its plan lists (`executor.StepRunner`,
-in a session of its own when several targets are applied at once), and reports its new
+in a session of its own), and reports its new
 state as delta-rs reads it. Targets of one source due in the same round (`ApplyJob.peers`)
 read their staged rows from one copy of the window (`shared_window`), a cache dropped when
 they are done and at the end of the run (`close`). Staging's own writes (stage, trim,
@@ -69,8 +69,7 @@ class SparkEngine:
         self.out = out
         self.progress = progress or RunProgress()
         self.follow = follow
-        # Several targets at once: each in a session of its own (its marker conf and temp
-        # views are per session, `fanout`), its lines printed together when it is done.
+        # Several targets at once: each one's lines printed together when it is done.
         self.side_by_side = side_by_side
         self.on_step = on_step or (lambda _t, _s: None)
         self.on_first_apply = on_first_apply
@@ -196,7 +195,11 @@ class SparkEngine:
             first()
         t, sp = job.target, job.source
         out: Out = fanout.GroupedOut(self.out) if self.side_by_side else self.out
-        spark = fanout.target_session(self.spark) if self.side_by_side else self.spark
+        # Always a session of its own (`fanout`), even with one apply worker: the apply
+        # runs on a worker thread while the loop's thread stages (`--follow`), trims and
+        # records sync points on the run's session, and a commit's userMetadata (the
+        # target's marker, the staging tallies) and the MERGE's settings are session confs.
+        spark = fanout.target_session(self.spark)
         w = TargetWriter(spark, self.state, sp.source, t, out)
         p = StepRunner(w, t, should_stop, self.on_step)
         windows = self.windows
