@@ -71,6 +71,9 @@ class SparkEngine:
         self.follow = follow
         # Several targets at once: each one's lines printed together when it is done.
         self.side_by_side = side_by_side
+        # What each apply's session starts from: the run's settings before any block set
+        # one of its own (`fanout.runtime_conf`).
+        self.session_conf = fanout.runtime_conf(spark)
         self.on_step = on_step or (lambda _t, _s: None)
         self.on_first_apply = on_first_apply
         self._lock = threading.Lock()
@@ -199,7 +202,7 @@ class SparkEngine:
         # runs on a worker thread while the loop's thread stages (`--follow`), trims and
         # records sync points on the run's session, and a commit's userMetadata (the
         # target's marker, the staging tallies) and the MERGE's settings are session confs.
-        spark = fanout.target_session(self.spark)
+        spark = fanout.target_session(self.spark, self.session_conf)
         w = TargetWriter(spark, self.state, sp.source, t, out)
         p = StepRunner(w, t, should_stop, self.on_step)
         windows = self.windows

@@ -9,9 +9,9 @@ side by side, one target's jobs fill another's gaps (benchmarks/README.md).
 Targets are independent: each MERGE and DDL commits to its own Delta table with its own
 marker. The marker travels in a session conf (`conf.commit_marker`), and the MERGE source
 is a temp view: both are per session, so each target gets a session of its own
-(`SparkSession.newSession`, with this session's runtime SQL settings copied over). Which
-targets run, and when, is the loop's (`loop`, `schedule`); this module only gives each its
-session and its output.
+(`SparkSession.newSession`, with the run's runtime SQL settings as they were at its
+start). Which targets run, and when, is the loop's (`loop`, `schedule`); this module only
+gives each its session and its output.
 """
 
 from __future__ import annotations
@@ -26,13 +26,20 @@ T = TypeVar("T")
 Out = Callable[[str], None]
 
 
-def target_session(spark: SparkSession) -> SparkSession:
+def runtime_conf(spark: SparkSession) -> dict[str, str]:
+    """`spark`'s runtime SQL settings as they are now, for `target_session`: taken once, at
+    the start of a run, because the run's session later sets some for a block only (a
+    staging commit's userMetadata, a read's split size) while applies start beside it."""
+    return {k: v for k, v in sorted(spark.conf.getAll.items()) if spark.conf.isModifiable(k)}
+
+
+def target_session(spark: SparkSession, conf: dict[str, str]) -> SparkSession:
     """A session sharing `spark`'s SparkContext and Delta log cache, with its own SQL conf
-    and temp views; runtime SQL settings of `spark` are copied (a new session starts
-    from the SparkContext's conf only)."""
+    and temp views, and the runtime SQL settings `conf` (`runtime_conf`; a new session
+    starts from the SparkContext's conf only)."""
     session = spark.newSession()
-    for key, value in sorted(spark.conf.getAll.items()):
-        if spark.conf.isModifiable(key) and session.conf.get(key, None) != value:
+    for key, value in conf.items():
+        if session.conf.get(key, None) != value:
             session.conf.set(key, value)
     return session
 
