@@ -1,7 +1,7 @@
 """A small target's MERGE runs interpreted up to `rows.SMALL_SOURCE_ROWS` collapsed changes, and
 the first append to a target and the copy of a MERGE's source when their source never staged
 more row changes than that; with Spark's code generation above: the same rows either way
-(`rows._interpreted_conf`).
+(`rows._interpreted_conf`). A small poll is staged interpreted too (`batch.small_poll`).
 
 The shared test session runs interpreted (tests/spark/conftest.py), so these tests turn code
 generation back on around the runs: above the bound the MERGE then really runs compiled.
@@ -13,14 +13,14 @@ import pytest
 
 from tests.spark.engine_harness import canal_row, load, make_project, read_target, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
-from ticdc_sync.spark import rows, runner
-from ticdc_sync.spark.conf import session_conf
+from ticdc_sync.spark import batch, rows, runner
+from ticdc_sync.spark.conf import CODEGEN_FACTORY, WHOLE_STAGE_CODEGEN, session_conf
 
 pytestmark = pytest.mark.spark
 
 SCHEMA = "CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(10), n DECIMAL(10,2));\n"
 MT = {"id": "int", "v": "varchar", "n": "decimal"}
-INTERPRETED = {rows.WHOLE_STAGE_CODEGEN: "false", rows.CODEGEN_FACTORY: "NO_CODEGEN"}
+INTERPRETED = {WHOLE_STAGE_CODEGEN: "false", CODEGEN_FACTORY: "NO_CODEGEN"}
 
 
 def _row(op: str, ts: int, data: dict, old: dict | None = None) -> bytes:
@@ -40,6 +40,15 @@ def test_a_small_targets_merge_lands_the_same_rows_interpreted_or_compiled(
 
     monkeypatch.setattr(rows, "SMALL_SOURCE_ROWS", bound)
     monkeypatch.setattr(rows, "_interpreted_conf", recording)
+    polls: list[bool] = []
+    real_poll = batch.small_poll
+
+    def recording_poll(records: int | None, capture_bytes: int | None) -> bool:
+        polls.append(real_poll(records, capture_bytes))
+        return polls[-1]
+
+    monkeypatch.setattr(batch, "SMALL_POLL_BYTES", batch.SMALL_POLL_BYTES if bound else 0)
+    monkeypatch.setattr(batch, "small_poll", recording_poll)
     root = make_project(tmp_path / "p", protocol="canal-json", schema_sql=SCHEMA)
     first = [
         _row("INSERT", 100, {"id": str(i), "v": f"v{i}", "n": f"{i}.25"}) for i in range(1, 21)
@@ -53,8 +62,8 @@ def test_a_small_targets_merge_lands_the_same_rows_interpreted_or_compiled(
     ]
     records = [*first, wm(150), *second, wm(300)]
     with (
-        session_conf(spark, rows.WHOLE_STAGE_CODEGEN, "true"),
-        session_conf(spark, rows.CODEGEN_FACTORY, "FALLBACK"),
+        session_conf(spark, WHOLE_STAGE_CODEGEN, "true"),
+        session_conf(spark, CODEGEN_FACTORY, "FALLBACK"),
     ):
         # Into an empty target (an append), then a MERGE of the second batch.
         write_captures(root, "t", [(0, i, None, r) for i, r in enumerate(records[:21])])
@@ -67,6 +76,8 @@ def test_a_small_targets_merge_lands_the_same_rows_interpreted_or_compiled(
     # The MERGE's source copy (25 row changes ever staged), then the MERGE (its source: 4
     # keys, 3, 4, 30 and 5), against the bound.
     assert chosen == [{} if bound == 0 else INTERPRETED] * 3
+    # Each run's poll (a few kB of capture files) staged against its bound.
+    assert polls == [bound != 0] * 2
     got = [
         (r["id"], r["v"], r["n"] and str(r["n"])) for r in read_target(spark, project, "t", "id")
     ]
@@ -81,3 +92,8 @@ def test_the_bound_is_inclusive_and_unknown_is_compiled():
     assert rows._interpreted_conf(rows.SMALL_SOURCE_ROWS) == INTERPRETED
     assert rows._interpreted_conf(rows.SMALL_SOURCE_ROWS + 1) == {}
     assert rows._interpreted_conf(None) == {}
+    assert batch.small_poll(batch.SMALL_POLL_RECORDS, None)
+    assert not batch.small_poll(batch.SMALL_POLL_RECORDS + 1, 0)  # Kafka: its records
+    assert batch.small_poll(None, batch.SMALL_POLL_BYTES)
+    assert not batch.small_poll(None, batch.SMALL_POLL_BYTES + 1)
+    assert not batch.small_poll(None, None)

@@ -19,6 +19,23 @@ if TYPE_CHECKING:
 
 Out = Callable[[str], None]
 
+# A poll of at most this many Kafka records, or a capture-files source of at most this many
+# bytes (a files poll reads every file), is staged without code generation
+# (`conf.INTERPRETED`): a `--follow` poll holds a few thousand records, and compiling the
+# decode and the staging write's code again costs more than running it (Spark keeps 100
+# compiled classes, and the targets' MERGEs push the staging's out). Larger batches keep
+# code generation: interpreted, a catch-up's decode of a million records is slower.
+SMALL_POLL_RECORDS = 10_000
+SMALL_POLL_BYTES = 8 << 20
+
+
+def small_poll(records: int | None, capture_bytes: int | None) -> bool:
+    """Whether a poll is small enough to stage interpreted (`SMALL_POLL_RECORDS`): its
+    Kafka record count, or else its capture files' bytes; unknown sizes are not."""
+    if records is not None:
+        return records <= SMALL_POLL_RECORDS
+    return capture_bytes is not None and capture_bytes <= SMALL_POLL_BYTES
+
 
 def labels_phase(spark, text: str):
     from ticdc_sync.spark import labels
@@ -33,18 +50,20 @@ def stage_source(
     commit; the number of events staged."""
     from ticdc_sync.spark import labels
     from ticdc_sync.spark import sources as sources_mod
+    from ticdc_sync.spark.conf import INTERPRETED, session_confs
     from ticdc_sync.spark.decode import decode_records
     from ticdc_sync.spark.progress import RunProgress
 
     progress = progress or RunProgress()
     phase = f"stage {source.name}"
+    capture_bytes = sources_mod.capture_bytes(project, source)
     with (
         labels_phase(spark, phase),
         progress.phase(
             phase,
             groups=[phase],
             read_job=labels.read_job(source.name),
-            bytes_total=sources_mod.capture_bytes(project, source),
+            bytes_total=capture_bytes,
         ),
     ):
         t = time.monotonic()
@@ -54,12 +73,22 @@ def stage_source(
         floors = {
             k: p.progress_ts for k, p in tally.partitions.items() if p.progress_ts is not None
         }
-        records = sources_mod.read_records(spark, project, source, consumed, on_size=progress.sized)
+        sized: list[int] = []
+
+        def on_size(records: int) -> None:
+            sized.append(records)
+            progress.sized(records)
+
+        records = sources_mod.read_records(spark, project, source, consumed, on_size=on_size)
         decoded = decode_records(records, source, floors, seeded=project.seed_schemas)
         # Overlapping capture files may hold a record twice; Kafka never repeats an offset.
         may_repeat = project.output.transport.kind is TransportKind.FILES
+        small = small_poll(sized[-1] if sized else None, capture_bytes)
         try:
-            with sources_mod.balanced_splits(spark, project, source):
+            with (
+                sources_mod.balanced_splits(spark, project, source),
+                session_confs(spark, INTERPRETED if small else {}),
+            ):
                 staged = state.staging.stage(source.name, decoded, may_repeat=may_repeat)
         except Exception as e:  # noqa: BLE001 - a bad capture line, raised inside the job
             raise sources_mod.read_failure(spark, project, source, e) from None

@@ -20,6 +20,14 @@ from ticdc_sync.window import Marker
 
 MARKER_COMMIT_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
+# Small work runs without generated code (`INTERPRETED`): every query Spark runs first
+# generates Java code and compiles it (Janino), which on a few thousand rows costs more
+# than the rows do (benchmarks/README.md). Interpreted is Spark's reference execution of
+# the same plan: same results.
+WHOLE_STAGE_CODEGEN = "spark.sql.codegen.wholeStage"
+CODEGEN_FACTORY = "spark.sql.codegen.factoryMode"
+INTERPRETED = {WHOLE_STAGE_CODEGEN: "false", CODEGEN_FACTORY: "NO_CODEGEN"}
+
 
 @contextmanager
 def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:

@@ -33,7 +33,7 @@ from ticdc_sync.model import BadMessagePolicy, Mode, Source
 from ticdc_sync.plan.model import TargetPlan
 from ticdc_sync.plan.steps import Properties, Rows, RowTable
 from ticdc_sync.spark import mode_rows, raised
-from ticdc_sync.spark.conf import before_commit, commit_marker, session_confs
+from ticdc_sync.spark.conf import INTERPRETED, before_commit, commit_marker, session_confs
 from ticdc_sync.spark.delta_log import (
     checksum_facts,
     clear_uncommitted_log,
@@ -533,8 +533,6 @@ def _small_merge_conf(src: DataFrame) -> dict[str, str]:
 # Up to this many collapsed changes, a small target's MERGE runs without code generation
 # (`_interpreted_conf`).
 SMALL_SOURCE_ROWS = 10_000
-WHOLE_STAGE_CODEGEN = "spark.sql.codegen.wholeStage"
-CODEGEN_FACTORY = "spark.sql.codegen.factoryMode"
 
 
 def _interpreted_conf(source_rows: int | None) -> dict[str, str]:
@@ -552,7 +550,7 @@ def _interpreted_conf(source_rows: int | None) -> dict[str, str]:
     way: interpreted is Spark's reference execution of the same plan."""
     if source_rows is None or source_rows > SMALL_SOURCE_ROWS:
         return {}
-    return {WHOLE_STAGE_CODEGEN: "false", CODEGEN_FACTORY: "NO_CODEGEN"}
+    return dict(INTERPRETED)
 
 
 def drop_checkpoint(df: DataFrame) -> None:
