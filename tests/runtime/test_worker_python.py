@@ -8,6 +8,7 @@ master the workers must run the driver's interpreter.
 
 from __future__ import annotations
 
+import site as site_module
 import subprocess
 import sys
 from pathlib import Path
@@ -25,14 +26,16 @@ ENTRY_POINT = Path(sys.executable).parent / "ticdc-sync"
 def app_venv(where: Path) -> Path:
     """A venv like pipx's: its own interpreter, ticdc-sync's entry point in its bin/, and
     this checkout importable from its site-packages (a .pth file) but not through the
-    environment, so only that interpreter sees it. Its dependencies come from the system
-    site-packages of the interpreter running the tests."""
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(where)],
-        check=True,
-    )
+    environment, so only that interpreter sees it. Its dependencies come from the
+    site-packages of the interpreter running the tests, added by the same .pth file: that
+    interpreter may itself be a venv's, whose packages a venv made from it with
+    `--system-site-packages` would not see (those are its base interpreter's)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
     site = next((where / "lib").glob("python3*/site-packages"))
-    (site / "ticdc_sync_checkout.pth").write_text(f"{REPO}\n")
+    # `site.addsitedir` also reads the .pth files there (an editable install's, say).
+    dirs = [d for d in site_module.getsitepackages() if Path(d).is_dir()]
+    lines = [str(REPO), *(f"import site; site.addsitedir({d!r})" for d in dirs)]
+    (site / "ticdc_sync_checkout.pth").write_text("\n".join(lines) + "\n")
     assert ENTRY_POINT.exists(), f"{ENTRY_POINT} missing (hint: pip install -e .)"
     body = ENTRY_POINT.read_text().split("\n", 1)[1]  # the installed script without its #!
     script = where / "bin" / "ticdc-sync"
