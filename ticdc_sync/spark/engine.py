@@ -79,8 +79,11 @@ class SparkEngine:
         self._lock = threading.Lock()
         self.names = [s.name for s in project.sources]
         # The staged windows read once for the targets of a round (None: each target
-        # reads the staging table itself).
-        self.windows: Windows | None = Windows(spark, state)
+        # reads the staging table itself). They are copied on apply threads, so in a
+        # session of their own too, never in the run's (whose staging sets its own).
+        self.windows: Windows | None = Windows(
+            fanout.target_session(spark, self.session_conf), state
+        )
 
     def close(self) -> None:
         """Drop what the applies cached (the shared windows): the end of the run."""
