@@ -4,11 +4,11 @@ steps, trim the staging table, read the warehouse at the start of a run.
 The run loop (`loop`) decides when each of these happens and keeps the state between them;
 this module only carries them out and reports what happened (`engine.StageOutcome`,
 `ApplyOutcome`, ...). A target's apply runs the steps its plan lists (`executor.StepRunner`,
-in a session of its own), and reports its new
-state as delta-rs reads it. Targets of one source due in the same round (`ApplyJob.peers`)
-read their staged rows from one copy of the window (`shared_window`), a cache dropped when
-they are done and at the end of the run (`close`). Staging's own writes (stage, trim,
-compact) all come from the loop's thread: the staging table has one writer.
+in a session of its own), and reports its new state as delta-rs reads it. Targets of one
+source due in the same round (`ApplyJob.peers`) read their staged rows from one copy of the
+window (`shared_window`), a cache dropped when they are done and at the end of the run
+(`close`). Staging's own writes (stage, trim, compact) all come from the loop's thread: the
+staging table has one writer.
 """
 
 from __future__ import annotations
