@@ -111,11 +111,28 @@ class ApplyOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class Compacted:
+    """How a compaction of the staging table ended: its seconds, and why it failed (None:
+    it did not)."""
+
+    seconds: float
+    error: str | None = None
+
+    def line(self) -> str:
+        if self.error is not None:
+            return f"  staging table not compacted ({self.error}); tried again later"
+        return f"  staging table compacted beside the polls ({self.seconds:.1f}s)"
+
+
+@dataclass(frozen=True, slots=True)
 class TrimOutcome:
     """What a trim of the staging table did (`Engine.trim`)."""
 
-    deleted: Mapping[str, int] = field(default_factory=dict)  # per source: events deleted
-    compacted: bool = False
+    deleted: Mapping[str, int] = field(default_factory=dict)  # per source trimmed: events deleted
+    # Sources not trimmed this time (the staging table was being compacted): asked again.
+    deferred: tuple[str, ...] = ()
+    # A compaction of the staging table (beside the polls) ended since the last trim.
+    compacted: Compacted | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +170,9 @@ class Engine(Protocol):
 
     def trim(self, bounds: Mapping[str, int]) -> TrimOutcome:
         """Delete each source's staged row and watermark events at or below its bound
-        (`retention.trim_bound`), and compact the staging table when it has many files."""
+        (`retention.trim_bound`), or put a source off (`TrimOutcome.deferred`); compact the
+        staging table when it has many files (beside the polls, reported by a later
+        trim)."""
         ...
 
     def record_sync_point(self, point: SyncPoint) -> None:

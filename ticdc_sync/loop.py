@@ -689,14 +689,15 @@ class _Loop:
         if not bounds and not final:
             return
         o = self.engine.trim(bounds)
-        self.trimmed.update(bounds)
+        # A deferred source is trimmed at a later call, to the bound it then has.
+        self.trimmed.update({k: v for k, v in bounds.items() if k not in o.deferred})
         for name, n in sorted(o.deleted.items()):
             if n:
                 sr = self.result.sources.setdefault(name, SourceRun(name))
                 sr.trimmed_events += n
                 self.out(f"  {name}: {n} applied event(s) older than the retention deleted")
-        if o.compacted:
-            self.out("  staging table compacted")
+        if o.compacted is not None:
+            self.out(o.compacted.line())
 
     def _covers(self, t: TargetPlan, resolved: int | None) -> int:
         """Up to where every staged change of `t`'s tables is in it: its marker, or, when

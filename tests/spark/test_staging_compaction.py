@@ -1,5 +1,6 @@
 """The staging table's compaction (`Staging.compact`) rewrites only its small files, and only
-once enough new ones were added since the last time; the tallies it carries stay as they were.
+once enough new ones were added since the last time; it runs beside staging
+(`compaction.Compactor`) without losing an event or a tally, also when killed.
 
 Each staging commit adds a file or a few. A compacted file at or above the size bound is
 left alone by the next compaction, so a compaction costs what was staged since the last
@@ -8,50 +9,24 @@ one, not the whole table.
 
 from __future__ import annotations
 
+import random
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
 
-from ticdc_sync.events import EVENT_SCHEMA, KIND_ROW
+from tests.compaction_child import BATCH_EVENTS, SOURCE, batch
+from tests.processes import kill_tree
+from ticdc_sync.spark.compaction import Compactor
 from ticdc_sync.spark.staging import Staging
 
 pytestmark = pytest.mark.spark
 
-SOURCE = "src"
-
-
-def batch(spark, first: int, n: int = 50):
-    """`n` row events of one table, offsets `first`..; two tasks, so two files a commit."""
-    rows = [
-        (
-            "t",
-            0,
-            first + i,
-            0,
-            KIND_ROW,
-            1000 + first + i,
-            True,
-            "shop",
-            "a",
-            "c",
-            None,
-            {"id": str(first + i)},
-            None,
-            ["id"],
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            0,
-            None,
-            f'{{"id": "{first + i}"}}',
-        )
-        for i in range(n)
-    ]
-    return spark.createDataFrame(rows, EVENT_SCHEMA).repartition(2)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def files(spark, staging: Staging) -> dict[str, int]:
@@ -67,24 +42,26 @@ def test_compaction_rewrites_the_new_small_files_only_and_keeps_the_tallies(spar
     offset = 0
     for _ in range(4):
         staging.stage(SOURCE, batch(spark, offset))
-        offset += 50
+        offset += BATCH_EVENTS
     before = staging.tally(SOURCE).to_dict()
     assert len(files(spark, staging)) >= 5
     # Not yet: at most 20 files.
-    assert staging.compact([SOURCE], above_files=20) is False
+    assert not staging.compaction_due(above_files=20)
     # Every file is small (under 1 MiB): all into one.
-    assert staging.compact([SOURCE], above_files=3, smaller_than=1 << 20) is True
+    assert staging.compaction_due(above_files=3)
+    staging.compact(smaller_than=1 << 20)
     (compacted,) = files(spark, staging).items()
     # No new files since: nothing to do, whatever the count.
-    assert staging.compact([SOURCE], above_files=0, smaller_than=1 << 20) is False
+    assert not staging.compaction_due(above_files=0)
 
     for _ in range(3):
         staging.stage(SOURCE, batch(spark, offset))
-        offset += 50
+        offset += BATCH_EVENTS
     added = set(files(spark, staging)) - {compacted[0]}
     assert len(added) >= 4
     # Files under the compacted one's size are rewritten; it stays as it is.
-    assert staging.compact([SOURCE], above_files=3, smaller_than=compacted[1]) is True
+    assert staging.compaction_due(above_files=3)
+    staging.compact(smaller_than=compacted[1])
     now = files(spark, staging)
     assert now[compacted[0]] == compacted[1]
     assert len(now) == 2 and not (set(now) & added)
@@ -94,3 +71,135 @@ def test_compaction_rewrites_the_new_small_files_only_and_keeps_the_tallies(spar
     after = Staging(spark, str(tmp_path / "wh")).tally(SOURCE).to_dict()
     assert after["partitions"] == staging.tally(SOURCE).to_dict()["partitions"]
     assert before != after  # three more batches since
+
+
+def history(spark, staging: Staging) -> list:
+    rows = spark.sql(f"DESCRIBE HISTORY delta.`{staging.events_path}`").collect()
+    return sorted(rows, key=lambda r: r["version"])
+
+
+def assert_each_event_once_and_tallied(spark, staging: Staging, last: int) -> None:
+    """Offsets 0..`last` staged once each, and a new process's tally says so."""
+    df = spark.read.format("delta").load(staging.events_path)
+    assert df.count() == last + 1 == df.select("offset").distinct().count()
+    assert df.agg(F.max("offset")).collect()[0][0] == last
+    fresh = Staging(spark, staging.warehouse).tally(SOURCE)
+    (p,) = fresh.partitions.values()
+    assert p.last_offset == last
+    assert fresh.tables[("shop", "a")][0] == last + 1  # rows counted once each
+
+
+def test_staging_goes_on_beside_a_compaction_and_loses_nothing(spark, tmp_path):
+    staging = Staging(spark, str(tmp_path / "wh"))
+    offset = 0
+    for _ in range(4):
+        staging.stage(SOURCE, batch(spark, offset))
+        offset += BATCH_EVENTS
+    compactor = Compactor(staging, spark.newSession)
+    assert not compactor.start_if_due(above_files=20)
+    assert compactor.start_if_due(above_files=3)
+    # Stage while it runs, as a `--follow` run's polls do (bounded: it ends on its own).
+    for _ in range(40):
+        if not compactor.busy():
+            break
+        staging.stage(SOURCE, batch(spark, offset))
+        offset += BATCH_EVENTS
+    assert compactor.wait(timeout=300)
+    ended = compactor.ended()
+    assert ended is not None and ended.error is None, ended
+    assert compactor.ended() is None  # reported once
+
+    commits = history(spark, staging)
+    optimize = [c for c in commits if c["operation"] == "OPTIMIZE"]
+    assert len(optimize) == 1
+    # Its commits carry no tallies: they stage nothing.
+    assert all(c["userMetadata"] is None for c in commits if c["operation"] != "WRITE")
+    # Staging commits landed between the snapshot OPTIMIZE read and its own commit (Delta
+    # retried it over them): the compaction ran beside the polls, not between them.
+    (o,) = optimize
+    beside = [
+        c["version"]
+        for c in commits
+        if c["operation"] == "WRITE" and o["readVersion"] < c["version"] < o["version"]
+    ]
+    assert beside, [(c["version"], c["operation"], c["readVersion"]) for c in commits]
+    # The newest commits may be the compaction's: a new process skips them for the tallies.
+    staging.stage(SOURCE, batch(spark, offset))
+    offset += BATCH_EVENTS
+    assert_each_event_once_and_tallied(spark, staging, offset - 1)
+
+
+def test_a_trim_waits_for_the_compaction_instead_of_the_loop(spark, tmp_path):
+    staging = Staging(spark, str(tmp_path / "wh"))
+    staging.stage(SOURCE, batch(spark, 0))
+    with staging.rewrite_lock:  # what a compaction holds while it runs
+        assert staging.trim([SOURCE], SOURCE, 1000 + 9) is None
+        assert staging.tally(SOURCE).trimmed is None
+    assert spark.read.format("delta").load(staging.events_path).count() == BATCH_EVENTS
+    assert staging.trim([SOURCE], SOURCE, 1000 + 9) == 10
+    assert staging.tally(SOURCE).trimmed == 1009
+
+
+@pytest.mark.slow
+def test_sigkill_while_compacting_beside_staging_then_resume(spark, tmp_path):
+    """A process staging with compactions beside it (`tests.compaction_child`) is killed
+    with SIGKILL soon after a compaction starts, twice; a last process then finishes
+    its batches. Every event staged by any of them is there once, and the tallies agree."""
+    wh = str(tmp_path / "wh")
+    rng = random.Random(41)
+    during, printed = 0, -1
+    for _ in range(2):
+        lines = _kill_after_compacting(wh, rng.uniform(0.0, 1.0))
+        staged = [int(x.split()[1]) for x in lines if x.startswith("STAGED ")]
+        printed = max([printed, *staged])
+        tail = [x for x in lines if x.startswith(("COMPACTING", "COMPACTED"))]
+        during += bool(tail) and tail[-1] == "COMPACTING"
+    # At least one kill landed while a compaction ran (its end was never reported).
+    assert during >= 1
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.compaction_child", wh, "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    last = max(int(x.split()[1]) for x in done.stdout.splitlines() if x.startswith("STAGED "))
+    assert last > printed
+    assert_each_event_once_and_tallied(spark, Staging(spark, wh), last)
+
+
+def _kill_after_compacting(warehouse: str, delay: float) -> list[str]:
+    """Run the child until it says a compaction started, SIGKILL it `delay` seconds later
+    (its process group and its JVM's); the lines it printed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.compaction_child", warehouse, "30"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    lines: list[str] = []
+    started = threading.Event()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.strip())
+            if line.startswith("COMPACTING"):
+                started.set()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 300
+        while not started.is_set() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.is_set(), f"no compaction started: {lines}"
+        time.sleep(delay)
+    finally:
+        kill_tree(proc.pid)
+        proc.wait(timeout=60)
+    reader.join(timeout=10)
+    return list(lines)

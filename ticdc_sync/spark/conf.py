@@ -65,6 +65,19 @@ def user_metadata(spark: SparkSession, text: str) -> AbstractContextManager[None
     return session_conf(spark, MARKER_COMMIT_CONF, text)
 
 
+@contextmanager
+def without_user_metadata(spark: SparkSession) -> Iterator[None]:
+    """Delta commits made inside the block carry no userMetadata (a session that may have
+    been copied from one with it set)."""
+    before = spark.conf.get(MARKER_COMMIT_CONF, None)
+    spark.conf.unset(MARKER_COMMIT_CONF)
+    try:
+        yield
+    finally:
+        if before is not None:
+            spark.conf.set(MARKER_COMMIT_CONF, before)
+
+
 def commit_marker(spark: SparkSession, marker: Marker) -> AbstractContextManager[None]:
     """Attach a target's progress marker to every Delta commit made inside the block."""
     return user_metadata(spark, marker.to_json())

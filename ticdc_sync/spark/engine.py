@@ -7,8 +7,8 @@ this module only carries them out and reports what happened (`engine.StageOutcom
 in a session of its own), and reports its new state as delta-rs reads it. Targets of one
 source due in the same round (`ApplyJob.peers`) read their staged rows from one copy of the
 window (`shared_window`), a cache dropped when they are done and at the end of the run
-(`close`). Staging's own writes (stage, trim, compact) all come from the loop's thread: the
-staging table has one writer.
+(`close`). Staging's own writes (stage, trim) come from the loop's thread; its compaction runs
+beside them on a thread of its own (`compaction`), committing nothing they conflict with.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from ticdc_sync.model import Project, Source, TransportKind
 from ticdc_sync.plan.steps import Create, Ddl, LoadRows
 from ticdc_sync.spark import fanout, labels, staged_batch
 from ticdc_sync.spark.batch import labels_phase, resolve_bad_records, stage_source
+from ticdc_sync.spark.compaction import Compactor
 from ticdc_sync.spark.executor import END, StepRunner, summary_line
 from ticdc_sync.spark.rows import TargetWriter
 from ticdc_sync.spark.shared_window import Windows
@@ -84,9 +85,21 @@ class SparkEngine:
         self.windows: Windows | None = Windows(
             fanout.target_session(spark, self.session_conf), state
         )
+        # The staging table's compaction runs beside the polls, in a session of its own.
+        self.compactor = Compactor(
+            state.staging, lambda: fanout.target_session(spark, self.session_conf)
+        )
 
-    def close(self) -> None:
-        """Drop what the applies cached (the shared windows): the end of the run."""
+    def close(self, *, at_once: bool = False) -> None:
+        """The end of the run: wait for a compaction of the staging table still running
+        (unless `at_once`: a commit of it is atomic, so leaving it loses nothing), and drop
+        what the applies cached (the shared windows)."""
+        if not at_once and self.compactor.busy():
+            self.out("  waiting for the staging table's compaction to end")
+            self.compactor.wait()
+        ended = self.compactor.ended()
+        if ended is not None:
+            self.out(ended.line())
         if self.windows is not None:
             self.windows.close()
 
@@ -259,14 +272,24 @@ class SparkEngine:
 
     def trim(self, bounds: Mapping[str, int]) -> TrimOutcome:
         """Delete each source's staged events at or below its bound (`retention.trim_bound`
-        decided it), then compact the staging table when it has many files."""
+        decided it), then start compacting the staging table beside the polls when it has
+        gathered many files (`compaction.Compactor`). A source is put off (`deferred`) while
+        a compaction runs: its DELETE would conflict with it."""
         deleted: dict[str, int] = {}
+        deferred: list[str] = []
         with labels_phase(self.spark, "retention"), labels.pool(self.spark, labels.STAGE_POOL):
             for name, bound in sorted(bounds.items()):
-                if _may_trim(self.state, name, bound):
-                    deleted[name] = self.state.staging.trim(self.names, name, bound)
-            compacted = self.state.staging.compact(self.names)
-        return TrimOutcome(deleted, compacted)
+                if not _may_trim(self.state, name, bound):
+                    deleted[name] = 0
+                    continue
+                n = self.state.staging.trim(self.names, name, bound)
+                if n is None:
+                    deferred.append(name)
+                else:
+                    deleted[name] = n
+        ended = self.compactor.ended()
+        self.compactor.start_if_due()
+        return TrimOutcome(deleted, deferred=tuple(deferred), compacted=ended)
 
     # --- sync points -------------------------------------------------------------------
 

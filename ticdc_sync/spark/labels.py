@@ -74,9 +74,11 @@ def read_job(source: str) -> str:
 
 # Spark's FAIR scheduler pools (`session.DEFAULT_CONF`, `fairscheduler.xml`): staging a
 # poll is weighted above applying targets, so that staging keeps pace with the stream while
-# targets are applied on the same cores.
+# targets are applied on the same cores; the staging table's compaction, beside both, is
+# weighted like the applies.
 STAGE_POOL = "stage"
 APPLY_POOL = "apply"
+COMPACT_POOL = "compact"
 _POOL = "spark.scheduler.pool"
 
 

@@ -268,7 +268,7 @@ def _run_locked(r: _Run, spark) -> int:
         raise
     finally:
         replan.done()
-        engine.close()
+        engine.close(at_once=r.stop_request.level >= 2)
     interrupted = res.interrupted and not r.follow
     outcome = "interrupted" if interrupted else "blocked or failed" if res.code else "ok"
     body = _results(r.project, res, t0, outcome)

@@ -30,7 +30,12 @@ from ticdc_sync.events import (
     KIND_WATERMARK,
 )
 from ticdc_sync.locations import is_local, local_path, state_location
-from ticdc_sync.spark.conf import before_commit, session_confs, user_metadata
+from ticdc_sync.spark.conf import (
+    before_commit,
+    session_confs,
+    user_metadata,
+    without_user_metadata,
+)
 from ticdc_sync.spark.delta_log import (
     TableFacts,
     checksum_facts,
@@ -58,6 +63,7 @@ COMPACT_SMALLER_THAN = 32 << 20
 COMPACT_TO = 128 << 20
 OPTIMIZE_MIN_FILE = "spark.databricks.delta.optimize.minFileSize"
 OPTIMIZE_MAX_FILE = "spark.databricks.delta.optimize.maxFileSize"
+LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 # File statistics only for the columns staged events are selected by (source, position,
 # kind, commit_ts, table): Delta's default covers the first 32 columns, and min/max of the
@@ -131,6 +137,10 @@ class Staging:
         # The table's data files right after this process's last compaction (None: none
         # yet): compacted files stay, so only the files added since count toward the next.
         self._compacted_files: int | None = None
+        # Held while the table's files are compacted (`compact`, on a thread of its own):
+        # a trim's DELETE or a batch's rewrite would conflict with it (both remove files
+        # it rewrites); a blind append does not, so staging goes on beside it.
+        self.rewrite_lock = threading.Lock()
 
     def _set_missing_properties(
         self, path: str, properties: dict[str, str], facts: TableFacts | None
@@ -209,15 +219,25 @@ class Staging:
         self._save_tallies()
         return staged
 
-    def trim(self, sources: list[str], source: str, upto_ts: int) -> int:
+    def trim(self, sources: list[str], source: str, upto_ts: int) -> int | None:
         """Delete `source`'s row, watermark and empty events with commit_ts <= `upto_ts`
-        (`retention.trim_bound` decides it), in one commit; the number deleted.
+        (`retention.trim_bound` decides it), in one commit; the number deleted, or None
+        when a compaction holds the table (`rewrite_lock`): the trim waits for a later call
+        rather than the loop for the compaction.
 
         The commit carries every source's tallies (what it deleted is in them already), so
         consumed positions and watermarks do not move. DDL and bad events stay. The source's
         tally records how far it was trimmed (`SourceTally.trimmed`, set before the DELETE:
         a failed one only claims more), so a read as of a TSO knows which staged changes
         are still there."""
+        if not self.rewrite_lock.acquire(blocking=False):
+            return None
+        try:
+            return self._trim(sources, source, upto_ts)
+        finally:
+            self.rewrite_lock.release()
+
+    def _trim(self, sources: list[str], source: str, upto_ts: int) -> int:
         tally = self.tally(source)
         tally.trimmed = max(tally.trimmed if tally.trimmed is not None else -1, int(upto_ts))
         carried = to_user_metadata({s: self.tally(s) for s in sources})
@@ -231,28 +251,37 @@ class Staging:
         self._save_tallies()
         return deleted
 
+    def compaction_due(self, above_files: int = COMPACT_ABOVE_FILES) -> bool:
+        """Whether more than `above_files` data files were added since this process last
+        compacted the table (a run or poll adds a few each; in a new process, more than that
+        many in all)."""
+        return self._num_files() > (self._compacted_files or 0) + above_files
+
     def compact(
-        self,
-        sources: list[str],
-        above_files: int = COMPACT_ABOVE_FILES,
-        smaller_than: int = COMPACT_SMALLER_THAN,
-    ) -> bool:
-        """OPTIMIZE the staging table's files smaller than `smaller_than` bytes once more
-        than `above_files` data files were added since this process last compacted it (a
-        run or poll adds a few each; in a new process, more than that many in all), then
-        VACUUM what no version within Delta's retention needs. Both commits carry every
-        source's tallies. True if it compacted."""
-        files = self._num_files()
-        if files <= (self._compacted_files or 0) + above_files:
-            return False
-        carried = to_user_metadata({s: self.tally(s) for s in sources})
+        self, spark: SparkSession | None = None, smaller_than: int = COMPACT_SMALLER_THAN
+    ) -> None:
+        """OPTIMIZE the staging table's files smaller than `smaller_than` bytes, then VACUUM
+        what no version within Delta's retention needs, in `spark` (default: this staging's
+        session; `compaction.Compactor` gives it one of its own, to run beside the polls).
+
+        Neither commit carries tallies: they change no event, and every reader of the
+        tallies takes the newest commit that carries them (`latest_user_metadata`,
+        `LakeTable.newest_user_metadata`), so they may land between any two stages. Holds
+        `rewrite_lock`: a DELETE or a rewrite of the same files would conflict with it."""
+        spark = spark or self.spark
         sizes = {OPTIMIZE_MIN_FILE: str(smaller_than), OPTIMIZE_MAX_FILE: str(COMPACT_TO)}
-        with user_metadata(self.spark, carried), session_confs(self.spark, sizes):
-            self.spark.sql(f"OPTIMIZE {table_ref(self.events_path)}").collect()
-            self.spark.sql(f"VACUUM {table_ref(self.events_path)}").collect()
-        self._save_tallies()
+        # VACUUM lists the table's folders in a job of this many tasks (Spark's default:
+        # 10,000), which took 20-27 s on a staging table of a dozen files; the staging
+        # table has one folder (benchmarks/README.md).
+        listing = {LISTING_PARALLELISM: str(max(1, spark.sparkContext.defaultParallelism))}
+        with self.rewrite_lock, without_user_metadata(spark):
+            before_commit()
+            with session_confs(spark, sizes):
+                spark.sql(f"OPTIMIZE {table_ref(self.events_path)}").collect()
+            before_commit()
+            with session_confs(spark, listing):
+                spark.sql(f"VACUUM {table_ref(self.events_path)}").collect()
         self._compacted_files = self._num_files()
-        return True
 
     def _num_files(self) -> int:
         files = checksum_num_files(self.events_path)
@@ -326,8 +355,9 @@ class Staging:
         self, source: str, before: SourceTally, carried: str, rows: DataFrame
     ) -> None:
         """Replace the events staged after `before` with `rows`, in one atomic commit
-        (`replaceWhere`) whose userMetadata is `carried`."""
-        with user_metadata(self.spark, carried):
+        (`replaceWhere`) whose userMetadata is `carried`. Waits for a compaction in progress,
+        which may be rewriting the same files."""
+        with self.rewrite_lock, user_metadata(self.spark, carried):
             (
                 rows.write.format("delta")
                 .mode("overwrite")
