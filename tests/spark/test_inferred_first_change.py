@@ -78,3 +78,38 @@ def test_a_table_whose_first_change_has_no_metadata_takes_the_next_one(spark, tm
     assert _upstream_columns(spark, project, "c") == [("v", "string"), ("id", "bigint")]
     got = [(r["id"], r["v"]) for r in read_target(spark, project, "c", "id")]
     assert got == [(1, "p"), (2, "x")]
+
+
+def test_hundreds_of_new_tables_in_one_batch_each_take_their_first_metadata(spark, tmp_path):
+    """A changefeed's first poll over a database of many tables: 300 tables first seen in
+    one batch, each with a later change of other metadata staged before its first (and one
+    whose first change carries no metadata), all found in the lookup's two queries."""
+    from ticdc_sync.events import EVENT_SCHEMA, KIND_ROW
+    from ticdc_sync.spark.staged_batch import new_table_metadata
+    from ticdc_sync.spark.staging import Staging
+
+    def row(offset, tbl, ts, meta):
+        cols = [None] * 23
+        cols[:10] = ["t", 0, offset, 0, KIND_ROW, ts, True, "shop", tbl, "c"]
+        cols[11] = {"id": str(offset)}
+        cols[12] = meta
+        cols[13] = ["id"]
+        return tuple(cols)
+
+    rows, offset = [], 0
+    for i in range(300):
+        tbl = f"t{i:03d}"
+        late = {"v": "text", "id": "bigint"}
+        early = None if i == 7 else {"id": "int", "v": "varchar"}
+        rows.append(row(offset, tbl, 2000 + i, late))  # staged first, committed later
+        rows.append(row(offset + 1, tbl, 1000 + i, early))
+        offset += 2
+    staging = Staging(spark, str(tmp_path / "wh"))
+    staging.stage("src", spark.createDataFrame(rows, EVENT_SCHEMA))
+    found = new_table_metadata(staging, staging.last_batch["src"])
+    assert len(found) == 300
+    for i in range(300):
+        meta, pk = found[("shop", f"t{i:03d}")]
+        # t007's first change has none: its next change's, in commit order.
+        want = {"v": "text", "id": "bigint"} if i == 7 else {"id": "int", "v": "varchar"}
+        assert meta == want and pk == ("id",), (i, meta)

@@ -11,10 +11,7 @@ and small aggregates reach the driver; rows never do. Decides nothing.
 
 from __future__ import annotations
 
-import functools
-import operator
-
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
@@ -78,31 +75,59 @@ def new_table_metadata(staging: Staging, batch: StagedBatch) -> Metadata:
             lo[t] = min(lo.get(t, int(r["row_lo"])), int(r["row_lo"]))
     if not lo:
         return {}
-    # First only the rows at that commit_ts: Parquet's page statistics on commit_ts then
-    # skip the rest of the batch's `col_meta`, the widest staged column. A table whose
-    # rows there carry no metadata is looked up again in the whole batch.
-    at_lo = [_of_table(t) & (F.col("commit_ts") == ts) for t, ts in sorted(lo.items())]
-    out = _first_metadata(staging, batch, functools.reduce(operator.or_, at_lo))
-    rest = [_of_table(t) for t in sorted(lo) if key(*t) not in out]
+    spark = staging.spark
+    # First only the rows at that commit_ts: Parquet's statistics on commit_ts then skip
+    # most of the batch's `col_meta`, the widest staged column. A table whose rows there
+    # carry no metadata is looked up again in the whole batch. The tables are joined in
+    # from a small frame, not listed in a predicate: at a few hundred new tables (a
+    # changefeed's first poll) one OR per table made a condition too large to compile,
+    # and Spark fell back after a failed try (benchmarks/README.md).
+    firsts = spark.createDataFrame(
+        [(db, tbl, ts) for (db, tbl), ts in sorted(lo.items())], _TABLES_SCHEMA + ", `lo` BIGINT"
+    )
+    out = _first_metadata(
+        staging,
+        batch,
+        F.col("commit_ts").isin(sorted(set(lo.values()))),
+        firsts,
+        F.col("commit_ts") == F.col("lo"),
+    )
+    rest = [t for t in sorted(lo) if key(*t) not in out]
     if rest:
-        out.update(_first_metadata(staging, batch, functools.reduce(operator.or_, rest)))
+        out.update(
+            _first_metadata(
+                staging, batch, F.lit(True), spark.createDataFrame(rest, _TABLES_SCHEMA)
+            )
+        )
     return out
 
 
-def _of_table(t: tuple[str, str]) -> Column:
-    """The staged rows of upstream table `t` (db, tbl as `tables` keys them: NULL as "")."""
-    return (F.coalesce("db", F.lit("")) == t[0]) & (F.coalesce("tbl", F.lit("")) == t[1])
+# The tables a lookup is for, keyed as `tables` keys them (db, tbl; NULL as "").
+_TABLES_SCHEMA = "`__db` STRING, `__tbl` STRING"
 
 
-def _first_metadata(staging: Staging, batch: StagedBatch, where: Column) -> Metadata:
-    """Per table, the metadata of the first row change (commit order) of the batch that
-    matches `where` and carries metadata. One job."""
+def _first_metadata(
+    staging: Staging,
+    batch: StagedBatch,
+    where: Column,
+    tables: DataFrame,
+    also: Column | None = None,
+) -> Metadata:
+    """Per table of `tables` (`_TABLES_SCHEMA`, and what `also` compares with), the
+    metadata of the first row change (commit order) of the batch that matches `where` and
+    `also` and carries metadata. One job; `tables` is broadcast."""
+    match = (F.coalesce("db", F.lit("")) == F.col("__db")) & (
+        F.coalesce("tbl", F.lit("")) == F.col("__tbl")
+    )
+    if also is not None:
+        match = match & also
     first = Window.partitionBy("db", "tbl").orderBy("commit_ts", "partition", "offset", "idx")
     rows = (
         staging.events()
         .where(batch.where())
         .where(where)
         .where((F.col("kind") == KIND_ROW) & F.col("col_meta").isNotNull())
+        .join(F.broadcast(tables), match, "left_semi")
         .withColumn("__n", F.row_number().over(first))
         .where(F.col("__n") == 1)
         # Keys and values as arrays: a map reaches Python through a Java HashMap, which
