@@ -101,7 +101,7 @@ def load(w, step_load: Load) -> Marker:
         raise _located(spark, str(err), w.name) from None
     from ticdc_sync.spark.rows import inserted_rows
 
-    n = inserted_rows(spark, w.location)["num_inserted_rows"]
+    n = inserted_rows(spark, w.location, marker)["num_inserted_rows"]
     w.result.inserted += n
     w.result.loaded = n
     w.out(

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from ticdc_sync import codecs, datatypes
 from ticdc_sync.errors import UserError
-from ticdc_sync.events import KIND_ROW, OP_DELETE
+from ticdc_sync.events import KIND_ROW, OP_DELETE, OP_INSERT
 from ticdc_sync.model import BadMessagePolicy, Mode, Source
 from ticdc_sync.plan.model import TargetPlan
 from ticdc_sync.plan.steps import Properties, Rows, RowTable
@@ -282,16 +282,20 @@ class TargetWriter:
         else:
             target_cols = self.target_columns()
             files, size = data_size(self.spark, self.location)
-        changes = self.changes(step, target_cols)
+        # No data files: a MERGE has nothing to match. The size picks how it merges.
+        empty = files == 0
+        # Else the changes that are not INSERTs, counted as the source is copied (`_appends`).
+        kinds = None if empty else Observation()
+        changes = self.changes(step, target_cols, kinds=kinds)
         new_marker = Marker(step.hi, marker.ddl_ts, marker.ddl_part, marker.ddl_parts)
         if changes is None:
             return marker
         src, key_names = changes
         cols = [n for n, _ in target_cols]
-        # No data files: a MERGE has nothing to match. The size picks how it merges.
-        empty = files == 0
         materialized = None
         conf = {MATERIALIZE: "none"}
+        # Whether the statement is a plain INSERT (of what the MERGE would insert).
+        append = empty
         try:
             if empty:
                 # Nothing to match: the MERGE's result is its NOT MATCHED inserts, and a
@@ -313,13 +317,19 @@ class TargetWriter:
                 # The copy's job fills `counted` (an eager checkpoint is an action).
                 src = materialized = self._copy(src)
                 src.createOrReplaceTempView(SOURCE_VIEW)
-                sql = MERGE_SQL[self.plan.mode](self.ref, SOURCE_VIEW, key_names, cols)
-                conf = {
-                    MATERIALIZE: "none",
-                    MERGE_DELETION_VECTORS: "false",
-                    **_small_merge_conf(src),
-                    **_interpreted_conf(counted.get["rows"]),
-                }
+                append = self._appends(kinds, key_names)
+                interpreted = _interpreted_conf(counted.get["rows"])
+                if append:
+                    sql = INSERT_SQL[self.plan.mode](self.ref, SOURCE_VIEW, cols)
+                    conf = {MATERIALIZE: "none", **interpreted}
+                else:
+                    sql = MERGE_SQL[self.plan.mode](self.ref, SOURCE_VIEW, key_names, cols)
+                    conf = {
+                        MATERIALIZE: "none",
+                        MERGE_DELETION_VECTORS: "false",
+                        **_small_merge_conf(src),
+                        **interpreted,
+                    }
             else:
                 # Delta's MERGE reads its source twice (touched files, then the write):
                 # computed once into a local checkpoint on disk (the first job over the
@@ -329,11 +339,20 @@ class TargetWriter:
                 src.createOrReplaceTempView(SOURCE_VIEW)
                 key = key_names[0]
                 key_range = _key_range(src, key, dict(target_cols)[key])
-                sql = MERGE_SQL[self.plan.mode](self.ref, SOURCE_VIEW, key_names, cols, key_range)
+                append = self._appends(kinds, key_names, key_range)
+                sql = (
+                    INSERT_SQL[self.plan.mode](self.ref, SOURCE_VIEW, cols)
+                    if append
+                    else MERGE_SQL[self.plan.mode](
+                        self.ref, SOURCE_VIEW, key_names, cols, key_range
+                    )
+                )
             with commit_marker(self.spark, new_marker), session_confs(self.spark, conf):
                 out = self.spark.sql(sql).collect()
             metrics = (
-                [inserted_rows(self.spark, self.location)] if empty else [r.asDict() for r in out]
+                [inserted_rows(self.spark, self.location, new_marker)]
+                if append
+                else [r.asDict() for r in out]
             )
         except Exception as e:  # noqa: BLE001 - surface raise_error text from the JVM
             raise (raised.user_error(e) or e) from None
@@ -352,19 +371,57 @@ class TargetWriter:
             return new_marker
         return marker
 
+    def _appends(
+        self,
+        kinds: Observation | None,
+        keys: list[str],
+        key_range: tuple[str, str] | None = None,
+    ) -> bool:
+        """Whether the copied source (SOURCE_VIEW) may be INSERTed instead of MERGEd: no
+        key of it is in the target, so every MERGE clause but NOT MATCHED's insert would
+        find nothing (each mode's MERGE matches on the keys, `<=>`, and more), and its
+        INSERT is what the MERGE does to a target without those rows (`INSERT_SQL`).
+
+        A MERGE is five Spark jobs and a join over the target; the INSERT one job. Asked
+        only when every change of the segment is an INSERT (`kinds`, counted as the source
+        was copied: insert-only tables and tails), where a key is almost never there yet;
+        then one semi join over the target's key columns (inside `key_range` when given,
+        so Delta's file statistics skip the rest) says for sure."""
+        if kinds is None or int(kinds.get["not_inserts"] or 0) > 0:
+            return False
+        on = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in keys)
+        if key_range is not None:
+            on += f" AND t.{quote(keys[0])} BETWEEN {key_range[0]} AND {key_range[1]}"
+        there = self.spark.sql(
+            f"SELECT /*+ BROADCAST(s) */ count(*) FROM {self.ref} t "
+            f"LEFT SEMI JOIN {quote(SOURCE_VIEW)} s ON {on}"
+        ).collect()[0][0]
+        return int(there) == 0
+
     def changes(
-        self, step: Rows, target_cols: list[tuple[str, str]], *, quarantine: bool = True
+        self,
+        step: Rows,
+        target_cols: list[tuple[str, str]],
+        *,
+        quarantine: bool = True,
+        kinds: Observation | None = None,
     ) -> tuple[DataFrame, list[str]] | None:
         """The segment's row changes typed, checked and collapsed to one per key (the MERGE
         source: the target's columns, `_commit_ts`, `__op`), with the key columns' names;
         None when no upstream table of the target has a schema to type rows with. Not
         `quarantine` (a read as of a TSO, `spark.as_of`): a row its table's policy
-        quarantines is left out as the apply leaves it out, but nothing is written."""
+        quarantines is left out as the apply leaves it out, but nothing is written.
+        `kinds`: filled by the first job over the result with how many of the segment's
+        changes are not INSERTs (`not_inserts`)."""
         typed = self.typed_segment(step, target_cols)
         if typed is None:
             return None
         key_names = [next(n for n, _ in target_cols if n.lower() == k.lower()) for k in step.keys]
         typed = self._handle_bad_values(typed, step, record=quarantine)
+        if kinds is not None:
+            typed = typed.observe(
+                kinds, F.count(F.when(F.col("op") != OP_INSERT, 1)).alias("not_inserts")
+            )
         return self.collapse(typed, key_names, [n for n, _ in target_cols]), key_names
 
     def _copy(self, src: DataFrame) -> DataFrame:
@@ -565,9 +622,13 @@ def drop_checkpoint(df: DataFrame) -> None:
 _CHANGED = ("num_affected_rows", "num_inserted_rows", "num_updated_rows", "num_deleted_rows")
 
 
-def inserted_rows(spark: SparkSession, location: str) -> dict[str, int]:
-    """The row count of the commit just made by an INSERT (its Delta operation metrics)."""
+def inserted_rows(spark: SparkSession, location: str, marker: Marker) -> dict[str, int]:
+    """The row count of the commit just made by an INSERT carrying `marker` (its Delta
+    operation metrics); 0 when the newest commit is not that one: Delta makes no commit
+    for an INSERT of no rows."""
     last = spark.sql(f"DESCRIBE HISTORY {table_ref(location)} LIMIT 1").collect()[0]
+    if Marker.from_user_metadata(last["userMetadata"]) != marker:
+        return {"num_inserted_rows": 0}
     metrics = last["operationMetrics"] or {}
     return {"num_inserted_rows": int(metrics.get("numOutputRows") or 0)}
 
