@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from ticdc_sync import codecs, datatypes
 from ticdc_sync.errors import UserError
-from ticdc_sync.events import KIND_ROW, OP_DELETE, OP_INSERT
+from ticdc_sync.events import KIND_ROW, OP_DELETE, OP_INSERT, OP_UPDATE
 from ticdc_sync.model import BadMessagePolicy, Mode, Source
 from ticdc_sync.plan.model import TargetPlan
 from ticdc_sync.plan.steps import Properties, Rows, RowTable
@@ -284,7 +284,7 @@ class TargetWriter:
             files, size = data_size(self.spark, self.location)
         # No data files: a MERGE has nothing to match. The size picks how it merges.
         empty = files == 0
-        # Else the changes that are not INSERTs, counted as the source is copied (`_appends`).
+        # Else the kinds of its changes, counted as the source is copied (`_appends`).
         kinds = None if empty else Observation()
         changes = self.changes(step, target_cols, kinds=kinds)
         new_marker = Marker(step.hi, marker.ddl_ts, marker.ddl_part, marker.ddl_parts)
@@ -383,11 +383,17 @@ class TargetWriter:
         INSERT is what the MERGE does to a target without those rows (`INSERT_SQL`).
 
         A MERGE is five Spark jobs and a join over the target; the INSERT one job. Asked
-        only when every change of the segment is an INSERT (`kinds`, counted as the source
-        was copied: insert-only tables and tails), where a key is almost never there yet;
-        then one semi join over the target's key columns (inside `key_range` when given,
-        so Delta's file statistics skip the rest) says for sure."""
-        if kinds is None or int(kinds.get["not_inserts"] or 0) > 0:
+        only of a segment that grows the table (`kinds`, counted as the source was copied:
+        no DELETE, no more UPDATEs than INSERTs: insert-only tables, and tails where rows
+        are updated soon after their insert), where a key is seldom there yet; an
+        update-mostly segment is merged without asking, its keys most likely there. Then
+        one semi join over the target's key columns (inside `key_range` when given, so
+        Delta's file statistics skip the rest) says for sure: which statement runs is a
+        matter of cost only, never of the rows it lands."""
+        if kinds is None:
+            return False
+        seen = kinds.get
+        if int(seen["deletes"] or 0) or int(seen["updates"] or 0) > int(seen["inserts"] or 0):
             return False
         on = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in keys)
         if key_range is not None:
@@ -412,15 +418,19 @@ class TargetWriter:
         `quarantine` (a read as of a TSO, `spark.as_of`): a row its table's policy
         quarantines is left out as the apply leaves it out, but nothing is written.
         `kinds`: filled by the first job over the result with how many of the segment's
-        changes are not INSERTs (`not_inserts`)."""
+        changes are INSERTs, UPDATEs and DELETEs (`inserts`, `updates`, `deletes`)."""
         typed = self.typed_segment(step, target_cols)
         if typed is None:
             return None
         key_names = [next(n for n, _ in target_cols if n.lower() == k.lower()) for k in step.keys]
         typed = self._handle_bad_values(typed, step, record=quarantine)
         if kinds is not None:
+            op = F.col("op")
             typed = typed.observe(
-                kinds, F.count(F.when(F.col("op") != OP_INSERT, 1)).alias("not_inserts")
+                kinds,
+                F.count(F.when(op == OP_INSERT, 1)).alias("inserts"),
+                F.count(F.when(op == OP_UPDATE, 1)).alias("updates"),
+                F.count(F.when(op == OP_DELETE, 1)).alias("deletes"),
             )
         return self.collapse(typed, key_names, [n for n, _ in target_cols]), key_names
 
