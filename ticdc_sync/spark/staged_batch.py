@@ -11,7 +11,9 @@ and small aggregates reach the driver; rows never do. Decides nothing.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+import functools
+import operator
+
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
@@ -75,60 +77,49 @@ def new_table_metadata(staging: Staging, batch: StagedBatch) -> Metadata:
             lo[t] = min(lo.get(t, int(r["row_lo"])), int(r["row_lo"]))
     if not lo:
         return {}
-    spark = staging.spark
     # First only the rows at that commit_ts: Parquet's statistics on commit_ts then skip
     # most of the batch's `col_meta`, the widest staged column. A table whose rows there
-    # carry no metadata is looked up again in the whole batch. The tables are joined in
-    # from a small frame, not listed in a predicate: at a few hundred new tables (a
-    # changefeed's first poll) one OR per table made a condition too large to compile,
-    # and Spark fell back after a failed try (benchmarks/README.md).
-    firsts = spark.createDataFrame(
-        [(db, tbl, ts) for (db, tbl), ts in sorted(lo.items())], _TABLES_SCHEMA + ", `lo` BIGINT"
-    )
-    out = _first_metadata(
-        staging,
-        batch,
-        F.col("commit_ts").isin(sorted(set(lo.values()))),
-        firsts,
-        F.col("commit_ts") == F.col("lo"),
-    )
-    rest = [t for t in sorted(lo) if key(*t) not in out]
+    # carry no metadata is looked up again in the whole batch.
+    out = _first_metadata(staging, batch, lo)
+    rest = {t: None for t in sorted(lo) if key(*t) not in out}
     if rest:
-        out.update(
-            _first_metadata(
-                staging, batch, F.lit(True), spark.createDataFrame(rest, _TABLES_SCHEMA)
-            )
-        )
+        out.update(_first_metadata(staging, batch, rest))
     return out
 
 
-# The tables a lookup is for, keyed as `tables` keys them (db, tbl; NULL as "").
-_TABLES_SCHEMA = "`__db` STRING, `__tbl` STRING"
+# Up to this many tables a lookup names them in its condition, one OR each, which Parquet's
+# statistics use best; past it they are joined in from a small broadcast frame: a run's
+# first poll over a few hundred tables made a condition too large to compile, and Spark
+# fell back after a failed try (benchmarks/README.md).
+FEW_TABLES = 16
 
 
 def _first_metadata(
-    staging: Staging,
-    batch: StagedBatch,
-    where: Column,
-    tables: DataFrame,
-    also: Column | None = None,
+    staging: Staging, batch: StagedBatch, tables: dict[tuple[str, str], int | None]
 ) -> Metadata:
-    """Per table of `tables` (`_TABLES_SCHEMA`, and what `also` compares with), the
-    metadata of the first row change (commit order) of the batch that matches `where` and
-    `also` and carries metadata. One job; `tables` is broadcast."""
-    match = (F.coalesce("db", F.lit("")) == F.col("__db")) & (
-        F.coalesce("tbl", F.lit("")) == F.col("__tbl")
-    )
-    if also is not None:
-        match = match & also
+    """Per table of `tables` (db, tbl as `tables` of a batch keys them: NULL as ""), the
+    metadata of the first row change (commit order) of the batch that carries metadata,
+    at the table's commit_ts in `tables` where one is given. One job."""
+    rows = staging.events().where(batch.where())
+    rows = rows.where((F.col("kind") == KIND_ROW) & F.col("col_meta").isNotNull())
+    db, tbl, ts = F.coalesce("db", F.lit("")), F.coalesce("tbl", F.lit("")), F.col("commit_ts")
+    if len(tables) <= FEW_TABLES:
+        one = [
+            (db == d) & (tbl == t) & (ts == at if at is not None else F.lit(True))
+            for (d, t), at in tables.items()
+        ]
+        rows = rows.where(functools.reduce(operator.or_, one))
+    else:
+        found = [(d, t, at) for (d, t), at in tables.items()]
+        frame = staging.spark.createDataFrame(found, "`__db` STRING, `__tbl` STRING, `__ts` BIGINT")
+        match = (db == F.col("__db")) & (tbl == F.col("__tbl"))
+        match = match & (F.col("__ts").isNull() | (ts == F.col("__ts")))
+        if all(at is not None for at in tables.values()):
+            rows = rows.where(ts.isin(sorted(set(tables.values()))))  # for the statistics
+        rows = rows.join(F.broadcast(frame), match, "left_semi")
     first = Window.partitionBy("db", "tbl").orderBy("commit_ts", "partition", "offset", "idx")
     rows = (
-        staging.events()
-        .where(batch.where())
-        .where(where)
-        .where((F.col("kind") == KIND_ROW) & F.col("col_meta").isNotNull())
-        .join(F.broadcast(tables), match, "left_semi")
-        .withColumn("__n", F.row_number().over(first))
+        rows.withColumn("__n", F.row_number().over(first))
         .where(F.col("__n") == 1)
         # Keys and values as arrays: a map reaches Python through a Java HashMap, which
         # loses the message's column order (the order an inferred schema must keep).
