@@ -317,8 +317,8 @@ class TargetWriter:
                 # The copy's job fills `counted` (an eager checkpoint is an action).
                 src = materialized = self._copy(src)
                 src.createOrReplaceTempView(SOURCE_VIEW)
-                append = self._appends(kinds, key_names)
                 interpreted = _interpreted_conf(counted.get["rows"])
+                append = self._appends(kinds, key_names, conf=interpreted)
                 if append:
                     sql = INSERT_SQL[self.plan.mode](self.ref, SOURCE_VIEW, cols)
                     conf = {MATERIALIZE: "none", **interpreted}
@@ -376,6 +376,7 @@ class TargetWriter:
         kinds: Observation | None,
         keys: list[str],
         key_range: tuple[str, str] | None = None,
+        conf: dict[str, str] | None = None,
     ) -> bool:
         """Whether the copied source (SOURCE_VIEW) may be INSERTed instead of MERGEd: no
         key of it is in the target, so every MERGE clause but NOT MATCHED's insert would
@@ -389,7 +390,8 @@ class TargetWriter:
         update-mostly segment is merged without asking, its keys most likely there. Then
         one semi join over the target's key columns (inside `key_range` when given, so
         Delta's file statistics skip the rest) says for sure: which statement runs is a
-        matter of cost only, never of the rows it lands."""
+        matter of cost only, never of the rows it lands. `conf`: the join's settings (the
+        statement's own: interpreted where it would be)."""
         if kinds is None:
             return False
         seen = kinds.get
@@ -398,10 +400,11 @@ class TargetWriter:
         on = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in keys)
         if key_range is not None:
             on += f" AND t.{quote(keys[0])} BETWEEN {key_range[0]} AND {key_range[1]}"
-        there = self.spark.sql(
-            f"SELECT /*+ BROADCAST(s) */ count(*) FROM {self.ref} t "
-            f"LEFT SEMI JOIN {quote(SOURCE_VIEW)} s ON {on}"
-        ).collect()[0][0]
+        with session_confs(self.spark, conf or {}):
+            there = self.spark.sql(
+                f"SELECT /*+ BROADCAST(s) */ count(*) FROM {self.ref} t "
+                f"LEFT SEMI JOIN {quote(SOURCE_VIEW)} s ON {on}"
+            ).collect()[0][0]
         return int(there) == 0
 
     def changes(
