@@ -16,15 +16,18 @@ from ticdc_sync.spark import rows, runner
 
 pytestmark = pytest.mark.spark
 
-SCHEMA = "CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(10));\n"
+MODES = ("mirror", "soft_delete", "history")
+# One upstream table per mode, each with the same changes: one project has all three.
+SCHEMA = "".join(f"CREATE TABLE shop.{m} (id INT PRIMARY KEY, v VARCHAR(10));\n" for m in MODES)
+TABLES = "".join(f'  - upstream: "shop.{m}"\n    name: {m}\n    mode: {m}\n' for m in MODES)
 MT = {"id": "int", "v": "varchar"}
 
 
-def _row(op: str, ts: int, i: int, v: str, old: dict | None = None) -> bytes:
-    return canal_row("shop", "t", op, ts, {"id": str(i), "v": v}, MT, ["id"], old)
+def _row(op: str, ts: int, i: int, v: str, old: dict | None = None) -> list[bytes]:
+    return [canal_row("shop", m, op, ts, {"id": str(i), "v": v}, MT, ["id"], old) for m in MODES]
 
 
-# Each run's records, and the statement that lands them in the target.
+# Each run's records, and the statement that lands them in each target.
 RUNS = [
     # Into the empty target: an append, as before.
     ([_row("INSERT", 100 + i, i, f"a{i}") for i in range(1, 21)], "WRITE"),
@@ -47,52 +50,52 @@ RUNS = [
 ]
 
 
-def _run_all(spark, root, *, mode: str) -> list[tuple[str, list[dict]]]:
-    """Each run's statement (the operation of the target's newest commit) and rows."""
-    tables = f'  - upstream: "shop.t"\n    name: t\n    mode: {mode}\n'
-    make_project(root, protocol="canal-json", schema_sql=SCHEMA, tables=tables)
-    out, offset = [], 0
-    for i, (records, _) in enumerate(RUNS):
-        recs = [*records, wm(100 * (i + 1) + 90)]
+def _run_all(spark, root) -> dict[str, list[tuple[str, list[dict]]]]:
+    """Per target (mode), each run's statement (its newest commit's operation) and rows."""
+    make_project(root, protocol="canal-json", schema_sql=SCHEMA, tables=TABLES)
+    out: dict[str, list] = {m: [] for m in MODES}
+    offset = 0
+    for i, (changes, _) in enumerate(RUNS):
+        recs = [*(r for per_mode in changes for r in per_mode), wm(100 * (i + 1) + 90)]
         write_captures(root, "t", [(0, offset + j, None, r) for j, r in enumerate(recs)])
         offset += len(recs)
         project = load(root)
         lines: list[str] = []
         assert runner.run(project, spark=spark, out=lines.append) == 0, "\n".join(lines)
-        loc = target_location(warehouse_path(project), "t")
-        newest = spark.sql(f"DESCRIBE HISTORY delta.`{loc}` LIMIT 1").collect()[0]
-        order = "id, _valid_from" if mode == "history" else "id"
-        out.append((newest["operation"], read_target(spark, project, "t", order)))
+        for m in MODES:
+            loc = target_location(warehouse_path(project), m)
+            newest = spark.sql(f"DESCRIBE HISTORY delta.`{loc}` LIMIT 1").collect()[0]
+            order = "id, _valid_from" if m == "history" else "id"
+            out[m].append((newest["operation"], read_target(spark, project, m, order)))
     return out
 
 
-@pytest.mark.parametrize(
-    ("mode", "size"),
-    [("mirror", "small"), ("mirror", "large"), ("soft_delete", "small"), ("history", "large")],
-)
-def test_insert_only_segments_are_appended_and_land_what_a_merge_does(
-    spark, tmp_path, monkeypatch, mode, size
+def test_segments_that_grow_a_target_are_appended_and_land_what_a_merge_does(
+    spark, tmp_path, monkeypatch
 ):
-    if size == "large":
-        # Every populated target takes the large targets' path (a key range, then the
-        # statement), whatever its size.
-        monkeypatch.setattr(rows, "SMALL_TARGET", -1)
-    got = _run_all(spark, tmp_path / "append", mode=mode)
+    small = _run_all(spark, tmp_path / "small")
+    # Every populated target takes the large targets' path (a key range, then the
+    # statement), whatever its size.
+    monkeypatch.setattr(rows, "SMALL_TARGET", -1)
+    large = _run_all(spark, tmp_path / "large")
     monkeypatch.setattr(rows.TargetWriter, "_appends", lambda *a, **k: False)
-    merged = _run_all(spark, tmp_path / "merge", mode=mode)
-    for i, ((op, table), (_, want)) in enumerate(zip(got, merged, strict=True)):
-        assert table == want, f"run {i + 1}"
-        want_op = RUNS[i][1]
-        if i == len(RUNS) - 1 and mode == "mirror":
-            want_op = "SET TBLPROPERTIES"
-        assert op == want_op, f"run {i + 1}: {op}"
-    # The MERGE-only runs merged every populated target.
-    assert [op for op, _ in merged][:4] == ["WRITE", "MERGE", "MERGE", "MERGE"]
-    live = [
-        r
-        for r in got[-1][1]
-        if not r.get("_is_deleted") and ("_valid_from" not in r or r["_valid_to"] is None)
-    ]
-    assert sorted(r["id"] for r in live) == [*range(1, 32)]
-    values = {r["id"]: r["v"] for r in live}
-    assert (values[3], values[21], values[22]) == ("again", "upd", "b22+")
+    merged = _run_all(spark, tmp_path / "merge")
+    for mode in MODES:
+        for size, got in (("small", small), ("large", large)):
+            for i, ((op, table), (_, want)) in enumerate(zip(got[mode], merged[mode], strict=True)):
+                what = f"{mode}, {size}, run {i + 1}"
+                assert table == want, what
+                want_op = RUNS[i][1]
+                if i == len(RUNS) - 1 and mode == "mirror":
+                    want_op = "SET TBLPROPERTIES"
+                assert op == want_op, f"{what}: {op}"
+        # Appends off: every populated target merged.
+        assert [op for op, _ in merged[mode]][:4] == ["WRITE", "MERGE", "MERGE", "MERGE"]
+        live = [
+            r
+            for r in small[mode][-1][1]
+            if not r.get("_is_deleted") and ("_valid_from" not in r or r["_valid_to"] is None)
+        ]
+        assert sorted(r["id"] for r in live) == [*range(1, 32)], mode
+        values = {r["id"]: r["v"] for r in live}
+        assert (values[3], values[21], values[22]) == ("again", "upd", "b22+"), mode

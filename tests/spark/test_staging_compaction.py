@@ -143,19 +143,15 @@ def test_a_trim_waits_for_the_compaction_instead_of_the_loop(spark, tmp_path):
 @pytest.mark.slow
 def test_sigkill_while_compacting_beside_staging_then_resume(spark, tmp_path):
     """A process staging with compactions beside it (`tests.compaction_child`) is killed
-    with SIGKILL soon after a compaction starts, twice; a last process then finishes
+    with SIGKILL soon after a compaction starts; a second process then finishes
     its batches. Every event staged by any of them is there once, and the tallies agree."""
     wh = str(tmp_path / "wh")
-    rng = random.Random(41)
-    during, printed = 0, -1
-    for _ in range(2):
-        lines = _kill_after_compacting(wh, rng.uniform(0.0, 1.0))
-        staged = [int(x.split()[1]) for x in lines if x.startswith("STAGED ")]
-        printed = max([printed, *staged])
-        tail = [x for x in lines if x.startswith(("COMPACTING", "COMPACTED"))]
-        during += bool(tail) and tail[-1] == "COMPACTING"
-    # At least one kill landed while a compaction ran (its end was never reported).
-    assert during >= 1
+    lines = _kill_after_compacting(wh, random.Random(41).uniform(0.0, 0.5))
+    printed = max(int(x.split()[1]) for x in lines if x.startswith("STAGED "))
+    # The kill landed while the compaction ran (its end was never reported): it takes
+    # seconds (OPTIMIZE, then VACUUM), and the kill comes within half a second of its start.
+    marks = [x for x in lines if x.startswith(("COMPACTING", "COMPACTED"))]
+    assert marks and marks[-1] == "COMPACTING", lines
     done = subprocess.run(
         [sys.executable, "-m", "tests.compaction_child", wh, "2"],
         cwd=ROOT,
