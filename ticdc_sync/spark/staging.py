@@ -271,8 +271,8 @@ class Staging:
         spark = spark or self.spark
         sizes = {OPTIMIZE_MIN_FILE: str(smaller_than), OPTIMIZE_MAX_FILE: str(COMPACT_TO)}
         # VACUUM lists the table's folders in a job of this many tasks (Spark's default:
-        # 10,000), which took 20-27 s on a staging table of a dozen files; the staging
-        # table has one folder (benchmarks/README.md).
+        # 10,000), which made a VACUUM of a dozen files cost many times its OPTIMIZE; the
+        # staging table has one folder (benchmarks/README.md).
         listing = {LISTING_PARALLELISM: str(max(1, spark.sparkContext.defaultParallelism))}
         with self.rewrite_lock, without_user_metadata(spark):
             before_commit()
