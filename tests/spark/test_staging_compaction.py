@@ -37,12 +37,17 @@ def files(spark, staging: Staging) -> dict[str, int]:
     return {n: (Path(staging.events_path) / n).stat().st_size for n in names}
 
 
-def test_compaction_rewrites_the_new_small_files_only_and_keeps_the_tallies(spark, tmp_path):
-    staging = Staging(spark, str(tmp_path / "wh"))
-    offset = 0
-    for _ in range(4):
+def stage_batches(spark, staging: Staging, n: int, offset: int = 0) -> int:
+    """Stage `n` batches from `offset` on, one commit each; the offset after them."""
+    for _ in range(n):
         staging.stage(SOURCE, batch(spark, offset))
         offset += BATCH_EVENTS
+    return offset
+
+
+def test_compaction_rewrites_the_new_small_files_only_and_keeps_the_tallies(spark, tmp_path):
+    staging = Staging(spark, str(tmp_path / "wh"))
+    offset = stage_batches(spark, staging, 4)
     before = staging.tally(SOURCE).to_dict()
     assert len(files(spark, staging)) >= 5
     # Not yet: at most 20 files.
@@ -54,9 +59,7 @@ def test_compaction_rewrites_the_new_small_files_only_and_keeps_the_tallies(spar
     # No new files since: nothing to do, whatever the count.
     assert not staging.compaction_due(above_files=0)
 
-    for _ in range(3):
-        staging.stage(SOURCE, batch(spark, offset))
-        offset += BATCH_EVENTS
+    offset = stage_batches(spark, staging, 3, offset)
     added = set(files(spark, staging)) - {compacted[0]}
     assert len(added) >= 4
     # Files under the compacted one's size are rewritten; it stays as it is.
@@ -91,10 +94,7 @@ def assert_each_event_once_and_tallied(spark, staging: Staging, last: int) -> No
 
 def test_staging_goes_on_beside_a_compaction_and_loses_nothing(spark, tmp_path):
     staging = Staging(spark, str(tmp_path / "wh"))
-    offset = 0
-    for _ in range(4):
-        staging.stage(SOURCE, batch(spark, offset))
-        offset += BATCH_EVENTS
+    offset = stage_batches(spark, staging, 4)
     compactor = Compactor(staging, spark.newSession)
     assert not compactor.start_if_due(above_files=20)
     assert compactor.start_if_due(above_files=3)
