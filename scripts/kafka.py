@@ -138,9 +138,21 @@ def java() -> str:
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct free loopback ports. The sockets are held open until all n are bound:
+    one closed before the next bind lets the OS hand the same port out twice, and Kafka's
+    storage format refuses a broker and a controller listener on one port."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def _cluster_id() -> str:
@@ -220,8 +232,11 @@ class KafkaBroker:
         self.die_with_parent = die_with_parent
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="ticdc-sync-kafka-"))
-        self.port = port or free_port()
-        self.controller_port = controller_port or free_port()
+        picked = free_ports(2)
+        self.port = port or picked[0]
+        self.controller_port = controller_port or next(p for p in picked if p != self.port)
+        if self.port == self.controller_port:
+            raise ValueError(f"port and controller_port must differ (both {self.port})")
         # Ports we picked may be taken by someone else before Kafka binds them (the
         # machine is shared); those, and only before the first successful start, are
         # re-picked and the start retried.
@@ -332,7 +347,7 @@ class KafkaBroker:
             except _PortTaken:
                 if not self._repick_ports or self._started_once or attempt == 2:
                     raise
-                self.port, self.controller_port = free_port(), free_port()
+                self.port, self.controller_port = free_ports(2)
         raise AssertionError("unreachable")
 
     def _start_once(self, timeout: float) -> None:

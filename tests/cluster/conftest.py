@@ -83,9 +83,8 @@ class Daemon:
 
 class StandaloneCluster:
     def __init__(self, root: Path) -> None:
-        free_port = broker_module().free_port
         self.root = root
-        self.port, self.ui_port = free_port(), free_port()
+        self.port, self.ui_port = broker_module().free_ports(2)
         self.env = cluster_env(root / "logs")
         (root / "logs").mkdir(parents=True, exist_ok=True)
         self.master: Daemon | None = None
