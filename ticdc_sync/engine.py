@@ -148,9 +148,10 @@ class SyncPoint:
 
 
 class Engine(Protocol):
-    """What the run loop asks of an engine. `stage`, `trim` and `read_state` are called on
-    the loop's thread only (the staging table has one writer); `apply` on worker threads,
-    never twice at once for one target."""
+    """What the run loop asks of an engine. `stage`, `trim`, `record_sync_point` and
+    `read_state` are called one at a time, on one thread (the stager's, after the start:
+    the staging table has one writer); `apply` on worker threads, beside them, never twice
+    at once for one target."""
 
     def read_state(self) -> Started:
         """The warehouse as it is (at the start, and after an apply raised): cheap, it
@@ -177,5 +178,5 @@ class Engine(Protocol):
 
     def record_sync_point(self, point: SyncPoint) -> None:
         """Record `point` durably in the warehouse, with the Delta version of each target
-        that holds it (called after those targets' commits, on the loop's thread)."""
+        that holds it (called after those targets' commits)."""
         ...

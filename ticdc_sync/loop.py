@@ -2,12 +2,15 @@
 budget in worker threads, trim the staging table, stop when asked. It is written against
 `engine.Engine`, so it runs (and is tested) without Spark.
 
-The loop thread stages every source once per poll and never waits for an apply. Each
-`StageOutcome` and `ApplyOutcome` updates the in-memory warehouse state: tallies, DDL
+Three kinds of thread. The stager stages every source once per poll; the same one thread
+makes the run's other writes to the warehouse (trims, sync points) between two stages, so
+they never race a stage. Due targets (`schedule`) go to a pool of apply workers. The loop
+thread only decides: it hands the stager its next step and each free worker its next
+target the moment either ends, and waits for neither. Each `StageOutcome` and
+`ApplyOutcome` is folded on the loop thread into the in-memory warehouse state: tallies, DDL
 events, each upstream table's pending commit_ts ranges, markers, schema history. So
-re-planning (`replan`, `plan.build_plan` in a run) needs nothing from the warehouse. Due targets
-(`schedule`) go to a pool of worker threads. Trims run on the loop thread between two
-stages, with bounds from `retention.trim_bound` over the markers the loop knows.
+re-planning (`replan`, `plan.build_plan` in a run) needs nothing from the warehouse. Trim
+bounds come from `retention.trim_bound` over the markers the loop knows.
 
 A plain run stages once, then drains: it applies everything pending up to the resolved
 TSO, lag ignored, through the same scheduler, and exits. `--follow` polls until it is
@@ -29,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from ticdc_sync.engine import (
@@ -39,6 +42,7 @@ from ticdc_sync.engine import (
     StageOutcome,
     Started,
     SyncPoint,
+    TrimOutcome,
 )
 from ticdc_sync.errors import Fatal
 from ticdc_sync.loop_results import LoopResult, PollSummary, SourceRun, TargetRun
@@ -146,12 +150,14 @@ def run_loop(
     clock: Callable[[], float] = time.time,
     waiter: Sleeper | None = None,
     pool: Executor | None = None,
+    stager: Executor | None = None,
     result: LoopResult | None = None,
 ) -> LoopResult:
     """Run the loop until it is done (a plain run, or `max_polls`) or stopped; the results.
     `on_poll` hears each poll's summary once the next poll begins (and the last at the
-    end). `clock` is wall time in seconds (compared with TSO wall times); `waiter` and
-    `pool` are the loop's sleep and its apply workers (defaults: real ones)."""
+    end). `clock` is wall time in seconds (compared with TSO wall times); `waiter`, `pool`
+    and `stager` are the loop's sleep, its apply workers and the one thread that stages,
+    trims and records sync points (defaults: real ones)."""
     loop = _Loop(
         engine,
         replan,
@@ -162,6 +168,7 @@ def run_loop(
         clock,
         waiter or Waiter(),
         pool,
+        stager,
         result if result is not None else LoopResult(),
     )
     return loop.run()
@@ -177,6 +184,18 @@ class _Acc:
     errors: int = 0
 
 
+@dataclass
+class _Chore:
+    """The stager's step in flight: a poll's staging, a trim, or a sync point's record."""
+
+    kind: str  # "stage", "trim" or "sync"
+    future: Future
+    at: float = 0.0  # stage: when the poll began (a source's backoff counts from it)
+    last: bool = False  # stage: the run's last poll (a plain run's only one, `max_polls`)
+    bounds: dict[str, int] = field(default_factory=dict)  # trim
+    point: SyncPoint | None = None  # sync
+
+
 class _Loop:
     def __init__(
         self,
@@ -189,6 +208,7 @@ class _Loop:
         clock: Callable[[], float],
         waiter: Sleeper,
         pool: Executor | None,
+        stager: Executor | None,
         result: LoopResult,
     ) -> None:
         self.engine = engine
@@ -201,6 +221,12 @@ class _Loop:
         self.waiter = waiter
         self.workers = max(1, settings.workers)
         self.pool = pool or ThreadPoolExecutor(self.workers, thread_name_prefix="apply")
+        # One thread: a stage, a trim and a sync point's record write the staging table or
+        # the run's session, one after another, never at once.
+        self.stager = stager or ThreadPoolExecutor(1, thread_name_prefix="stage")
+        self.chore: _Chore | None = None
+        self.polls_over = False  # the last poll's staging has started
+        self.polled = False  # a poll's staging has been folded
         self.result = result
         self.sched = Scheduler(int(settings.poll_seconds * 1000), settings.max_backoff_ms)
         self.state = WarehouseState()
@@ -239,10 +265,13 @@ class _Loop:
             raise
         finally:
             at_once = self.stop.level >= 2
-            # Not at once: wait for the applies in flight to end their current step.
+            # Not at once: wait for the applies in flight to end their current step, and
+            # for the stager's step (a stage commits once, at its end). The loop ends with
+            # none in flight unless stopped at once or raising.
             self.pool.shutdown(wait=not at_once, cancel_futures=True)
             if not at_once:
                 self._harvest(final=True)
+            self.stager.shutdown(wait=not at_once, cancel_futures=True)
             self._finish(announce=ok)
         return self.result
 
@@ -251,45 +280,50 @@ class _Loop:
         next_poll = self.clock()
         while True:
             self._harvest()
+            self._harvest_chore()
             if self.fatal is not None:
                 raise self.fatal
             level = self.stop.level
             if level >= 2:
                 self.result.interrupted = True
                 return
+            # Nothing is planned or applied before the first poll is folded: until then the
+            # loop knows only what earlier runs staged, and a target applied from that would
+            # be applied again at once. (A plain run's one poll is its first.)
+            if self.polled:
+                self._plan()
+                if level == 0:
+                    self._sync_points()
+                    self._dispatch()
             now = self.clock()
-            staged = False
-            if level == 0 and not self.draining and now >= next_poll:
-                if self.acc.n:
-                    self._summarize()
-                self._stage_all(now)
-                staged = True
-                next_poll = now + s.poll_seconds
-                if not s.follow or (s.max_polls is not None and self.acc.n >= s.max_polls):
-                    self.draining = True
-                # A stop asked while staging ran: staging finished its step, nothing new starts.
-                level = self.stop.level
-            self._plan()
-            if level == 0:
-                self._sync_points()
-                self._dispatch()
-            if staged and s.follow and not self.draining and self.clock() >= self.next_trim:
-                self._trim()
-                self.next_trim = self.clock() + s.trim_every_seconds
+            if self.chore is None and s.follow and not self.draining and level == 0:
+                if self.acc.n and now >= self.next_trim:
+                    self.next_trim = now + s.trim_every_seconds
+                    if self._trim():
+                        continue  # (a stager that runs inline has ended it)
+                if not self.polls_over and now >= next_poll:
+                    self._start_poll(now)
+                    next_poll = now + s.poll_seconds
+                    continue
+            elif self.chore is None and level == 0 and not self.polls_over:
+                self._start_poll(now)  # a plain run's one poll
+                continue
             if level >= 1 or self.draining:
-                if not self.running:
+                if not self.running and self.chore is None:
                     if level >= 1:
                         self.result.interrupted = not self.s.follow
                     else:
                         self._trim(final=True)  # trimming waits when stopped
                     return
-                self.waiter.wait(None)  # until an apply ends (or a stop)
+                self.waiter.wait(None)  # until an apply or the stager's step ends (or a stop)
                 continue
-            wake = next_poll
+            # The stager's step in flight wakes the loop when it ends; the next poll waits
+            # for it.
+            wake = next_poll if self.chore is None else None
             nxt = self.sched.next_wake(self._candidates(), self._now_ms())
             if nxt is not None:
-                wake = min(wake, nxt / 1000)
-            self.waiter.wait(max(0.0, wake - self.clock()))
+                wake = nxt / 1000 if wake is None else min(wake, nxt / 1000)
+            self.waiter.wait(None if wake is None else max(0.0, wake - self.clock()))
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -359,30 +393,71 @@ class _Loop:
 
     # --- staging ---------------------------------------------------------------------
 
-    def _stage_all(self, now: float) -> None:
+    def _give(self, chore: _Chore) -> None:
+        """Hand the stager its next step; the loop is woken when it ends."""
+        self.chore = chore
+        chore.future.add_done_callback(lambda _f: self.waiter.wake())
+
+    def _start_poll(self, now: float) -> None:
+        if self.acc.n:
+            self._summarize()
         self.acc = _Acc(n=self.acc.n + 1)
         self.result.polls = self.acc.n
-        for source in self.s.sources:
+        s = self.s
+        last = not s.follow or (s.max_polls is not None and self.acc.n >= s.max_polls)
+        self.polls_over = last
+        sources = [
+            src
+            for src in s.sources
+            if (retry := self.source_retry.get(src.name)) is None or retry[1] <= now
+        ]
+        self._give(_Chore("stage", self.stager.submit(self._stage_all, sources), at=now, last=last))
+
+    def _stage_all(self, sources: Sequence[Source]) -> list[StageOutcome]:
+        """On the stager: stage each source in turn; a stop ends it between two."""
+        done: list[StageOutcome] = []
+        for source in sources:
             if self.stop.level >= 1:
-                return
-            retry = self.source_retry.get(source.name)
-            if retry is not None and retry[1] > now:
-                continue
-            o = self.engine.stage(source)
-            sr = self.result.sources.setdefault(source.name, SourceRun(source.name))
-            if o.unavailable is not None:
-                self._unavailable(source.name, o.unavailable, now)
-                continue
-            self.source_retry.pop(source.name, None)
-            self._fold_stage(o)
-            sr.staged_events += o.staged
-            sr.quarantined += o.quarantined
-            sr.partitions = {
-                f"{t}/{p}": pt.last_offset for (t, p), pt in sorted(o.tally.partitions.items())
-            }
-            self.acc.staged += o.staged
-            for e in o.errors:
-                self._error(e)
+                break
+            done.append(self.engine.stage(source))
+        return done
+
+    def _harvest_chore(self) -> None:
+        """Fold the stager's step once it has ended. Its error (not a source's outage,
+        which the engine reports in the outcome) ends the run, raised here."""
+        chore = self.chore
+        if chore is None or not chore.future.done():
+            return
+        self.chore = None
+        if chore.future.cancelled():
+            return
+        if chore.kind == "stage":
+            for o in chore.future.result():
+                self._staged(o, chore.at)
+            self.polled = True
+            if chore.last:
+                self.draining = True
+        elif chore.kind == "trim":
+            self._trimmed(chore.bounds, chore.future.result())
+        else:
+            assert chore.point is not None
+            self._recorded(chore.point, chore.future)
+
+    def _staged(self, o: StageOutcome, now: float) -> None:
+        sr = self.result.sources.setdefault(o.source, SourceRun(o.source))
+        if o.unavailable is not None:
+            self._unavailable(o.source, o.unavailable, now)
+            return
+        self.source_retry.pop(o.source, None)
+        self._fold_stage(o)
+        sr.staged_events += o.staged
+        sr.quarantined += o.quarantined
+        sr.partitions = {
+            f"{t}/{p}": pt.last_offset for (t, p), pt in sorted(o.tally.partitions.items())
+        }
+        self.acc.staged += o.staged
+        for e in o.errors:
+            self._error(e)
 
     def _unavailable(self, name: str, why: str, now: float) -> None:
         count = self.source_retry.get(name, (0, 0.0))[0] + 1
@@ -540,7 +615,9 @@ class _Loop:
         (it may have committed some steps)."""
         t = job.target
         try:
-            now = self.engine.read_state().state.targets.get(t.name) or self.state.target(t.name)
+            # On the stager (after its step in flight): the read must not race a stage.
+            started = self.stager.submit(self.engine.read_state).result()
+            now = started.state.targets.get(t.name) or self.state.target(t.name)
         except Exception:  # noqa: BLE001 - keep what was known; the error is reported
             now = self.state.target(t.name)
         return ApplyOutcome(
@@ -659,26 +736,38 @@ class _Loop:
                 behind.append((t.name, self.state.target(t.name).marker.applied_ts))
                 continue
             return  # it has changes up to `tso` still to apply
+        if self.chore is not None:
+            return  # recorded once the stager's step in flight ends; the targets stay at it
         point = SyncPoint(source, tso, tuple(sorted(at)), tuple(sorted(behind)))
+        future = self.stager.submit(self.engine.record_sync_point, point)
+        self._give(_Chore("sync", future, point=point))
+
+    def _recorded(self, point: SyncPoint, future: Future) -> None:
+        """A sync point's record has ended: its targets go on past it."""
+        source, tso = point.source, point.tso
         del self.sync_at[source]
         self.synced[source] = tso
-        try:
-            self.engine.record_sync_point(point)
-        except Fatal:
-            raise
-        except Exception as e:  # noqa: BLE001 - the next sync point tries again
-            self._error(f"source {source}: sync point at TSO {tso} not recorded: {_first_line(e)}")
+        exc = future.exception()
+        if isinstance(exc, Fatal) or (exc is not None and not isinstance(exc, Exception)):
+            raise exc
+        if exc is not None:  # the next sync point tries again
+            self._error(
+                f"source {source}: sync point at TSO {tso} not recorded: {_first_line(exc)}"
+            )
             return
+        behind = point.behind
         late = f", {len(behind)} behind ({', '.join(n for n, _ in behind)})" if behind else ""
-        self.out(f"  {source}: sync point at TSO {tso}: {len(at)} target(s){late}")
+        self.out(f"  {source}: sync point at TSO {tso}: {len(point.targets)} target(s){late}")
         self.result.sync_points.append(point)
 
     # --- trimming --------------------------------------------------------------------
 
-    def _trim(self, final: bool = False) -> None:
+    def _trim(self, final: bool = False) -> bool:
+        """Hand the stager a trim of every source to its bound, if there is one (`final`:
+        always, and wait for it); whether it was handed."""
         plan = self.plan
         if plan is None or self.halt:
-            return
+            return False
         bounds: dict[str, int] = {}
         for sp in plan.sources:
             name = sp.source.name
@@ -687,8 +776,14 @@ class _Loop:
             if bound is not None and bound > self.trimmed.get(name, -1):
                 bounds[name] = bound
         if not bounds and not final:
-            return
-        o = self.engine.trim(bounds)
+            return False
+        self._give(_Chore("trim", self.stager.submit(self.engine.trim, bounds), bounds=bounds))
+        if final:
+            self.chore.future.result()  # type: ignore[union-attr]
+            self._harvest_chore()
+        return True
+
+    def _trimmed(self, bounds: dict[str, int], o: TrimOutcome) -> None:
         # A deferred source is trimmed at a later call, to the bound it then has.
         self.trimmed.update({k: v for k, v in bounds.items() if k not in o.deferred})
         for name, n in sorted(o.deleted.items()):

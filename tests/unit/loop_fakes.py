@@ -11,8 +11,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ticdc_sync.ddl.timeline import DdlGroup
@@ -178,6 +179,8 @@ class Fake:
         self.read_states = 0
         self.parked = 0
         self.inflight = 0  # submitted to `Threads` and not ended
+        self.writing: list[str] = []  # stage, trim, ... running now
+        self.write_overlaps: list[str] = []
         self.clock.busy = lambda: max(self.inflight, sum(self.active.values())) > self.parked
 
         self.targets: dict[str, TargetState] = {
@@ -201,7 +204,25 @@ class Fake:
 
     # --- Engine ---------------------------------------------------------------------
 
+    @contextmanager
+    def _writer(self, what: str) -> Iterator[None]:
+        """What the Spark engine needs of the loop: one of stage, trim, record_sync_point
+        and read_state at a time (they share the staging table and the run's session)."""
+        with self.lock:
+            self.writing.append(what)
+            if len(self.writing) > 1:
+                self.write_overlaps.append("+".join(self.writing))
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.writing.remove(what)
+
     def read_state(self) -> Started:
+        with self._writer("read_state"):
+            return self._read_state()
+
+    def _read_state(self) -> Started:
         self.read_states += 1
         sources = {n: SourceState(n, tally=t.copy()) for n, t in self.tallies.items()}
         return Started(WarehouseState(sources=sources, targets=dict(self.targets)), self.at_start)
@@ -222,6 +243,10 @@ class Fake:
                 self.parked -= 1
 
     def stage(self, src: Source) -> StageOutcome:
+        with self._writer("stage"):
+            return self._stage(src)
+
+    def _stage(self, src: Source) -> StageOutcome:
         self.stage_calls += 1
         if self.stage_hook is not None:
             got = self.stage_hook(self.stage_calls, src.name)
@@ -326,7 +351,8 @@ class Fake:
         )
 
     def trim(self, bounds) -> TrimOutcome:
-        self.trims.append(dict(bounds))
+        with self._writer("trim"):
+            self.trims.append(dict(bounds))
         return TrimOutcome(deleted={s: 1 for s in bounds})
 
     def record_sync_point(self, point: SyncPoint) -> None:
@@ -335,7 +361,8 @@ class Fake:
             assert self.targets[name].marker.applied_ts <= point.tso, (name, point)
             staged = [c for c in self.rows[name] if self.at(name) < c <= point.tso]
             assert not staged, f"{name} has changes up to the sync point it has not applied"
-        self.sync_points.append((point, self.clock.ms))
+        with self._writer("record_sync_point"):
+            self.sync_points.append((point, self.clock.ms))
 
     # --- re-planner -------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ def run(
     poll: float = 1.0,
     max_polls: int | None = None,
     pool=None,
+    stager=None,
     stop: StopRequest | None = None,
     lines: list[str] | None = None,
     polls: list | None = None,
@@ -39,7 +40,7 @@ def run(
         max_polls=max_polls,
         **kw,
     )
-    return run_loop(
+    res = run_loop(
         fake,
         fake.replan,
         settings,
@@ -49,7 +50,11 @@ def run(
         clock=fake.clock,
         waiter=fake.clock,
         pool=pool if pool is not None else Inline(),
+        # A thread of its own, as in a run: stages overlap applies.
+        stager=stager if stager is not None else Threads(1, fake),
     )
+    assert fake.write_overlaps == [], "the stager's steps ran at once"
+    return res
 
 
 def batch(resolved_ms: int, **rows: list[int]) -> tuple[int, dict[str, list[int]]]:
@@ -213,6 +218,42 @@ def test_staging_never_waits_for_a_slow_apply_which_delays_no_other_target() -> 
     slow_calls = [c for c in fake.calls if c.name == "slow"]
     assert slow_calls[0].stages == 1 and all(c.stages >= 5 for c in slow_calls[1:])
     assert fake.at("slow") == fake.at("fast") == ts(T0 + 7_999)
+    assert res.code == 0
+
+
+def test_applies_never_wait_for_a_slow_stage_the_next_target_goes_at_once() -> None:
+    clock = Clock(T0 + 2_000)
+    polls = [
+        batch(
+            T0 + 1_000 * k, a=[T0 + 1_000 * k - 1], b=[T0 + 1_000 * k - 1], c=[T0 + 1_000 * k - 1]
+        )
+        for k in range(1, 4)
+    ]
+    fake = Fake([Spec(n, lag_ms=0) for n in "abc"], {"s": polls}, clock)
+    held: list[bool] = []
+
+    def a(job, should_stop):
+        if not held:
+            # The one worker is busy with `a` until the second poll's staging has begun.
+            held.append(fake.park(lambda: fake.stage_calls >= 2))
+        return None
+
+    def slow_stage(n, _source):
+        if n == 2:
+            # The second poll stages until b and c were applied: a loop that dispatched only
+            # between two polls would never get there.
+            held.append(fake.park(lambda: {"b", "c"} <= set(fake.names())))
+        return None
+
+    fake.hooks["a"] = a
+    fake.stage_hook = slow_stage
+    with Threads(1, fake) as pool:
+        res = run(fake, follow=True, workers=1, max_polls=3, pool=pool)
+    assert held == [True, True], "an apply waited for the stage in flight"
+    first_b = next(c for c in fake.calls if c.name == "b")
+    assert first_b.stages == 2  # dispatched while the second poll was staging
+    assert fake.overlaps == [] and fake.max_active == 1
+    assert fake.at("a") == fake.at("b") == fake.at("c") == ts(T0 + 2_999)
     assert res.code == 0
 
 
@@ -487,6 +528,7 @@ def test_a_fatal_error_stops_the_other_applies_at_their_next_step() -> None:
             clock=clock,
             waiter=clock,
             pool=pool,
+            stager=Inline(),
             result=result,
         )
     assert saw_stop == [True]
@@ -648,6 +690,7 @@ def test_through_the_real_planner_every_target_reaches_the_resolved_ts(
         clock=clock,
         waiter=clock,
         pool=Inline(),
+        stager=Inline(),
     )
     resolved = ts(T0 + 6_000) if follow else ts(T0 + 5_000)
     assert fake.at("a") == (ts(T0 + 5_500) if follow else ts(T0 + 4_000))

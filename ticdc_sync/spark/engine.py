@@ -7,8 +7,9 @@ this module only carries them out and reports what happened (`engine.StageOutcom
 in a session of its own), and reports its new state as delta-rs reads it. Targets of one
 source due in the same round (`ApplyJob.peers`) read their staged rows from one copy of the
 window (`shared_window`), a cache dropped when they are done and at the end of the run
-(`close`). Staging's own writes (stage, trim) come from the loop's thread; its compaction runs
-beside them on a thread of its own (`compaction`), committing nothing they conflict with.
+(`close`). The run's own writes (stage, trim, sync points) come from the loop's stager
+thread, one at a time; the staging table's compaction runs beside them on a thread of its
+own (`compaction`), committing nothing they conflict with.
 """
 
 from __future__ import annotations
@@ -215,8 +216,8 @@ class SparkEngine:
         t, sp = job.target, job.source
         out: Out = fanout.GroupedOut(self.out) if self.side_by_side else self.out
         # Always a session of its own (`fanout`), even with one apply worker: the apply
-        # runs on a worker thread while the loop's thread stages (`--follow`), trims and
-        # records sync points on the run's session, and a commit's userMetadata (the
+        # runs on a worker thread while the loop's stager thread stages (`--follow`), trims
+        # and records sync points on the run's session, and a commit's userMetadata (the
         # target's marker, the staging tallies) and the MERGE's settings are session confs.
         spark = fanout.target_session(self.spark, self.session_conf)
         w = TargetWriter(spark, self.state, sp.source, t, out)
