@@ -228,7 +228,9 @@ class _Loop:
         self.polls_over = False  # the last poll's staging has started
         self.polled = False  # a poll's staging has been folded
         self.result = result
-        self.sched = Scheduler(int(settings.poll_seconds * 1000), settings.max_backoff_ms)
+        self.sched = Scheduler(
+            int(settings.poll_seconds * 1000), settings.max_backoff_ms, self.workers
+        )
         self.state = WarehouseState()
         self.plan: Plan | None = None
         self.spans: dict[tuple[str, Key], Spans] = {}

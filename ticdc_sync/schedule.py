@@ -4,8 +4,14 @@ A target is *pending* when a change it can apply now (a row change or DDL above 
 stands, at or below where its rows stop) is staged. Its *deadline* is the wall time of its
 oldest pending change plus its `target_lag`. The wall time is the TSO's physical part in
 milliseconds (`ts >> 18`, codec facts 1.1). A target is *due* once its deadline, less the
-time its applies usually take (an EWMA of the durations reported here), has come. Due
-targets go to the free apply workers earliest deadline first, ties by name. A target
+time its applies usually take (an EWMA of the durations reported here), has come. It is
+due earlier when the workers could not otherwise apply it and every target with an earlier
+deadline by their deadlines: when the expected applies of those targets, and of those
+running, take longer spread over the workers than the time left to its deadline. So a
+lightly loaded run waits for each deadline and applies as much as it can at once, and a
+loaded one keeps its workers busy in deadline order instead of starting each target late
+behind the others. Due targets go to the free apply workers earliest deadline first, ties
+by name. A target
 never runs twice at once. A blocked target is never dispatched. A failed one waits a
 backoff that doubles with each failure, and in a plain run it is not tried again.
 
@@ -175,9 +181,12 @@ class Scheduler:
     """The scheduling decisions of one run, and what it remembers between them: each
     target's expected apply time and its failures."""
 
-    def __init__(self, poll_ms: int, max_backoff_ms: int = MAX_BACKOFF_MS) -> None:
+    def __init__(
+        self, poll_ms: int, max_backoff_ms: int = MAX_BACKOFF_MS, workers: int = 1
+    ) -> None:
         self.poll_ms = max(1, poll_ms)
         self.max_backoff_ms = max_backoff_ms
+        self.workers = max(1, workers)
         self._expected: dict[str, float] = {}  # target -> EWMA of its apply seconds
         self._failures: dict[str, tuple[int, int]] = {}  # target -> (count, retry at ms)
 
@@ -231,6 +240,10 @@ class Scheduler:
         """The next time (ms) a target that is not due now becomes due, if any."""
         limits, _ = _dependencies(candidates)
         best: float = _NEVER
+        if not drain:
+            for start in self._queue(candidates, limits).values():
+                if start > now_ms:
+                    best = min(best, start)
         for c in candidates:
             if c.running or c.blocked or (drain and c.name in self._failures):
                 continue
@@ -249,6 +262,7 @@ class Scheduler:
         if len(set(names)) != len(names):
             raise ValueError("a target appears twice among the candidates")
         limits, urgent = _dependencies(candidates)
+        latest = {} if drain else self._queue(candidates, limits)
         due: list[Dispatch] = []
         for c in candidates:
             if c.running or c.blocked or self._held(c.name, now_ms, drain):
@@ -267,7 +281,38 @@ class Scheduler:
                 deadline = wall_ms(oldest) + (0 if drain else c.lag_ms)
                 if drain or deadline - self.expected_ms(c.name) <= now_ms:
                     due.append(Dispatch(c.name, limit, deadline, "deadline"))
+                elif latest.get(c.name, _NEVER) <= now_ms:
+                    due.append(Dispatch(c.name, limit, deadline, "deadline, behind others"))
         return due
+
+    def _queue(self, candidates: Sequence[Candidate], limits: dict[str, int]) -> dict[str, float]:
+        """When each target waiting for its deadline must start at the latest so that it
+        and every target with an earlier deadline are applied by their deadlines: taken in
+        deadline order, the expected applies of a target and of all before it, and of
+        those running (held as a whole: how far they are is not known), spread over the
+        workers, end at its deadline. A target before one that must start now starts now
+        too (it goes first)."""
+        busy = sum(self.expected_ms(c.name) for c in candidates if c.running)
+        waiting: list[tuple[int, str]] = []
+        for c in candidates:
+            if c.running or c.blocked or c.work or c.name in self._failures:
+                continue
+            limit = limits.get(c.name)
+            oldest = c.needs.oldest if limit is not None and c.needs else c.oldest
+            if oldest is not None:
+                waiting.append((wall_ms(oldest) + c.lag_ms, c.name))
+        waiting.sort()
+        latest: dict[str, float] = {}
+        work = busy
+        for deadline, name in waiting:
+            work += self.expected_ms(name)
+            latest[name] = deadline - work / self.workers
+        # A target must start no later than any target after it in deadline order.
+        start = _NEVER
+        for _, name in reversed(waiting):
+            start = min(start, latest[name])
+            latest[name] = start
+        return latest
 
     def _held(self, name: str, now_ms: int, drain: bool) -> bool:
         """A failed target: not tried again in drain mode, else not before its backoff."""

@@ -196,6 +196,40 @@ def test_expected_apply_time_makes_a_target_due_earlier() -> None:
     assert s.expected_ms("other") == 17_000
 
 
+def test_targets_queued_behind_others_start_before_their_own_deadline() -> None:
+    # Two workers, four targets whose deadlines fall within 8 s, each apply taking 6 s:
+    # waiting for each deadline would end the last one 10 s past its own.
+    s = Scheduler(poll_ms=1000, workers=2)
+    for n in "abcd":
+        s.report(n, 6.0, failed=False, now_ms=T0)
+    now = T0 + 50_000
+    cs = [cand(n, T0 + 1_000 * i * 2 + 2_000, lag_ms=60_000) for i, n in enumerate("abcd")]
+    # Deadlines T0+62, 64, 66, 68 s. On the due rule alone (deadline - 6 s) nothing is
+    # due before T0+56 s; behind the others, d must end by T0+68 s after 24 s of applies
+    # on 2 workers: everything starts by T0+56 s at the latest, a and b by then too.
+    assert s.next_wake(cs, now) == T0 + 56_000
+    assert s.choose(cs, now, free=2) == []
+    got = s.choose(cs, T0 + 56_000, free=4)
+    assert [(d.name, d.reason) for d in got] == [
+        ("a", "deadline"),
+        ("b", "deadline, behind others"),
+        ("c", "deadline, behind others"),
+        ("d", "deadline, behind others"),
+    ]
+    # Those running hold their workers: c and d alone are due at c's own T0+60 s, behind
+    # a and b running, at T0+56 s.
+    assert s.next_wake(cs[2:], now) == T0 + 60_000
+    busy = [cand(n, T0, running=True) for n in "ab"] + cs[2:]
+    assert s.next_wake(busy, now) == T0 + 56_000
+    # Ample time (one target on its own, or a long way to the deadlines): no earlier than
+    # the due rule, so that each apply takes as much as it can.
+    assert s.next_wake(cs[:1], now) == T0 + 56_000
+    spread = [cand(n, T0 + 20_000 * i, lag_ms=60_000) for i, n in enumerate("abcd")]
+    assert s.next_wake(spread, T0 + 1) == T0 + 54_000
+    # A plain run's drain does not look at deadlines at all.
+    assert names(s.choose(cs, now, free=4, drain=True)) == ["a", "b", "c", "d"]
+
+
 # --------------------------------------------------------------------------- renames
 
 
