@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+from collections import Counter
 from decimal import Decimal
 from typing import Any
 
@@ -76,6 +77,10 @@ def assert_table_equals(
     def key_of(r: dict) -> tuple:
         return tuple(str(r[k]) for k in keys)
 
+    # A key twice is a row doubled (a change applied twice), whatever its values.
+    seen = Counter(key_of(r) for r in rows)
+    twice = sorted(k for k, n in seen.items() if n > 1)
+    assert not twice, f"{what}: keys present more than once {twice[:5]}"
     got = {key_of(r): {k: canon_delta(schema.column(k), v) for k, v in r.items()} for r in rows}
     want = {key_of(r): {k: canon_truth(schema.column(k), v) for k, v in r.items()} for r in truth}
     missing = sorted(set(want) - set(got))
