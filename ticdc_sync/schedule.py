@@ -11,9 +11,9 @@ running, take longer spread over the workers than the time left to its deadline.
 lightly loaded run waits for each deadline and applies as much as it can at once, and a
 loaded one keeps its workers busy in deadline order instead of starting each target late
 behind the others. Due targets go to the free apply workers earliest deadline first, ties
-by name. A target
-never runs twice at once. A blocked target is never dispatched. A failed one waits a
-backoff that doubles with each failure, and in a plain run it is not tried again.
+by name. A target never runs twice at once. A blocked target is never dispatched. A
+failed one waits a backoff that doubles with each failure, and in a plain run it is not
+tried again.
 
 A RENAME TABLE that moves another target's rows into this one waits for that target to
 stand just before it: until then this one applies only what comes before the rename, and
