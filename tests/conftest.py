@@ -11,7 +11,9 @@ only their fixtures' teardown stops them; the default SIGTERM action skips it.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 
 import pytest
 
@@ -37,6 +39,14 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
 # runs tests starting such drivers: those outside tests/unit and tests/spark, and the slow
 # ones), the tests that start after it pass it on (tests/jvm_archive.py).
 _archive: dict = {"path": None, "maker": None}
+
+# Spark's scratch space (SPARK_LOCAL_DIRS, honoured by every driver, executor and daemon a
+# test starts, and inherited by xdist's workers): a folder of this session's, removed at its
+# end. A driver cleans its own `spark-*` folder when it exits, but one killed with SIGKILL
+# (the crash tests, Ctrl-C twice) cannot: left in /tmp, each held copies of the session's
+# jars, hundreds of MiB, and the suite's runs filled the disk. A developer's own setting is
+# left alone.
+_scratch: dict = {"path": None}
 
 
 def short_lived(opts: str | None) -> bool:
@@ -160,6 +170,9 @@ def _interrupt(signum, _frame):
 def pytest_configure(config) -> None:
     global _before
     _before = signal.signal(signal.SIGTERM, _interrupt)
+    if "SPARK_LOCAL_DIRS" not in os.environ:
+        _scratch["path"] = tempfile.mkdtemp(prefix="ticdc-sync-tests-spark-")
+        os.environ["SPARK_LOCAL_DIRS"] = _scratch["path"]
     config.addinivalue_line(
         "markers", "needs_shared: reads ../shared (third-party corpus, protocol docs)"
     )
@@ -194,3 +207,7 @@ def pytest_unconfigure(config) -> None:
         jvm_archive.stop(_archive["maker"], _archive["path"])
     if _before is not None:
         signal.signal(signal.SIGTERM, _before)
+    if _scratch["path"] is not None:
+        # Made by this process (the controller of a parallel run, after its workers).
+        shutil.rmtree(_scratch["path"], ignore_errors=True)
+        os.environ.pop("SPARK_LOCAL_DIRS", None)
