@@ -723,6 +723,8 @@ class _Loop:
     def _sync_reached(self, source: str, tso: int) -> None:
         """Record the sync point of `source` at `tso` once every target of it holds its
         tables at `tso` in a commit, or stands behind it for good (blocked, failed)."""
+        if self.chore is not None:
+            return  # the stager records it once its step in flight ends; the targets stay at it
         at: list[str] = []
         behind: list[tuple[str, int]] = []
         for t, _ in self._selected():
@@ -738,8 +740,6 @@ class _Loop:
                 behind.append((t.name, self.state.target(t.name).marker.applied_ts))
                 continue
             return  # it has changes up to `tso` still to apply
-        if self.chore is not None:
-            return  # recorded once the stager's step in flight ends; the targets stay at it
         point = SyncPoint(source, tso, tuple(sorted(at)), tuple(sorted(behind)))
         future = self.stager.submit(self.engine.record_sync_point, point)
         self._give(_Chore("sync", future, point=point))
