@@ -6,7 +6,7 @@ so a fresh machine needs nothing installed by hand. A profile `spark.jars_dir` o
 environment variable TICDC_SYNC_JARS_DIR points at a folder of jars instead, for
 air-gapped clusters (`python -m ticdc_sync.spark.session --fetch DIR` fills one).
 A session whose jars cannot be downloaded is retried once, then reported as a UserError
-naming the artifacts. With a local master, Python workers run the driver's interpreter.
+naming the artifacts; while jars are still to download, one process at a time resolves them. With a local master, Python workers run the driver's interpreter.
 This module must not contain sync logic.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +24,11 @@ from pathlib import Path
 from ticdc_sync.errors import UserError
 from ticdc_sync.model import Output
 from ticdc_sync.spark import storage
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: resolutions are not serialized
+    fcntl = None  # type: ignore[assignment]
 
 SCALA = "2.13"
 SPARK_VERSION = "4.2.0"
@@ -206,6 +212,56 @@ def unresolved_packages(conf: dict[str, str]) -> list[str]:
     return missing
 
 
+# Spark's Ivy resolution is not safe across processes: JVMs that download into one Ivy home
+# at once read each other's half-written files, and all but one fail ("Downloaded file size
+# (0) doesn't match expected Content Length", a missing `ivy-*.xml.original`), then fail
+# their retry the same way. Seen on a fresh machine: of three sessions started together, two
+# ended with "jars are not downloaded". So while a package is missing from the Ivy home,
+# sessions start one at a time, under a lock file there (released by the OS if its holder
+# dies); once all are there, the lock is not taken and sessions start side by side.
+RESOLVE_LOCK = ".ticdc-sync-resolve.lock"
+RESOLVE_WAIT_SECONDS = 1800.0
+
+
+@contextmanager
+def one_resolver(conf: dict[str, str], wait: float = RESOLVE_WAIT_SECONDS) -> Iterator[None]:
+    """Hold the Ivy home's resolve lock while the block runs if `conf` has packages still to
+    download (`unresolved_packages`); waits for another process's download at most `wait`
+    seconds, saying so once on stderr."""
+    if fcntl is None or not unresolved_packages(conf):
+        yield
+        return
+    home = ivy_home(conf)
+    home.mkdir(parents=True, exist_ok=True)
+    lock = home / RESOLVE_LOCK
+    with lock.open("a+b") as f:
+        deadline = time.monotonic() + wait
+        told = False
+        while True:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise UserError(
+                        f"another process has been downloading Spark's jars into {home} "
+                        f"for over {wait:.0f}s (lock {lock}) (hint: let it finish, or stop "
+                        "it and run again)"
+                    ) from None
+                if not told:
+                    print(
+                        f"waiting for another process to download Spark's jars into {home}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    told = True
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
 def _gateway_exited(e: Exception) -> bool:
     """Spark's JVM exited before the session started (how a failed Ivy resolution ends)."""
     condition = getattr(e, "getCondition", None)
@@ -293,7 +349,10 @@ def build_session(
             jvm.launch(launch_conf, jvm_output)
         return builder.getOrCreate()
 
-    with _worker_python(None if submitted else worker_python(master, conf)):
+    with (
+        _worker_python(None if submitted else worker_python(master, conf)),
+        one_resolver(conf),
+    ):
         try:
             return start()
         except Exception as e:
