@@ -26,8 +26,9 @@ _before = None
 # tests/kafka, tests/cluster, tests/s3 and the crash tests; not the cluster's daemons or
 # executors) lives for seconds to a minute: the client compiler alone (C1) and the serial
 # collector spend about half the CPU of the default tiered compilation and G1 on such a
-# JVM, measured on this project's runs. What the JVM executes is the same; the one shared
-# test session, which lives for the whole run, asks for the full compiler back
+# JVM, measured on this project's runs. What the JVM executes is the same. The shared test
+# session of each worker, which lives for the whole run, takes them too: its many small
+# queries of new shapes gave the full compiler more work than it saved
 # (tests/spark/conftest.py). A developer's own SPARK_SUBMIT_OPTS is left alone.
 # C1 alone also shrinks the code cache to 48 MiB, which a run with the S3 connector and
 # nine targets filled ("Out of space in CodeCache for adapters"): it keeps the default size.
@@ -47,14 +48,6 @@ _archive: dict = {"path": None, "maker": None}
 # jars, hundreds of MiB, and the suite's runs filled the disk. A developer's own setting is
 # left alone.
 _scratch: dict = {"path": None}
-
-
-def short_lived(opts: str | None) -> bool:
-    """Whether SPARK_SUBMIT_OPTS holds the short-lived drivers' options set here (with or
-    without the archive), not a developer's own."""
-    return opts is not None and (
-        opts == SHORT_LIVED_JVM or opts.startswith(SHORT_LIVED_JVM + " -XX:SharedArchiveFile=")
-    )
 
 
 def pytest_collection_finish(session) -> None:

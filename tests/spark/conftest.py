@@ -18,19 +18,12 @@ from ticdc_sync.spark.session import build_session  # noqa: E402 (after the TZ p
 
 @pytest.fixture(scope="session")
 def spark():
-    # This JVM lives for the whole run: it keeps the JVM's default compilers and collector,
-    # not the short-lived drivers' settings of tests/conftest.py (measured: C1 alone cost
-    # a warm test more CPU than the full compiler).
-    from tests.conftest import short_lived
-
-    opts = os.environ.get("SPARK_SUBMIT_OPTS")
-    if short_lived(opts):
-        del os.environ["SPARK_SUBMIT_OPTS"]
-    try:
-        session = _build()
-    finally:
-        if short_lived(opts):
-            os.environ["SPARK_SUBMIT_OPTS"] = opts
+    # This JVM takes the short-lived drivers' options too (tests/conftest.py), though it
+    # lives for the whole run: its queries, each of a new shape on a few rows, kept the full
+    # compiler (C2) busy compiling Spark's interpreted paths, about half of the JVM's CPU,
+    # for little gain. C1 alone measured a third less CPU over files of Spark tests, and the
+    # suite is bound by CPU (two workers on two cores).
+    session = _build()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
