@@ -1,7 +1,7 @@
 """One Spark job against an S3 warehouse, run by tests/s3 in a fresh process.
 
     python -m tests.s3.spark_job ACTION[,ACTION...] WAREHOUSE [PROJECT]
-        (write, read, probe; example: PROJECT's targets against its expected rows)
+        (write, read, probe, leftover; example: PROJECT's targets against its expected rows)
 
 The session is the one ticdc-sync builds for an output whose warehouse is WAREHOUSE
 (`build_session`), configured only through the environment the test hands over. `write`
@@ -125,7 +125,33 @@ def probe(spark, warehouse: str) -> dict:
     }
 
 
-ACTIONS = {"write": write, "read": read, "probe": probe, "example": example}
+LEFTOVER = "shop.leftover"  # a table whose create was killed before its first commit
+
+
+def leftover(spark, warehouse: str) -> dict:
+    """Create a state table where a killed create left only `_delta_log/` folder markers
+    (the test puts them there), as a run does (`staging.ensure_table`)."""
+    from delta.tables import DeltaTable
+
+    from ticdc_sync.spark.staging import ensure_table
+
+    location = target_location(warehouse, LEFTOVER)
+    ensure_table(spark, location, "id INT")
+    ref = sqlgen.table_ref(location)
+    history = spark.sql(f"DESCRIBE HISTORY {ref}").orderBy("version").collect()
+    return {
+        "is_delta": DeltaTable.isDeltaTable(spark, location),
+        "operations": [[h.version, h.operation] for h in history],
+    }
+
+
+ACTIONS = {
+    "write": write,
+    "read": read,
+    "probe": probe,
+    "example": example,
+    "leftover": leftover,
+}
 
 
 def main(argv: list[str]) -> int:

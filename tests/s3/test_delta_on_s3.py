@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.s3.helpers import job_env, run_job
-from tests.s3.spark_job import TARGET
+from tests.s3.spark_job import LEFTOVER, TARGET
 
 pytestmark = pytest.mark.s3
 
@@ -22,8 +22,12 @@ def warehouse(bucket) -> str:
 
 
 @pytest.fixture(scope="module")
-def written(s3_server, warehouse) -> dict:
-    return run_job(job_env(s3_server), "write,probe", warehouse)
+def written(s3_server, bucket, warehouse) -> dict:
+    # What a create killed before its first commit leaves on an object store: the folder
+    # markers of the log that Delta made before writing the commit.
+    for marker in ("_delta_log/", "_delta_log/_commits/"):
+        s3_server.put_object(bucket, f"wh/tables/{LEFTOVER}/{marker}", b"")
+    return run_job(job_env(s3_server), "write,probe,leftover", warehouse)
 
 
 def test_a_target_is_created_inserted_into_and_merged(written):
@@ -31,6 +35,12 @@ def test_a_target_is_created_inserted_into_and_merged(written):
     # 2 updated, 3 deleted, 4 inserted; 1 kept: its update is older than the row.
     assert state["rows"] == [[1, "a", 10], [2, "B", 20], [4, "d", 20]]
     assert state["operations"] == [[0, "CREATE TABLE"], [1, "WRITE"], [2, "MERGE"]]
+
+
+def test_a_create_killed_before_its_first_commit_is_made_again(written):
+    # CREATE TABLE IF NOT EXISTS takes a log folder without a commit for a table and does
+    # nothing; the run removes such a folder first, as it does on a local disk.
+    assert written["leftover"] == {"is_delta": True, "operations": [[0, "CREATE TABLE"]]}
 
 
 def test_the_table_lives_in_the_bucket(written, s3_server, bucket):

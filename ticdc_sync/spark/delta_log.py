@@ -1,6 +1,7 @@
 """What a Delta table's log says: whether it exists, its newest ticdc-sync marker, whether it has
 data files, its columns, and its newest commit (read from `_delta_log` files directly where
-that saves a Spark job or a query plan). Reads only; never writes a table.
+that saves a Spark job or a query plan). Reads only; never writes a table. The one thing it
+removes is a log without a commit (`clear_uncommitted_log`), which is no table.
 """
 
 from __future__ import annotations
@@ -58,15 +59,31 @@ def table_exists(spark: SparkSession, location: str) -> bool:
     return DeltaTable.isDeltaTable(spark, location)
 
 
-def clear_uncommitted_log(location: str) -> None:
-    """Remove a local `_delta_log` folder that holds no commit (what a create killed
-    before its first commit leaves): CREATE TABLE IF NOT EXISTS takes such a folder for a
-    table and does nothing. Never touches a log with a commit, or a remote table."""
-    if has_commit(location) is not False:
+def clear_uncommitted_log(spark: SparkSession, location: str) -> None:
+    """Remove a `_delta_log` folder that holds no commit: what a create killed before its
+    first commit leaves (locally the folder; on an object store the folder markers Delta's
+    `mkdirs` wrote, `_delta_log/` and `_delta_log/_commits/`). CREATE TABLE IF NOT EXISTS
+    takes such a folder for a table and does nothing, so the target was never created and
+    every later run failed on it. Never touches a log with a commit or a checkpoint in it,
+    or any file under `_commits/`."""
+    if is_local(location):
+        if has_commit(location) is not False:
+            return
+        log = local_path(location) / "_delta_log"
+        if log.is_dir():
+            shutil.rmtree(log)
         return
-    log = local_path(location) / "_delta_log"
-    if log.is_dir():
-        shutil.rmtree(log)
+    jvm = spark.sparkContext._jvm
+    log_path = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/_delta_log")
+    fs = log_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(log_path):
+        return
+    files = fs.listFiles(log_path, True)  # files only, folder markers not among them
+    while files.hasNext():
+        path = files.next().getPath()
+        if _is_log_entry(path.getName()) or path.getParent().getName() == "_commits":
+            return
+    fs.delete(log_path, True)
 
 
 def has_data_files(spark: SparkSession, location: str) -> bool:
@@ -157,9 +174,16 @@ def has_commit(location: str) -> bool | None:
         names = [f.name for f in (local_path(location) / "_delta_log").iterdir()]
     except OSError:
         return False
-    return any(
-        _is_commit_file(n) or (n[:20].isdigit() and ".checkpoint" in n) or n == "_last_checkpoint"
-        for n in names
+    return any(_is_log_entry(n) for n in names)
+
+
+def _is_log_entry(name: str) -> bool:
+    """A file of `_delta_log` that makes a table: a commit, a checkpoint (whose older
+    commits a log cleanup may have removed), `_last_checkpoint`."""
+    return (
+        _is_commit_file(name)
+        or (name[:20].isdigit() and ".checkpoint" in name)
+        or name == "_last_checkpoint"
     )
 
 

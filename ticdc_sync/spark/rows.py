@@ -128,7 +128,7 @@ class TargetWriter:
         extra = self.plan.mode_columns
         before_commit()
         if not table_exists(self.spark, self.location):
-            clear_uncommitted_log(self.location)
+            clear_uncommitted_log(self.spark, self.location)
             self.spark.sql(
                 create_table_sql(self.ref, cols, schema.comment, dict(properties), extra)
             )

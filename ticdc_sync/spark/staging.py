@@ -505,7 +505,7 @@ def ensure_table(
         # Every run opens the state tables: a local one that exists needs no statement.
         return
     # A create killed before its first commit leaves a log that Delta takes for a table.
-    clear_uncommitted_log(path)
+    clear_uncommitted_log(spark, path)
     props = {"delta.appendOnly": "false", **(properties or {})}
     before_commit()
     spark.sql(
