@@ -6,7 +6,8 @@ so a fresh machine needs nothing installed by hand. A profile `spark.jars_dir` o
 environment variable TICDC_SYNC_JARS_DIR points at a folder of jars instead, for
 air-gapped clusters (`python -m ticdc_sync.spark.session --fetch DIR` fills one).
 A session whose jars cannot be downloaded is retried once, then reported as a UserError
-naming the artifacts; while jars are still to download, one process at a time resolves them. With a local master, Python workers run the driver's interpreter.
+naming the artifacts; while jars are still to download, one process at a time resolves
+them. With a local master, Python workers run the driver's interpreter.
 This module must not contain sync logic.
 """
 
