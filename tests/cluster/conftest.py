@@ -22,6 +22,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from tests.conftest import SHORT_LIVED_JVM
 from tests.kafka.conftest import kafka_broker  # noqa: F401 - the session broker
 from tests.kafka.helpers import broker_module
 from tests.spark.conftest import spark  # noqa: F401 - the one shared SparkSession fixture
@@ -41,6 +42,9 @@ def cluster_env(log_dir: Path) -> dict[str, str]:
         "SPARK_MASTER_HOST": "127.0.0.1",
         "SPARK_LOG_DIR": str(log_dir),
         "SPARK_DAEMON_MEMORY": "256m",
+        # The master and workers live for the module: compiled for a short life, as the
+        # tests' drivers are (tests/conftest.py).
+        "SPARK_DAEMON_JAVA_OPTS": SHORT_LIVED_JVM,
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "TZ": "UTC",

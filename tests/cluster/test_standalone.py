@@ -21,6 +21,7 @@ import pytest
 
 from testkit.history import HistoryConfig, encode, generate
 from tests.cluster.conftest import StandaloneCluster, cluster_env
+from tests.conftest import SHORT_LIVED_JVM
 from tests.kafka.helpers import kafka_project, produce_records
 from tests.kafka.test_e2e_protocols import assert_each_record_staged_once, check_targets
 from tests.processes import kill_tree
@@ -85,6 +86,9 @@ def _setup(spark, broker, cluster: StandaloneCluster, root: Path, seed: int):
             # connector jars must be on the executors' own classpath. The workers share
             # this machine's Ivy and ticdc-sync caches, so point at them.
             "spark.executor.extraClassPath": executor_classpath(),
+            # Executors live for one run: compiled for a short life, as the tests' drivers
+            # are (tests/conftest.py).
+            "spark.executor.extraJavaOptions": SHORT_LIVED_JVM,
         },
     )
     return enc
