@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -41,19 +42,25 @@ class BrokenRepository(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def broken_repository() -> Iterator[tuple[str, list[tuple[str, str]]]]:
-    seen: list[tuple[str, str]] = []
-    handler = type("Handler", (BrokenRepository,), {"seen": seen})
+@contextmanager
+def serve_repository(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve `handler` on a loopback port while the block runs; its Maven root URL."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/maven2/", seen
+        yield f"http://127.0.0.1:{server.server_address[1]}/maven2/"
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@pytest.fixture
+def broken_repository() -> Iterator[tuple[str, list[tuple[str, str]]]]:
+    seen: list[tuple[str, str]] = []
+    with serve_repository(type("Handler", (BrokenRepository,), {"seen": seen})) as root:
+        yield root, seen
 
 
 def ivy_settings(path: Path, root: str) -> Path:

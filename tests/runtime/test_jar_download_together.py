@@ -17,12 +17,12 @@ import threading
 import time
 import zipfile
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from tests.runtime.helpers import CHILD_TIMEOUT_S, child_env
-from tests.runtime.test_jar_download import ivy_settings
+from tests.runtime.test_jar_download import ivy_settings, serve_repository
 
 pytestmark = pytest.mark.spark
 
@@ -44,12 +44,12 @@ def _jar() -> bytes:
 
 
 class Repository(BaseHTTPRequestHandler):
-    """The pom and the jar of org.example:tiny:1.0; each GET of the jar is recorded as its
-    (start, end) and held until another begins or HOLD_S pass."""
+    """The pom and the jar of org.example:tiny:1.0; each GET of the jar is recorded (its
+    start) and held until another begins or HOLD_S pass."""
 
     protocol_version = "HTTP/1.1"
     jar: bytes
-    downloads: list[list[float]]
+    downloads: list[float]
     started: threading.Condition
 
     def do_HEAD(self) -> None:
@@ -71,15 +71,10 @@ class Repository(BaseHTTPRequestHandler):
         if head:
             return
         if self.path.endswith(".jar"):
-            span = [time.monotonic(), 0.0]
             with self.started:
-                self.downloads.append(span)
+                self.downloads.append(time.monotonic())
                 self.started.notify_all()
                 self.started.wait_for(lambda: len(self.downloads) > 1, timeout=HOLD_S)
-            self.wfile.write(body)
-            self.wfile.flush()
-            span[1] = time.monotonic()
-            return
         self.wfile.write(body)
 
     def log_message(self, *args) -> None:  # quiet
@@ -87,18 +82,11 @@ class Repository(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def repository() -> Iterator[tuple[str, list[list[float]]]]:
-    downloads: list[list[float]] = []
+def repository() -> Iterator[tuple[str, list[float]]]:
+    downloads: list[float] = []
     attrs = {"jar": _jar(), "downloads": downloads, "started": threading.Condition()}
-    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (Repository,), attrs))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/maven2/", downloads
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serve_repository(type("Handler", (Repository,), attrs)) as root:
+        yield root, downloads
 
 
 CHILD = """
