@@ -17,21 +17,16 @@ subprocess, `local[2]`) over N tables, on a project whose `ticdc_sync.yml` sets
 **Staging freshness** of a change = when it became readable through
 `spark.as_of.as_of(spark, project, "latest")` minus its commit time (the commit_ts's
 physical part). A read as of `latest` is at the lowest resolved TSO of the sources involved
-(`as_of.resolve`), which `snapshot` takes from `warehouse.read_state`: the tallies of the
-staging table's newest commit, read from the cache `events_tallies.json` when it names that
-commit, else from that commit's userMetadata, which carries the tallies of everything staged
-*before* it. The resolved TSO is the lowest partition watermark in those tallies
+(`as_of.resolve`), which `snapshot` takes from `warehouse.read_state`: the tallies the
+staging table's newest commit carries, which count that commit's own events
+(`staged.Carried`). The resolved TSO is the lowest partition watermark in those tallies
 (`plan.build.resolved_ts`, called here), and every change at or below it is read (the
-target's version plus the staged changes after it). The follower replaces the cache whole
-(by rename) right after each staging commit and the aggregate of that commit's increments
-(`Staging.stage`, `_save_tallies`). So a change becomes readable at the first of:
-  - the write of the cache whose tallies first resolve it: its file's mtime, caught by a
-    thread that polls the file every 0.1 s (`TalliesWatch`);
-  - the next staging commit (its `commitInfo.timestamp`): its userMetadata carries them.
-Not the staging commit that holds the change: at that moment a reader still reads the
-tallies from before it, so that point would leave out the aggregate's time. Each step
-checks the model once: `snapshot(project, "latest")`, called while the follower runs,
-must return a TSO between what the model says was readable just before and just after.
+target's version plus the staged changes after it). So a change becomes readable at the
+first staging commit (its `commitInfo.timestamp`) whose tallies resolve it. (A commit of an
+earlier version carried the tallies from before its own batch; the model reads those as
+readable from the next commit.) Each step checks the model once: `snapshot(project,
+"latest")`, called while the follower runs, must return a TSO between what the model says
+was readable just before and just after.
 This is also the "committed upstream to visible through `as_of='latest'`" figure.
 
 **Target freshness** of a change: as `freshness.py` measures it, the `commitInfo.timestamp`
@@ -48,7 +43,7 @@ if no step ran at `staging_tables`, one more follower runs there for the staging
 only: it starts measuring once staging is up (its first resolved TSO), a short settle
 later, without waiting for the targets' creation (the apply workers creating N targets
 keep them as busy as N tables do at a 1-minute lag that 2 cores cannot hold), and has no
-target tail. Reads the warehouse only (Delta logs, the cache, `snapshot` through
+target tail. Reads the warehouse only (Delta logs, `snapshot` through
 delta-rs): never writes it and never imports pyspark. Needs confluent-kafka (the `bench`
 extra). Not part of the test suite.
 """
@@ -58,7 +53,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import threading
 import time
 from pathlib import Path
 
@@ -74,95 +68,50 @@ GROWTH_FACTOR, GROWTH_SLACK_S = 1.1, 2.0  # last third's median peak <= mid's * 
 POLL_LINE = re.compile(r"poll \d+: (\d+) event\(s\) staged, (\d+) applied, (\d+) behind")
 
 
-def _resolved(text: str | None, source) -> int:
-    """The source's resolved TSO in the tallies `text` carries (a staging commit's
-    userMetadata, or the cache's `tallies`), as the plan computes it; -1: none."""
+def _resolved(text: str | None, source) -> tuple[int, bool]:
+    """The source's resolved TSO in the tallies a staging commit's userMetadata carries, as
+    the plan computes it (-1: none), and whether they count the commit's own events."""
     from ticdc_sync.plan.build import resolved_ts
-    from ticdc_sync.staged import from_user_metadata
+    from ticdc_sync.staged import read_carried
     from ticdc_sync.warehouse_state import SourceState
 
-    tally = (from_user_metadata(text) or {}).get(SOURCE)
+    carried = read_carried(text)
+    tally = carried.sources.get(SOURCE) if carried is not None else None
     if tally is None:
-        return -1
+        return -1, True
     r = resolved_ts(source, SourceState(SOURCE, tally=tally))
-    return -1 if r is None else r
-
-
-class TalliesWatch:
-    """A thread that records each version of the staging tallies cache the follower
-    writes: (its mtime in ms, the staging version it names, the resolved TSO it says)."""
-
-    def __init__(self, wh: Path, source, every: float = 0.1) -> None:
-        from ticdc_sync.locations import state_location
-        from ticdc_sync.warehouse import TALLIES_FILE
-
-        self.path = Path(state_location(str(wh), TALLIES_FILE))
-        self.source = source
-        self.every = every
-        self.seen: list[tuple[int, int, int]] = []
-        self._halt = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> TalliesWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc) -> None:
-        self._halt.set()
-        self._thread.join(timeout=10)
-
-    def resolved(self) -> int:
-        return self.seen[-1][2] if self.seen else -1
-
-    def _run(self) -> None:
-        last = None
-        while not self._halt.wait(self.every):
-            try:
-                st = self.path.stat()
-                if st.st_mtime_ns == last:
-                    continue
-                body = json.loads(self.path.read_bytes())
-                if self.path.stat().st_mtime_ns != st.st_mtime_ns:
-                    continue  # replaced while read: the next round reads the new one
-            except (OSError, ValueError):
-                continue
-            last = st.st_mtime_ns
-            self.seen.append(
-                (
-                    st.st_mtime_ns // 1_000_000,
-                    int(body.get("version", -1)),
-                    _resolved(body.get("tallies"), self.source),
-                )
-            )
+    return (-1 if r is None else r), carried.complete
 
 
 def staging_commits(wh: Path, source) -> list[tuple[int, int, int]]:
-    """Each staging commit: (version, commitInfo.timestamp ms, the resolved TSO of the
-    tallies its userMetadata carries: everything staged before it)."""
+    """Each staging commit: (version, commitInfo.timestamp ms, the resolved TSO readable
+    from that moment on: its own tallies', or an earlier version's commit's at the next)."""
     from ticdc_sync.locations import state_location
 
-    out = []
+    out: list[tuple[int, int, int]] = []
+    held = -1  # an earlier version's commit: its tallies, readable from the next commit
     log = Path(state_location(str(wh), "events")) / "_delta_log"
     for f in sorted(log.glob("*.json")):
         for line in f.read_text().splitlines():
             if line.startswith('{"commitInfo"'):
                 info = json.loads(line)["commitInfo"]
-                out.append(
-                    (
-                        int(f.stem),
-                        int(info["timestamp"]),
-                        _resolved(info.get("userMetadata"), source),
-                    )
-                )
+                r, complete = _resolved(info.get("userMetadata"), source)
+                out.append((int(f.stem), int(info["timestamp"]), r if complete else held))
+                held = -1 if complete else r
     return out
 
 
-def readable(commits, seen):
+def staged_resolved(wh: Path, source) -> int:
+    """The resolved TSO a read as of `latest` gets now (-1: none)."""
+    return max((r for _, _, r in staging_commits(wh, source)), default=-1)
+
+
+def readable(commits):
     """When each resolved TSO became readable as of `latest`: (times ms ascending, the
-    resolved TSO readable from each), from the staging commits and the cache's writes."""
+    resolved TSO readable from each), from the staging commits."""
     import numpy as np
 
-    pts = sorted([(t, r) for _, t, r in commits] + [(t, r) for t, _, r in seen])
+    pts = sorted((t, r) for _, t, r in commits)
     times = np.array([p[0] for p in pts], dtype=np.int64)
     tso = np.maximum.accumulate(np.array([p[1] for p in pts], dtype=np.int64))
     return times, tso
@@ -189,20 +138,16 @@ def staging_lags(prod: F.Producer, lo: int, hi: int, times, tso):
     return lag
 
 
-def _staging_detail(commits, seen, t0_ms: int, t1_ms: int) -> dict:
-    """The staging commits in [t0_ms, t1_ms]: how many, their mean and longest gap, and how
-    long after its commit the cache naming it was written (median)."""
+def _staging_detail(commits, t0_ms: int, t1_ms: int) -> dict:
+    """The staging commits in [t0_ms, t1_ms]: how many, and their mean and longest gap."""
     import numpy as np
 
     at = [t for _, t, _ in commits if t0_ms <= t <= t1_ms]
     gaps = np.diff(np.array(at, dtype=np.int64)) / 1000 if len(at) > 1 else np.array([])
-    when = {v: t for v, t, _ in commits}
-    delays = [(t - when[v]) / 1000 for t, v, _ in seen if v in when and t0_ms <= t <= t1_ms]
     return {
         "commits": len(at),
         "gap_s": float(gaps.mean()) if len(gaps) else None,
         "gap_s_max": float(gaps.max()) if len(gaps) else None,
-        "cache_s": float(np.median(delays)) if delays else None,
     }
 
 
@@ -294,46 +239,47 @@ def follow_step(
     with F.Follower(tmp, tables, f"{lag_s}s", keep) as f:
         source = load_project(f.root).sources[0]
         prod, names = f.prod, f.names
-        with TalliesWatch(f.wh, source) as watch:
-            t0 = time.monotonic()
-            if targets:
-                limit = START_LIMIT_S + 5.0 * tables
-                took = prod.idle_until(lambda: (f.alive(), _created(f.wh, names))[1], limit)
-                up = f"{tables} targets created"
-            else:
-                limit = START_LIMIT_S
-                took = prod.idle_until(lambda: (f.alive(), watch.resolved() >= 0)[1], limit)
-                up = "staging up"
-            if took is None:
-                raise SystemExit(f"{tables} tables: not {up} within {limit:.0f}s")
-            res["start_s"] = time.monotonic() - t0
-            print(
-                f"  {tables} tables: follower up, {up} ({res['start_s']:.0f}s incl. JVM start)",
-                flush=True,
+        t0 = time.monotonic()
+        if targets:
+            limit = START_LIMIT_S + 5.0 * tables
+            took = prod.idle_until(lambda: (f.alive(), _created(f.wh, names))[1], limit)
+            up = f"{tables} targets created"
+        else:
+            limit = START_LIMIT_S
+            took = prod.idle_until(
+                lambda: (f.alive(), staged_resolved(f.wh, source) >= 0)[1], limit
             )
-            prod.run_for(rate, settle_s)
-            p0 = len(_polls(f.log))
-            lo, hi, achieved = prod.run_for(rate, seconds)
-            p1 = len(_polls(f.log))
-            last_ts = prod.ts_of[hi - 1]
-            if targets:
-                cond = f.all_visible(hi)
-            else:
+            up = "staging up"
+        if took is None:
+            raise SystemExit(f"{tables} tables: not {up} within {limit:.0f}s")
+        res["start_s"] = time.monotonic() - t0
+        print(
+            f"  {tables} tables: follower up, {up} ({res['start_s']:.0f}s incl. JVM start)",
+            flush=True,
+        )
+        prod.run_for(rate, settle_s)
+        p0 = len(_polls(f.log))
+        lo, hi, achieved = prod.run_for(rate, seconds)
+        p1 = len(_polls(f.log))
+        last_ts = prod.ts_of[hi - 1]
+        if targets:
+            cond = f.all_visible(hi)
+        else:
 
-                def cond() -> bool:
-                    f.alive()
-                    return watch.resolved() >= last_ts
+            def cond() -> bool:
+                f.alive()
+                return staged_resolved(f.wh, source) >= last_ts
 
-            drained = prod.run_until(rate, cond, 2.0 * (lag_s + 10))
-            check = latest_check(f.root, names[0])
-            f.stop(wait=60)
+        drained = prod.run_until(rate, cond, 2.0 * (lag_s + 10))
+        check = latest_check(f.root, names[0])
+        f.stop(wait=60)
         polls = _polls(f.log)[p0:p1]
         commits = staging_commits(f.wh, source)
-        times, tso = readable(commits, watch.seen)
+        times, tso = readable(commits)
         cms = prod.ts_of[lo] >> 18, last_ts >> 18
         res["staging"] = {
             **F._stats(staging_lags(prod, lo, hi, times, tso)),
-            **_staging_detail(commits, watch.seen, *cms),
+            **_staging_detail(commits, *cms),
             "achieved": achieved,
         }
         a, found, b = check

@@ -5,10 +5,13 @@ commit_ts, the highest approximate ts), and the first staged bad record. Per ups
 table: row and DDL event counts (for routing and the "skipped" report), and the lowest and
 highest commit_ts of its row changes (what the run loop starts its pending ranges from,
 `engine.Started`). Each staging
-commit carries the tallies of everything staged *before* it in its Delta `userMetadata`;
-what was staged since is found by offset (`offset > last_offset` per partition) and folded
-in. So a run's bookkeeping costs one narrow aggregate over the newest batch, not a scan of
-the whole history. Pure Python: the aggregate query itself lives in `spark/staging.py`.
+commit carries in its Delta `userMetadata` the tallies of everything staged up to and
+including its own events (`Carried.complete`), aggregated from the batch before it is
+written: a reader of the table's newest commit knows what is staged, resolved and readable
+without a job and without waiting for anything written after the commit. Commits written
+by earlier versions carried only what came before them; for those, what was staged since
+is found by offset (`offset > last_offset` per partition) and folded in. Pure Python: the
+aggregate query itself lives in `spark/staging.py`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ from dataclasses import dataclass, field, replace
 
 STAGED_KEY = "ticdc_sync_staged"
 FORMAT_VERSION = 1
+# Set in a commit's tallies when they count the commit's own events. Absent in commits of
+# earlier versions, whose tallies end before them; a reader of those that ignores the key
+# (an older ticdc-sync) folds in the events after them, of which there are then none, so
+# both versions read both kinds of commit right.
+OWN_EVENTS_KEY = "own_events"
 
 # Columns of one increment row, as `spark/staging.py` aggregates them per
 # (topic, partition, db, tbl) over newly staged events.
@@ -147,12 +155,28 @@ def _max(a: int | None, b: int | None) -> int | None:
     return a if b is None else max(a, int(b))
 
 
+@dataclass(frozen=True)
+class Carried:
+    """The tallies one staging commit carries."""
+
+    sources: dict[str, SourceTally]
+    # True: they count the commit's own events (every stage and trim commit written now);
+    # False: they end just before them (earlier versions), and the events staged after them
+    # must be aggregated and folded in.
+    complete: bool
+
+
 def to_user_metadata(tallies: Mapping[str, SourceTally]) -> str:
-    body = {"v": FORMAT_VERSION, "sources": {s: t.to_dict() for s, t in sorted(tallies.items())}}
+    """The userMetadata of a staging commit whose tallies, `tallies`, count its own events."""
+    body = {
+        "v": FORMAT_VERSION,
+        OWN_EVENTS_KEY: True,
+        "sources": {s: t.to_dict() for s, t in sorted(tallies.items())},
+    }
     return json.dumps({STAGED_KEY: body}, sort_keys=True, separators=(",", ":"))
 
 
-def from_user_metadata(text: str | None) -> dict[str, SourceTally] | None:
+def read_carried(text: str | None) -> Carried | None:
     """The tallies a staging commit carries, or None if it carries none (or a newer format)."""
     if not text:
         return None
@@ -162,4 +186,11 @@ def from_user_metadata(text: str | None) -> dict[str, SourceTally] | None:
         return None
     if not isinstance(body, dict) or body.get("v") != FORMAT_VERSION:
         return None
-    return {s: SourceTally.from_dict(d) for s, d in body.get("sources", {}).items()}
+    sources = {s: SourceTally.from_dict(d) for s, d in body.get("sources", {}).items()}
+    return Carried(sources, body.get(OWN_EVENTS_KEY) is True)
+
+
+def from_user_metadata(text: str | None) -> dict[str, SourceTally] | None:
+    """`read_carried`'s tallies alone, for readers that only look at what they hold."""
+    carried = read_carried(text)
+    return None if carried is None else carried.sources

@@ -1,11 +1,9 @@
 """Small files in the warehouse, wherever it is: read one, and name a Delta table's commit by
 the hash of its commit file.
 
-For the caches that sit beside the state tables (`events_tallies.json`): a run writes them
-where the warehouse is (spark/staging.py, through Spark's file system for object stores)
-and `plan` on any machine reads them here. Object stores are reached through delta-rs's
-object-store layer (`DeltaStorageHandler`) with the same storage options as `lake` (from the
-environment), so the same credentials reach the same store.
+Object stores are reached through delta-rs's object-store layer (`DeltaStorageHandler`)
+with the same storage options as `lake` (from the environment), so the same credentials
+reach the same store.
 
 Must not: import pyspark, write anything, or read anything but small files.
 """

@@ -10,16 +10,14 @@ never writes.
 
 from __future__ import annotations
 
-import json
-
-from ticdc_sync import dumpling, routing, store
+from ticdc_sync import dumpling, routing
 from ticdc_sync.dumpling import Export
 from ticdc_sync.events import KIND_BAD, KIND_DDL, KIND_ROW, KIND_WATERMARK
 from ticdc_sync.lake import LakeTable
 from ticdc_sync.locations import find_target, state_location
 from ticdc_sync.locations import warehouse_path as _warehouse_path
 from ticdc_sync.model import Project
-from ticdc_sync.staged import SourceTally, from_user_metadata
+from ticdc_sync.staged import SourceTally, read_carried
 from ticdc_sync.upstream import Key, TableSchema, Version, key
 from ticdc_sync.warehouse_state import SourceState, TargetState, WarehouseState
 from ticdc_sync.window import DdlEvent, Marker, staged_order
@@ -27,7 +25,6 @@ from ticdc_sync.window import DdlEvent, Marker, staged_order
 # The schema history marks a dropped (or renamed-away) table with its last schema and this
 # comment (written by older versions too).
 DROPPED = "\x00ticdc_sync:dropped"
-TALLIES_FILE = "events_tallies.json"
 
 
 def read_state(
@@ -55,7 +52,7 @@ def read_state(
     staging_version = events.version()
     complete = True
     if tallies is None:
-        tallies, complete = _saved_tallies(wh, events)
+        tallies, complete = _newest_tallies(events)
     ddl = _ddl_events(events)
     history = LakeTable(state_location(wh, "schema_history"))
     recorded = _recorded(history) if history.exists() else {}
@@ -87,23 +84,13 @@ def read_state(
     )
 
 
-def _saved_tallies(wh: str, events: LakeTable) -> tuple[dict[str, SourceTally], bool]:
-    """The tallies as of the staging table's newest commit: the cache a run saves beside it
-    (in the warehouse, local or object store) when it is current, else what the newest
-    commit carries (everything before its own batch: `complete` is then False)."""
-    data = store.read_bytes(state_location(wh, TALLIES_FILE))
-    if data is not None:
-        try:
-            body = json.loads(data)
-            newest = store.commit_key(events.location, events.version())
-            if newest is not None and (body.get("version"), body.get("sha256")) == newest:
-                found = from_user_metadata(body.get("tallies"))
-                if found is not None:
-                    return found, True
-        except (ValueError, AttributeError):
-            pass
-    carried = events.newest_user_metadata(from_user_metadata)
-    return carried or {}, False
+def _newest_tallies(events: LakeTable) -> tuple[dict[str, SourceTally], bool]:
+    """The tallies the staging table's newest commit carries (`staged.Carried`), and whether
+    they count that commit's own events (False only for a commit of an earlier version)."""
+    carried = events.newest_user_metadata(read_carried)
+    if carried is None:
+        return {}, False
+    return carried.sources, carried.complete
 
 
 def _ddl_events(events: LakeTable) -> dict[str, list[DdlEvent]]:

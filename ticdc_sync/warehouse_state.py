@@ -46,8 +46,9 @@ class SourceState:
 
     name: str
     tally: SourceTally = field(default_factory=SourceTally)
-    # False when the newest staging commit's own events are not in `tally` (a plan made
-    # without the tallies cache): its watermarks and tables are then not counted yet.
+    # False when the newest staging commit's own events are not in `tally` (a commit of an
+    # earlier version, whose tallies end before it): its watermarks and tables are then not
+    # counted yet.
     tally_complete: bool = True
     ddl_events: tuple[DdlEvent, ...] = ()
     recorded: dict[Key, list[Version]] = field(default_factory=dict)

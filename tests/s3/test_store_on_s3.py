@@ -1,12 +1,11 @@
-"""Small warehouse files on the local S3 server (ticdc_sync/store.py), and the staging tallies
-cache that `plan` reads through it: on another machine, `plan` must see the tallies a run
-saved in an `s3a://` warehouse, not only what the newest staging commit carries. No JVM.
+"""Small warehouse files on the local S3 server (ticdc_sync/store.py), and the staging
+tallies `plan` reads from an `s3a://` warehouse on another machine: the newest staging
+commit's, which count its own batch. No JVM.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 
 import pyarrow as pa
 import pytest
@@ -61,19 +60,11 @@ def test_read_bytes_and_commit_key(server_env, s3_server, bucket):
     assert store.commit_key(table, 1) is None
 
 
-def test_plan_reads_the_tallies_a_run_saved_in_an_s3_warehouse(server_env, s3_server, bucket):
+def test_plan_reads_the_newest_staging_commit_s_tallies_in_an_s3_warehouse(
+    server_env, s3_server, bucket
+):
     wh = f"s3a://{bucket}/tallies"
     events = state_location(wh, "events")
-    before, complete = _tally(4, 100), _tally(9, 200)
-    _stage(events, before)
-    # Without the cache: what the newest commit carries, which lacks its own batch.
-    assert warehouse._saved_tallies(wh, LakeTable(events)) == (before, False)
-    version, sha = store.commit_key(events, 0)
-    body = {"version": version, "sha256": sha, "tallies": to_user_metadata(complete)}
-    s3_server.put_object(
-        bucket, "tallies/_ticdc_sync/events_tallies.json", json.dumps(body).encode()
-    )
-    assert warehouse._saved_tallies(wh, LakeTable(events)) == (complete, True)
-    # A later staging commit makes the cache stale: it is ignored.
-    _stage(events, complete)
-    assert warehouse._saved_tallies(wh, LakeTable(events)) == (complete, False)
+    _stage(events, _tally(4, 100))
+    _stage(events, _tally(9, 200))
+    assert warehouse._newest_tallies(LakeTable(events)) == (_tally(9, 200), True)

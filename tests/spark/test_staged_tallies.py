@@ -1,17 +1,21 @@
-"""The tallies a run saves beside the staging table: the next run starts from them only
-while they describe the table's newest commit, and they equal what the table yields."""
+"""The tallies a staging commit carries count its own batch: a run, `plan` and a read as of
+`latest` take what is staged from the newest commit alone, and it equals what the table
+yields. A commit of an earlier version (tallies from before its batch) is completed by an
+aggregate."""
 
 from __future__ import annotations
 
-import shutil
+import json
 
 import pytest
 from pyspark.sql import functions as F
 
 from tests.spark.engine_harness import as_staged_columns
-from ticdc_sync.locations import local_path, state_location
-from ticdc_sync.spark.delta_log import latest_commit
+from ticdc_sync import warehouse
+from ticdc_sync.lake import LakeTable
+from ticdc_sync.spark.conf import user_metadata
 from ticdc_sync.spark.staging import Staging
+from ticdc_sync.staged import STAGED_KEY, SourceTally, read_carried
 
 pytestmark = pytest.mark.spark
 
@@ -37,73 +41,83 @@ FIRST = [(0, 0, "row", 10), (0, 1, "watermark", 10), (1, 0, "row", 11), (1, 1, "
 SECOND = [(0, 2, "row", 20), (0, 3, "ddl", 21), (1, 2, "watermark", 25)]
 
 
-def _derived(spark, wh: str) -> dict:
-    """The tally a run derives from the table alone (no saved tallies)."""
-    saved = local_path(state_location(wh, "events_tallies.json"))
-    kept = saved.read_bytes() if saved.exists() else None
-    saved.unlink(missing_ok=True)
-    try:
-        return Staging(spark, wh).tally("src").to_dict()
-    finally:
-        if kept is not None:
-            saved.write_bytes(kept)
+def _derived(state: Staging) -> dict:
+    """The tally of every event the table holds for `src`, aggregated from the table."""
+    t = SourceTally()
+    t.fold(state._aggregate(state.events().where(F.col("source") == "src")))
+    return t.to_dict()
 
 
-def _no_aggregate(self, source, known):
-    raise AssertionError("the saved tallies were not used")
+def _no_aggregate(self, events):
+    raise AssertionError("the newest commit's tallies were not used")
 
 
-def test_a_new_run_starts_from_the_tallies_saved_at_the_newest_commit(spark, tmp_path, monkeypatch):
+def _newest_carried(state: Staging):
+    return read_carried(
+        state.spark.sql(f"DESCRIBE HISTORY delta.`{state.events_path}` LIMIT 1").collect()[0][
+            "userMetadata"
+        ]
+    )
+
+
+def test_a_commit_carries_its_own_batch_and_a_new_run_starts_from_it(spark, tmp_path, monkeypatch):
     wh = str(tmp_path / "wh")
     first = Staging(spark, wh)
     first.stage("src", _batch(spark, first, FIRST))
     first.stage("src", _batch(spark, first, SECOND))
     expected = first.tally("src").to_dict()
-    assert expected == _derived(spark, wh)
+    assert expected == _derived(first)
     assert [p[2] for p in expected["partitions"]] == [3, 2]  # last offsets
+    assert [p[3] for p in expected["partitions"]] == [10, 25]  # watermarks of the 2nd batch
 
-    monkeypatch.setattr(Staging, "_increments", _no_aggregate)
+    carried = _newest_carried(first)
+    assert carried is not None and carried.complete
+    assert carried.sources["src"].to_dict() == expected
+    # `plan` and `status` (no JVM) read the same from the newest commit.
+    tallies, complete = warehouse._newest_tallies(LakeTable(first.events_path))
+    assert complete and tallies["src"].to_dict() == expected
+
+    monkeypatch.setattr(Staging, "_aggregate", _no_aggregate)
     assert Staging(spark, wh).tally("src").to_dict() == expected
 
 
-def test_saved_tallies_are_stale_after_any_later_commit(spark, tmp_path):
+def test_a_compaction_after_the_newest_stage_changes_nothing(spark, tmp_path, monkeypatch):
+    """OPTIMIZE and VACUUM carry no tallies: readers take the newest commit that does."""
     wh = str(tmp_path / "wh")
     state = Staging(spark, wh)
     state.stage("src", _batch(spark, state, FIRST))
-    saved_at = Staging(spark, wh).tally("src").to_dict()
-    # A commit the tallies were not saved at (as a rewrite or a user's OPTIMIZE would be).
-    state.events().limit(0).write.format("delta").mode("append").save(state.events_path)
-    _batch(spark, state, SECOND).select(F.lit("src").alias("source"), "*").write.format(
-        "delta"
-    ).mode("append").save(state.events_path)
+    state.stage("src", _batch(spark, state, SECOND))
+    expected = state.tally("src").to_dict()
+    state.compact()
+    assert _newest_carried(state) is None
+    assert warehouse._newest_tallies(LakeTable(state.events_path)) == (
+        {"src": state.tally("src")},
+        True,
+    )
+    monkeypatch.setattr(Staging, "_aggregate", _no_aggregate)
+    assert Staging(spark, wh).tally("src").to_dict() == expected
 
-    fresh = Staging(spark, wh).tally("src").to_dict()
-    assert fresh != saved_at
-    assert fresh == _derived(spark, wh)
-    assert [p[2] for p in fresh["partitions"]] == [3, 2]
 
-
-def test_saved_tallies_of_a_table_made_anew_are_ignored(spark, tmp_path):
-    """Same version number, other table: the commit file's bytes tell them apart."""
+def test_a_commit_of_an_earlier_version_is_completed_from_the_events_after_its_tallies(
+    spark, tmp_path
+):
+    """Earlier versions' commits carried the tallies from before their own batch."""
     wh = str(tmp_path / "wh")
     state = Staging(spark, wh)
-    state.stage("src", _batch(spark, state, FIRST + SECOND))
-    saved = local_path(state_location(wh, "events_tallies.json"))
-    old_bytes, old_at = saved.read_bytes(), latest_commit(spark, state.events_path)
-    old_tally = Staging(spark, wh).tally("src").to_dict()
+    state.stage("src", _batch(spark, state, FIRST))
+    before = state.tally("src")
+    older = json.dumps({STAGED_KEY: {"v": 1, "sources": {"src": before.to_dict()}}})
+    with user_metadata(spark, older):
+        _batch(spark, state, SECOND).select(F.lit("src").alias("source"), "*").write.format(
+            "delta"
+        ).mode("append").save(state.events_path)
 
-    shutil.rmtree(local_path(state.events_path))
-    anew = Staging(spark, wh)
-    for _ in range(10):
-        if latest_commit(spark, anew.events_path)[0] >= old_at[0]:
-            break
-        anew.stage("src", _batch(spark, anew, FIRST))
-    assert latest_commit(spark, anew.events_path)[0] == old_at[0]
-    saved.write_bytes(old_bytes)
-
+    tallies, complete = warehouse._newest_tallies(LakeTable(state.events_path))
+    assert not complete and tallies["src"].to_dict() == before.to_dict()
     fresh = Staging(spark, wh).tally("src").to_dict()
-    assert fresh != old_tally
-    assert fresh == _derived(spark, wh)
+    assert fresh != before.to_dict()
+    assert fresh == _derived(state)
+    assert [p[2] for p in fresh["partitions"]] == [3, 2]
 
 
 def test_a_new_staging_table_has_empty_tallies_without_a_read_and_counts_its_first_batch(
@@ -113,14 +127,13 @@ def test_a_new_staging_table_has_empty_tallies_without_a_read_and_counts_its_fir
     tallies, known without reading it; opened again after a batch, it is read as before."""
     wh = str(tmp_path / "wh")
     with monkeypatch.context() as m:
-        m.setattr(Staging, "_increments", _no_aggregate)
-        m.setattr(Staging, "_stored_tallies", lambda self: _no_aggregate(self, None, None))
+        m.setattr(Staging, "_aggregate", _no_aggregate)
         new = Staging(spark, wh)
         assert new.tally("src").to_dict() == Staging(spark, wh).tally("src").to_dict()
         assert new.tally("src").partitions == {}
     new.stage("src", _batch(spark, new, FIRST))
-    assert new.tally("src").to_dict() == _derived(spark, wh)
+    assert new.tally("src").to_dict() == _derived(new)
     assert sorted(new.tally("src").partitions) == [("t", 0), ("t", 1)]
     # The other sources of that warehouse stay empty; a later open reads the table.
     assert new.tally("other").partitions == {}
-    assert Staging(spark, wh).tally("src").to_dict() == _derived(spark, wh)
+    assert Staging(spark, wh).tally("src").to_dict() == _derived(new)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 from ticdc_sync.staged import (
     INCREMENT_FIELDS,
     PartitionTally,
     SourceTally,
     from_user_metadata,
+    read_carried,
     to_user_metadata,
 )
 
@@ -66,8 +69,22 @@ def test_user_metadata_round_trip_is_deterministic() -> None:
     assert back["s2"].partitions == {}
 
 
+def test_commits_written_now_count_their_own_events_and_older_ones_do_not() -> None:
+    """A commit of an earlier version carried no `own_events`: its tallies end before it."""
+    a = SourceTally()
+    a.fold([inc(partition=0, last_offset=9, watermark=50, rows=2, events=3)])
+    now = read_carried(to_user_metadata({"s": a}))
+    assert now is not None and now.complete
+    assert now.sources["s"].to_dict() == a.to_dict()
+    older = json.dumps({"ticdc_sync_staged": {"v": 1, "sources": {"s": a.to_dict()}}})
+    carried = read_carried(older)
+    assert carried is not None and not carried.complete
+    assert carried.sources["s"].to_dict() == a.to_dict()
+
+
 def test_foreign_or_newer_metadata_is_ignored() -> None:
     assert from_user_metadata(None) is None
     assert from_user_metadata("not json") is None
     assert from_user_metadata('{"ticdc_sync_marker": {}}') is None
     assert from_user_metadata('{"ticdc_sync_staged": {"v": 99, "sources": {}}}') is None
+    assert read_carried('{"ticdc_sync_staged": {"v": 99, "own_events": true}}') is None

@@ -2,24 +2,21 @@
 
 Consumed positions and watermarks are derived from the staged events, so they are committed
 atomically with the events themselves; each staging commit carries the running tallies of
-what came before it (`staged.py`). Beside the table, `events_tallies.json` caches the
-tallies as of its newest commit (in the warehouse, local or object store, where `plan`
-reads it too; ignored once any later commit exists).
+everything staged up to and including its own batch (`staged.py`), so `plan`, `status` and
+a read as of `latest` know what is staged from the newest commit alone.
 Only small aggregates and DDL events reach the driver here; rows never do. Knows nothing of
 targets.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 from dataclasses import dataclass
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ticdc_sync import store
 from ticdc_sync.errors import UserError
 from ticdc_sync.events import (
     EVENT_FIELDS,
@@ -29,7 +26,7 @@ from ticdc_sync.events import (
     KIND_ROW,
     KIND_WATERMARK,
 )
-from ticdc_sync.locations import is_local, local_path, state_location
+from ticdc_sync.locations import state_location
 from ticdc_sync.spark.conf import (
     before_commit,
     session_confs,
@@ -47,10 +44,12 @@ from ticdc_sync.spark.delta_log import (
 )
 from ticdc_sync.spark.labels import job_name, read_job
 from ticdc_sync.sqlgen import quote, sql_string, table_ref
-from ticdc_sync.staged import SourceTally, from_user_metadata, to_user_metadata
-from ticdc_sync.warehouse import TALLIES_FILE
+from ticdc_sync.staged import Carried, SourceTally, read_carried, to_user_metadata
 
 STAGED_SCHEMA = "`source` STRING, " + EVENT_SCHEMA
+# An event's position: a record's (topic, partition, offset) and its index among the
+# events decoded from that record.
+POSITION = ("topic", "partition", "offset", "idx")
 # Each staging commit adds a file or a few per task: past this many new ones, OPTIMIZE
 # bin-packs them.
 COMPACT_ABOVE_FILES = 200
@@ -117,9 +116,8 @@ class Staging:
         self.spark = spark
         self.warehouse = warehouse
         self.events_path = state_location(warehouse, "events")
-        self._tallies_file = state_location(warehouse, TALLIES_FILE)
         self._tallies: dict[str, SourceTally] = {}
-        self._stored: dict[str, SourceTally] | None = None
+        self._stored: Carried | None = None
         ensure_table(spark, self.events_path, STAGED_SCHEMA, STAGED_PROPERTIES)
         # What the table has, from its version checksum without a job where it can be read:
         # columns and properties a newer ticdc-sync adds to a table an older one made.
@@ -131,7 +129,7 @@ class Staging:
         first = latest_commit(spark, self.events_path) if facts is not None else None
         self._new = first is not None and first[0] == 0 and facts.files == 0
         if self._new:
-            self._stored = {}
+            self._stored = Carried({}, complete=True)
         # Per source, what its newest `stage` added (`StagedBatch`), for the run loop.
         self.last_batch: dict[str, StagedBatch] = {}
         # The table's data files right after this process's last compaction (None: none
@@ -182,41 +180,47 @@ class Staging:
     def stage(self, source: str, decoded: DataFrame, *, may_repeat: bool = False) -> int:
         """Append decoded events in one Delta commit: positions and events move together.
 
-        The commit carries the tallies of everything staged before it (`staged.py`);
-        returns how many events it staged. `may_repeat`: the records may hold the same
+        The batch is read once and kept (persisted) for the jobs before its write: its
+        aggregate (`_aggregate`), folded into the source's tally, so that the commit carries
+        the tallies of everything staged up to and including itself (`staged.Carried`):
+        whoever reads the table's newest commit sees this batch's watermarks at once.
+        Returns how many events it staged. `may_repeat`: the records may hold the same
         (partition, offset) twice (overlapping capture files); the batch is then checked
-        (`_repeats_since`) and, if it does, rewritten with each position once. Copies that
-        differ (two records at one offset) are an error, and the batch is unstaged."""
+        and, if it does, written with each position once. Copies that differ (two records
+        at one offset) are an error, and nothing of the batch is staged."""
         before = self.tally(source)
-        carried = to_user_metadata({**self._stored_tallies(), **self._tallies})
         # Forget the cached tally first: if anything below fails, the next batch must
         # re-derive it from the table instead of re-reading what may have been staged.
         self._tallies.pop(source, None)
-        self._new = False
         cols = [F.lit(source).alias("source"), *[F.col(quote(c)) for c in decoded.columns]]
-        # Named, so that progress reports can tell the read of the source from the
-        # bookkeeping jobs around it.
-        with user_metadata(self.spark, carried), job_name(self.spark, read_job(source)):
-            decoded.select(*cols).write.format("delta").mode("append").save(self.events_path)
-        increments = self._increments(source, before)
-        # Nothing staged (a poll or run with nothing new): nothing can be there twice.
-        if may_repeat and increments and self._repeats_since(source, before):
-            conflicts = self._conflicting_copies(source, before)
-            if conflicts:
-                self._unstage_since(source, before, carried)
-                raise UserError(
-                    f"source {source}: capture files hold different records at the same "
-                    f"position: {', '.join(conflicts)} (hint: keep one file per range of "
-                    "offsets, delete the wrong line or file, or capture the topic again "
-                    "with `ticdc-sync capture`; nothing of this batch was staged)"
-                )
-            self._stage_once(source, before, carried)
-            increments = self._increments(source, before)
-        after = before.copy()
-        staged = after.fold(increments)
+        kept = batch = decoded.select(*cols).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            # Named, so that progress reports can tell the read of the source (done by
+            # the first job over the batch, which keeps it) from the jobs around it.
+            with job_name(self.spark, read_job(source)):
+                increments = self._aggregate(batch)
+            # Nothing read (a poll or run with nothing new): nothing can be there twice.
+            if may_repeat and increments and _repeats(batch):
+                conflicts = _conflicting_copies(batch)
+                if conflicts:
+                    raise UserError(
+                        f"source {source}: capture files hold different records at the same "
+                        f"position: {', '.join(conflicts)} (hint: keep one file per range of "
+                        "offsets, delete the wrong line or file, or capture the topic again "
+                        "with `ticdc-sync capture`; nothing of this batch was staged)"
+                    )
+                batch = batch.dropDuplicates(list(POSITION))
+                increments = self._aggregate(batch)
+            after = before.copy()
+            staged = after.fold(increments)
+            carried = to_user_metadata({**self._carried().sources, **self._tallies, source: after})
+            self._new = False
+            with user_metadata(self.spark, carried):
+                batch.write.format("delta").mode("append").save(self.events_path)
+        finally:
+            kept.unpersist()
         self._tallies[source] = after
         self.last_batch[source] = StagedBatch(source, before, tuple(increments))
-        self._save_tallies()
         return staged
 
     def trim(self, sources: list[str], source: str, upto_ts: int) -> int | None:
@@ -247,9 +251,7 @@ class Staging:
         )
         with user_metadata(self.spark, carried):
             rows = self.spark.sql(f"DELETE FROM {table_ref(self.events_path)} WHERE {where}")
-            deleted = int(rows.collect()[0][0] or 0)
-        self._save_tallies()
-        return deleted
+            return int(rows.collect()[0][0] or 0)
 
     def compaction_due(self, above_files: int = COMPACT_ABOVE_FILES) -> bool:
         """Whether more than `above_files` data files were added since this process last
@@ -290,149 +292,39 @@ class Staging:
             files = int(detail[0]["numFiles"] or 0)
         return files
 
-    def _repeats_since(self, source: str, known: SourceTally) -> bool:
-        """Whether an event staged after `known` is staged twice (same position). One narrow
-        job over the new events' positions, much cheaper than the check of every capture
-        line it replaces (benchmarks/README.md)."""
-        # A count, not `limit(1)`: where nothing repeats (the usual case) a limit reads
-        # the groups in growing rounds, one job each.
-        copies = (
-            self.events()
-            .where(_since_sql(source, known))
-            .groupBy("topic", "partition", "offset", "idx")
-            .count()
-            .where(F.col("count") > 1)
-            .count()
-        )
-        return copies > 0
-
-    def _conflicting_copies(self, source: str, known: SourceTally) -> list[str]:
-        """Up to 3 positions (`topic/partition/offset`) staged after `known` whose copies
-        differ: two records at one offset, where only one can be the record Kafka held.
-        Runs only after `_repeats_since` found copies, so normal runs never pay for it."""
-        fields = [f for f in self.events().schema.fields if f.name != "source"]
-        # Maps cannot be hashed; their JSON text stands for them.
-        content = F.xxhash64(
-            *[
-                F.to_json(F.col(quote(f.name)))
-                if f.dataType.typeName() == "map"
-                else F.col(quote(f.name))
-                for f in fields
-            ]
-        )
-        rows = (
-            self.events()
-            .where(_since_sql(source, known))
-            .groupBy("topic", "partition", "offset", "idx")
-            .agg(F.count_distinct(content).alias("versions"))
-            .where(F.col("versions") > 1)
-            .select("topic", "partition", "offset")
-            .distinct()
-            .orderBy("topic", "partition", "offset")
-            .limit(3)
-            .collect()
-        )
-        return [f"{r['topic']}/{r['partition']}/{r['offset']}" for r in rows]
-
-    def _unstage_since(self, source: str, before: SourceTally, carried: str) -> None:
-        """Remove the events staged after `before`, in one commit carrying the tallies
-        from before them: the state is as if the batch had never been staged."""
-        nothing = self.spark.createDataFrame([], self.events().schema)
-        self._replace_since(source, before, carried, nothing)
-
-    def _stage_once(self, source: str, before: SourceTally, carried: str) -> None:
-        """Rewrite the events staged after `before` with each (topic, partition, offset,
-        idx) once, in one commit (`replaceWhere`: the batch is replaced atomically).
-
-        Only after a batch that read a record twice. Until this commit, the copies are
-        identical events: apply keeps one of them and quarantine takes one, so a run
-        killed in between leaves the targets exact; only this batch's counts stay high."""
-        batch = self.events().where(_since_sql(source, before))
-        once = batch.dropDuplicates(["topic", "partition", "offset", "idx"])
-        self._replace_since(source, before, carried, once)
-
-    def _replace_since(
-        self, source: str, before: SourceTally, carried: str, rows: DataFrame
-    ) -> None:
-        """Replace the events staged after `before` with `rows`, in one atomic commit
-        (`replaceWhere`) whose userMetadata is `carried`. Waits for a compaction in progress,
-        which may be rewriting the same files."""
-        with self.rewrite_lock, user_metadata(self.spark, carried):
-            (
-                rows.write.format("delta")
-                .mode("overwrite")
-                .option("replaceWhere", _since_sql(source, before))
-                .save(self.events_path)
-            )
-
     # --- progress -----------------------------------------------------------------
 
     def tally(self, source: str) -> SourceTally:
-        """What is staged for a source: the tally the latest staging commit carries, plus
-        one narrow aggregate over the events staged since (by offset, so Delta's file
-        statistics skip the older files). A run after a run starts from the tallies the
-        last one saved at the table's newest commit (`_saved_tallies`), without the
-        aggregate."""
+        """What is staged for a source: the tally the table's newest staging commit carries
+        (`staged.Carried`), which counts that commit's own events. Only a commit of an
+        earlier version (whose tally ends before its own batch), or a source its tallies do
+        not name, costs one narrow aggregate over the events after it (by offset, so Delta's
+        file statistics skip the older files)."""
         if source not in self._tallies and self._new:
             self._tallies[source] = SourceTally()
         if source not in self._tallies:
-            saved = self._saved_tallies().get(source)
-            if saved is not None:
-                self._tallies[source] = saved
-                return saved
-            t = self._stored_tallies().get(source, SourceTally()).copy()
-            t.fold(self._increments(source, t))
+            carried = self._carried()
+            known = carried.sources.get(source)
+            t = SourceTally() if known is None else known.copy()
+            if known is None or not carried.complete:
+                t.fold(self._aggregate(self.events().where(_since_sql(source, t))))
             self._tallies[source] = t
         return self._tallies[source]
 
-    def _save_tallies(self) -> None:
-        """Save the tallies known here beside the staging table, keyed by its newest commit.
-
-        A staging commit carries only the tallies from before it, so without this the next
-        run re-aggregates the batch staged last (benchmarks/README.md). A cache: any later
-        commit (a batch, a rewrite, a user's OPTIMIZE) or a table made anew makes it stale,
-        and it is then ignored. It goes where the warehouse is, so that `plan` on another
-        machine reads complete tallies too (`warehouse.read_state`); a failed write loses
-        nothing."""
-        at = latest_commit(self.spark, self.events_path)
-        if at is None:
-            return
-        body = {"version": at[0], "sha256": at[1], "tallies": to_user_metadata(self._tallies)}
-        data = (json.dumps(body, sort_keys=True) + "\n").encode()
-        try:
-            _replace_file(self.spark, self._tallies_file, data)
-        except Exception:  # noqa: BLE001 - a cache: the next run derives the tallies anew
-            return
-
-    def _saved_tallies(self) -> dict[str, SourceTally]:
-        """The tallies `_save_tallies` saved, if saved at the staging table's newest commit
-        (the same version, and the same bytes of its commit file); else {}."""
-        data = store.read_bytes(self._tallies_file)
-        try:
-            body = json.loads(data) if data is not None else None
-        except ValueError:
-            return {}
-        at = latest_commit(self.spark, self.events_path) if body is not None else None
-        if (
-            not isinstance(body, dict)
-            or at is None
-            or (body.get("version"), body.get("sha256")) != at
-        ):
-            return {}
-        return from_user_metadata(body.get("tallies")) or {}
-
-    def _stored_tallies(self) -> dict[str, SourceTally]:
+    def _carried(self) -> Carried:
+        """The tallies of the table's newest commit that carries any (compactions carry
+        none: they change no event); empty and complete for a table never staged to."""
         if self._stored is None:
-            found = latest_user_metadata(self.spark, self.events_path, from_user_metadata)
-            self._stored = found or {}
+            found = latest_user_metadata(self.spark, self.events_path, read_carried)
+            self._stored = found or Carried({}, complete=self._new)
         return self._stored
 
-    def _increments(self, source: str, known: SourceTally) -> list:
-        """Aggregate rows (`staged.INCREMENT_FIELDS`) of the events staged after `known`."""
-        ev = self.events().where(_since_sql(source, known))
+    def _aggregate(self, events: DataFrame) -> list:
+        """Aggregate rows (`staged.INCREMENT_FIELDS`) of `events`, per topic, partition and
+        upstream table."""
         kind = F.col("kind")
         return (
-            ev.groupBy("topic", "partition", "db", "tbl")
+            events.groupBy("topic", "partition", "db", "tbl")
             .agg(
                 F.max("offset").alias("last_offset"),
                 F.max(_watermark_ts()).alias("watermark"),
@@ -475,26 +367,6 @@ class Staging:
             .collect()[0]
         )
         return r["wm"] if r["wm"] is not None else r["ix"]
-
-
-def _replace_file(spark: SparkSession, location: str, data: bytes) -> None:
-    """Replace a small file in the warehouse whole: locally renamed into place, on an object
-    store written through Spark's Hadoop file system (one upload when the stream closes,
-    with the session's credentials), so that no reader sees half of it."""
-    if is_local(location):
-        path = local_path(location)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-        return
-    jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(location)
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    out = fs.create(path, True)
-    try:
-        out.write(bytearray(data))
-    finally:
-        out.close()
 
 
 def ensure_table(
@@ -548,6 +420,43 @@ def _since_sql(source: str, known: SourceTally) -> str:
         seen.append(f"({same})")
         newer.append(f"({same} AND `offset` > {int(p.last_offset)})")
     return f"{cond} AND ({' OR '.join(newer)} OR NOT ({' OR '.join(seen)}))"
+
+
+def _repeats(batch: DataFrame) -> bool:
+    """Whether a position is in `batch` twice. One narrow job over the kept batch's
+    positions, much cheaper than the check of every capture line it replaces
+    (benchmarks/README.md)."""
+    # A count, not `limit(1)`: where nothing repeats (the usual case) a limit reads the
+    # groups in growing rounds, one job each.
+    copies = batch.groupBy(*POSITION).count().where(F.col("count") > 1).count()
+    return copies > 0
+
+
+def _conflicting_copies(batch: DataFrame) -> list[str]:
+    """Up to 3 positions (`topic/partition/offset`) in `batch` whose copies differ: two
+    records at one offset, where only one can be the record Kafka held. Runs only after
+    `_repeats` found copies, so normal runs never pay for it."""
+    fields = [f for f in batch.schema.fields if f.name != "source"]
+    # Maps cannot be hashed; their JSON text stands for them.
+    content = F.xxhash64(
+        *[
+            F.to_json(F.col(quote(f.name)))
+            if f.dataType.typeName() == "map"
+            else F.col(quote(f.name))
+            for f in fields
+        ]
+    )
+    rows = (
+        batch.groupBy(*POSITION)
+        .agg(F.count_distinct(content).alias("versions"))
+        .where(F.col("versions") > 1)
+        .select("topic", "partition", "offset")
+        .distinct()
+        .orderBy("topic", "partition", "offset")
+        .limit(3)
+        .collect()
+    )
+    return [f"{r['topic']}/{r['partition']}/{r['offset']}" for r in rows]
 
 
 def _watermark_ts() -> Column:
