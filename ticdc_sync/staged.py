@@ -166,13 +166,16 @@ class Carried:
     complete: bool
 
 
-def to_user_metadata(tallies: Mapping[str, SourceTally]) -> str:
-    """The userMetadata of a staging commit whose tallies, `tallies`, count its own events."""
-    body = {
+def to_user_metadata(tallies: Mapping[str, SourceTally], *, own_events: bool = True) -> str:
+    """The userMetadata of a staging commit carrying `tallies`; `own_events`: they count the
+    commit's own events (False: they end before them, as a catch-up batch's write, which
+    an empty commit with them follows)."""
+    body: dict = {
         "v": FORMAT_VERSION,
-        OWN_EVENTS_KEY: True,
         "sources": {s: t.to_dict() for s, t in sorted(tallies.items())},
     }
+    if own_events:
+        body[OWN_EVENTS_KEY] = True
     return json.dumps({STAGED_KEY: body}, sort_keys=True, separators=(",", ":"))
 
 

@@ -97,3 +97,8 @@ def test_the_bound_is_inclusive_and_unknown_is_compiled():
     assert batch.small_poll(None, batch.SMALL_POLL_BYTES)
     assert not batch.small_poll(None, batch.SMALL_POLL_BYTES + 1)
     assert not batch.small_poll(None, None)
+    assert batch.kept_poll(batch.KEEP_POLL_RECORDS, None)
+    assert not batch.kept_poll(batch.KEEP_POLL_RECORDS + 1, 0)
+    assert batch.kept_poll(None, batch.KEEP_POLL_BYTES)
+    assert not batch.kept_poll(None, batch.KEEP_POLL_BYTES + 1)
+    assert not batch.kept_poll(None, None)

@@ -11,7 +11,7 @@ from tests.spark.engine_harness import canal_row, load, make_project, read_targe
 from tests.spark.engine_harness import canal_watermark as wm
 from ticdc_sync.errors import UserError
 from ticdc_sync.locations import state_location, warehouse_path
-from ticdc_sync.spark import runner
+from ticdc_sync.spark import batch, runner
 from ticdc_sync.spark.sources import broken_lines_error, read_capture_records
 
 pytestmark = pytest.mark.spark
@@ -32,7 +32,16 @@ def _row(ts: int, i: int, v: str) -> str:
     return canal_row("shop", "t", "INSERT", ts, {"id": str(i), "v": v}, {}, ["id"]).decode()
 
 
-def test_overlapping_capture_files_are_staged_once_and_applied_once(spark, tmp_path):
+@pytest.fixture(params=["kept", "read back"])
+def staged_how(request, monkeypatch):
+    """Both ways a batch is staged (`batch.kept_poll`): kept while its repeats are checked,
+    or read back from the staging table after its write (a catch-up's batch)."""
+    if request.param == "read back":
+        monkeypatch.setattr(batch, "kept_poll", lambda records, capture_bytes: False)
+    return request.param
+
+
+def test_overlapping_capture_files_are_staged_once_and_applied_once(spark, tmp_path, staged_how):
     root = make_project(tmp_path / "p", protocol="canal-json", schema_sql=SCHEMA)
     d = root / "captures" / "t"
     d.mkdir(parents=True)
@@ -60,7 +69,9 @@ def test_overlapping_capture_files_are_staged_once_and_applied_once(spark, tmp_p
     assert events.count() == 4
 
 
-def test_different_records_at_one_position_fail_the_run_and_stage_nothing(spark, tmp_path):
+def test_different_records_at_one_position_fail_the_run_and_stage_nothing(
+    spark, tmp_path, staged_how
+):
     root = make_project(tmp_path / "p", protocol="canal-json", schema_sql=SCHEMA)
     d = root / "captures" / "t"
     d.mkdir(parents=True)

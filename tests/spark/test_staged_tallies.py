@@ -81,6 +81,27 @@ def test_a_commit_carries_its_own_batch_and_a_new_run_starts_from_it(spark, tmp_
     assert Staging(spark, wh).tally("src").to_dict() == expected
 
 
+def test_a_batch_read_back_after_its_write_is_followed_by_a_commit_of_its_tallies(
+    spark, tmp_path, monkeypatch
+):
+    """A catch-up's batch (not kept): its write carries the tallies from before it, and an
+    empty commit right after carries them with it."""
+    wh = str(tmp_path / "wh")
+    state = Staging(spark, wh)
+    state.stage("src", _batch(spark, state, FIRST))
+    before = state.tally("src").to_dict()
+    state.stage("src", _batch(spark, state, SECOND), keep=False)
+    expected = state.tally("src").to_dict()
+    assert expected == _derived(state)
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{state.events_path}` LIMIT 2").collect()
+    newest, write = (read_carried(h["userMetadata"]) for h in history)
+    assert newest.complete and newest.sources["src"].to_dict() == expected
+    assert history[0]["operationMetrics"]["numOutputRows"] == "0"
+    assert not write.complete and write.sources["src"].to_dict() == before
+    monkeypatch.setattr(Staging, "_aggregate", _no_aggregate)
+    assert Staging(spark, wh).tally("src").to_dict() == expected
+
+
 def test_a_compaction_after_the_newest_stage_changes_nothing(spark, tmp_path, monkeypatch):
     """OPTIMIZE and VACUUM carry no tallies: readers take the newest commit that does."""
     wh = str(tmp_path / "wh")
@@ -118,6 +139,12 @@ def test_a_commit_of_an_earlier_version_is_completed_from_the_events_after_its_t
     assert fresh != before.to_dict()
     assert fresh == _derived(state)
     assert [p[2] for p in fresh["partitions"]] == [3, 2]
+    # The next commit, of another source, carries `src`'s tally with that batch in it.
+    upgraded = Staging(spark, wh)
+    upgraded.stage("other", _batch(spark, upgraded, FIRST))
+    carried = _newest_carried(upgraded)
+    assert carried is not None and carried.complete
+    assert carried.sources["src"].to_dict() == fresh
 
 
 def test_a_new_staging_table_has_empty_tallies_without_a_read_and_counts_its_first_batch(

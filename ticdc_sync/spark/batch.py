@@ -27,14 +27,31 @@ Out = Callable[[str], None]
 # code generation: interpreted, a catch-up's decode of a million records is slower.
 SMALL_POLL_RECORDS = 10_000
 SMALL_POLL_BYTES = 8 << 20
+# A poll of at most this many records (or capture bytes) is kept in memory while it is
+# staged, so that its aggregate is taken before the write and its one commit carries its
+# own tallies (`Staging.stage`). Keeping a catch-up batch costs more than reading it back
+# from the staging table after the write (a million records: about 4 s more of staging,
+# benchmarks/README.md), which then costs a second, empty commit for the tallies.
+KEEP_POLL_RECORDS = 100_000
+KEEP_POLL_BYTES = 64 << 20
+
+
+def _at_most(records: int | None, capture_bytes: int | None, most: int, most_bytes: int) -> bool:
+    """Whether a poll holds at most `most` Kafka records, or else at most `most_bytes` of
+    capture files; unknown sizes do not."""
+    if records is not None:
+        return records <= most
+    return capture_bytes is not None and capture_bytes <= most_bytes
 
 
 def small_poll(records: int | None, capture_bytes: int | None) -> bool:
-    """Whether a poll is small enough to stage interpreted (`SMALL_POLL_RECORDS`): its
-    Kafka record count, or else its capture files' bytes; unknown sizes are not."""
-    if records is not None:
-        return records <= SMALL_POLL_RECORDS
-    return capture_bytes is not None and capture_bytes <= SMALL_POLL_BYTES
+    """Whether a poll is small enough to stage interpreted (`SMALL_POLL_RECORDS`)."""
+    return _at_most(records, capture_bytes, SMALL_POLL_RECORDS, SMALL_POLL_BYTES)
+
+
+def kept_poll(records: int | None, capture_bytes: int | None) -> bool:
+    """Whether a poll is small enough to keep while staged (`KEEP_POLL_RECORDS`)."""
+    return _at_most(records, capture_bytes, KEEP_POLL_RECORDS, KEEP_POLL_BYTES)
 
 
 def labels_phase(spark, text: str):
@@ -83,13 +100,19 @@ def stage_source(
         decoded = decode_records(records, source, floors, seeded=project.seed_schemas)
         # Overlapping capture files may hold a record twice; Kafka never repeats an offset.
         may_repeat = project.output.transport.kind is TransportKind.FILES
-        small = small_poll(sized[-1] if sized else None, capture_bytes)
+        size = sized[-1] if sized else None
+        small = small_poll(size, capture_bytes)
         try:
             with (
                 sources_mod.balanced_splits(spark, project, source),
                 session_confs(spark, INTERPRETED if small else {}),
             ):
-                staged = state.staging.stage(source.name, decoded, may_repeat=may_repeat)
+                staged = state.staging.stage(
+                    source.name,
+                    decoded,
+                    may_repeat=may_repeat,
+                    keep=kept_poll(size, capture_bytes),
+                )
         except Exception as e:  # noqa: BLE001 - a bad capture line, raised inside the job
             raise sources_mod.read_failure(spark, project, source, e) from None
         out(

@@ -63,6 +63,9 @@ COMPACT_TO = 128 << 20
 OPTIMIZE_MIN_FILE = "spark.databricks.delta.optimize.minFileSize"
 OPTIMIZE_MAX_FILE = "spark.databricks.delta.optimize.maxFileSize"
 LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+# Delta skips the commit of a write that adds no file; the commit that carries a catch-up
+# batch's tallies adds none.
+RECORD_EMPTY_COMMIT = {"spark.databricks.delta.skipRecordingEmptyCommits": "false"}
 
 # File statistics only for the columns staged events are selected by (source, position,
 # kind, commit_ts, table): Delta's default covers the first 32 columns, and min/max of the
@@ -177,51 +180,121 @@ class Staging:
         """The staged events, read in `spark` (default: this state's session)."""
         return (spark or self.spark).read.format("delta").load(self.events_path)
 
-    def stage(self, source: str, decoded: DataFrame, *, may_repeat: bool = False) -> int:
-        """Append decoded events in one Delta commit: positions and events move together.
+    def stage(
+        self, source: str, decoded: DataFrame, *, may_repeat: bool = False, keep: bool = True
+    ) -> int:
+        """Append decoded events in one Delta commit: positions and events move together;
+        returns how many events it staged.
 
-        The batch is read once and kept (persisted) for the jobs before its write: its
-        aggregate (`_aggregate`), folded into the source's tally, so that the commit carries
-        the tallies of everything staged up to and including itself (`staged.Carried`):
-        whoever reads the table's newest commit sees this batch's watermarks at once.
-        Returns how many events it staged. `may_repeat`: the records may hold the same
-        (partition, offset) twice (overlapping capture files); the batch is then checked
-        and, if it does, written with each position once. Copies that differ (two records
-        at one offset) are an error, and nothing of the batch is staged."""
+        The newest commit carries the tallies of everything staged up to and including it
+        (`staged.Carried`), so whoever reads it sees this batch's watermarks. `keep` (a
+        poll's batch): the batch is read once and kept (persisted) for its aggregate
+        (`_aggregate`), taken before the write, so that its one commit carries them, the
+        moment it lands. Otherwise (a catch-up's batch, costlier to keep than to read back)
+        the write carries the tallies from before it, the aggregate reads the batch back
+        from the table, and a second, empty commit carries the tallies with it.
+
+        `may_repeat`: the records may hold the same (partition, offset) twice (overlapping
+        capture files); the batch is then checked, and each position staged once. Copies
+        that differ (two records at one offset) are an error, and nothing of the batch stays
+        staged."""
         before = self.tally(source)
         # Forget the cached tally first: if anything below fails, the next batch must
         # re-derive it from the table instead of re-reading what may have been staged.
         self._tallies.pop(source, None)
         cols = [F.lit(source).alias("source"), *[F.col(quote(c)) for c in decoded.columns]]
-        kept = batch = decoded.select(*cols).persist(StorageLevel.MEMORY_AND_DISK)
+        batch = decoded.select(*cols)
+        if keep:
+            increments = self._stage_kept(source, before, batch, may_repeat)
+        else:
+            increments = self._stage_then_count(source, before, batch, may_repeat)
+        after = before.copy()
+        staged = after.fold(increments)
+        self._tallies[source] = after
+        self.last_batch[source] = StagedBatch(source, before, tuple(increments))
+        if not keep:
+            nothing = self.spark.createDataFrame([], self.events().schema)
+            with (
+                user_metadata(self.spark, self._carried_after(source, after)),
+                session_confs(self.spark, RECORD_EMPTY_COMMIT),
+            ):
+                nothing.write.format("delta").mode("append").save(self.events_path)
+        return staged
+
+    def _stage_kept(
+        self, source: str, before: SourceTally, batch: DataFrame, may_repeat: bool
+    ) -> list:
+        """Stage `batch` kept in memory: its aggregate first, then one commit carrying the
+        tallies with it. Its aggregate rows."""
+        kept = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             # Named, so that progress reports can tell the read of the source (done by
             # the first job over the batch, which keeps it) from the jobs around it.
             with job_name(self.spark, read_job(source)):
-                increments = self._aggregate(batch)
+                increments = self._aggregate(kept)
             # Nothing read (a poll or run with nothing new): nothing can be there twice.
-            if may_repeat and increments and _repeats(batch):
-                conflicts = _conflicting_copies(batch)
-                if conflicts:
-                    raise UserError(
-                        f"source {source}: capture files hold different records at the same "
-                        f"position: {', '.join(conflicts)} (hint: keep one file per range of "
-                        "offsets, delete the wrong line or file, or capture the topic again "
-                        "with `ticdc-sync capture`; nothing of this batch was staged)"
-                    )
-                batch = batch.dropDuplicates(list(POSITION))
+            if may_repeat and increments and _repeats(kept):
+                _refuse_conflicts(source, kept)
+                batch = kept.dropDuplicates(list(POSITION))
                 increments = self._aggregate(batch)
+            else:
+                batch = kept
             after = before.copy()
-            staged = after.fold(increments)
-            carried = to_user_metadata({**self._carried().sources, **self._tallies, source: after})
+            after.fold(increments)
+            carried = self._carried_after(source, after)
             self._new = False
             with user_metadata(self.spark, carried):
                 batch.write.format("delta").mode("append").save(self.events_path)
         finally:
             kept.unpersist()
-        self._tallies[source] = after
-        self.last_batch[source] = StagedBatch(source, before, tuple(increments))
-        return staged
+        return increments
+
+    def _stage_then_count(
+        self, source: str, before: SourceTally, batch: DataFrame, may_repeat: bool
+    ) -> list:
+        """Stage `batch` in a commit carrying the tallies from before it, then aggregate it
+        back from the table (and stage its repeated positions once). Its aggregate rows;
+        the caller's next commit carries the tallies with them."""
+        earlier = to_user_metadata(
+            {**self._others(source), **self._tallies, source: before}, own_events=False
+        )
+        self._new = False
+        with user_metadata(self.spark, earlier), job_name(self.spark, read_job(source)):
+            batch.write.format("delta").mode("append").save(self.events_path)
+        since = _since_sql(source, before)
+        increments = self._aggregate(self.events().where(since))
+        if may_repeat and increments and _repeats(self.events().where(since)):
+            try:
+                _refuse_conflicts(source, self.events().where(since))
+            except UserError:
+                # Nothing of the batch stays: as if it had never been staged.
+                self._replace(since, earlier, self.spark.createDataFrame([], self.events().schema))
+                raise
+            once = self.events().where(since).dropDuplicates(list(POSITION))
+            self._replace(since, earlier, once)
+            increments = self._aggregate(self.events().where(since))
+        return increments
+
+    def _replace(self, where: str, carried: str, rows: DataFrame) -> None:
+        """Replace the staged events `where` selects with `rows`, in one atomic commit
+        (`replaceWhere`) whose userMetadata is `carried`. Waits for a compaction in progress,
+        which may be rewriting the same files."""
+        with self.rewrite_lock, user_metadata(self.spark, carried):
+            (
+                rows.write.format("delta")
+                .mode("overwrite")
+                .option("replaceWhere", where)
+                .save(self.events_path)
+            )
+
+    def _others(self, source: str) -> dict[str, SourceTally]:
+        """Every other source's tally as it is now: from the newest commit, completed by an
+        aggregate where an earlier version's commit left out its own batch."""
+        return {s: self.tally(s) for s in self._carried().sources if s != source}
+
+    def _carried_after(self, source: str, after: SourceTally) -> str:
+        """The userMetadata of a commit that brings `source` to `after`."""
+        return to_user_metadata({**self._others(source), **self._tallies, source: after})
 
     def trim(self, sources: list[str], source: str, upto_ts: int) -> int | None:
         """Delete `source`'s row, watermark and empty events with commit_ts <= `upto_ts`
@@ -430,6 +503,18 @@ def _repeats(batch: DataFrame) -> bool:
     # groups in growing rounds, one job each.
     copies = batch.groupBy(*POSITION).count().where(F.col("count") > 1).count()
     return copies > 0
+
+
+def _refuse_conflicts(source: str, batch: DataFrame) -> None:
+    """Raise if positions of `batch` hold copies that differ (`_conflicting_copies`)."""
+    conflicts = _conflicting_copies(batch)
+    if conflicts:
+        raise UserError(
+            f"source {source}: capture files hold different records at the same "
+            f"position: {', '.join(conflicts)} (hint: keep one file per range of "
+            "offsets, delete the wrong line or file, or capture the topic again "
+            "with `ticdc-sync capture`; nothing of this batch was staged)"
+        )
 
 
 def _conflicting_copies(batch: DataFrame) -> list[str]:
