@@ -1,7 +1,7 @@
 """One Spark job against an S3 warehouse, run by tests/s3 in a fresh process.
 
     python -m tests.s3.spark_job ACTION[,ACTION...] WAREHOUSE [PROJECT]
-        (write, read, probe, leftover; example: PROJECT's targets against its expected rows)
+        (write, probe, leftover; example: PROJECT's targets against its expected rows)
 
 The session is the one ticdc-sync builds for an output whose warehouse is WAREHOUSE
 (`build_session`), configured only through the environment the test hands over. `write`
@@ -83,10 +83,6 @@ def example(spark, warehouse: str, project_root: str) -> dict:
     return {"differences": differences(spark, project)}
 
 
-def read(spark, warehouse: str) -> dict:
-    return table_state(spark, sqlgen.table_ref(target_location(warehouse, TARGET)))
-
-
 def _second_close(spark, path: str, conditional: bool) -> str:
     """Open two writers of one new file, close both; what the second close did."""
     jvm = spark._jvm
@@ -147,7 +143,6 @@ def leftover(spark, warehouse: str) -> dict:
 
 ACTIONS = {
     "write": write,
-    "read": read,
     "probe": probe,
     "example": example,
     "leftover": leftover,

@@ -1,6 +1,6 @@
 """Delta tables in an `s3a://` warehouse on a real S3-compatible server, through the session
 ticdc-sync builds: a target is created, inserted into and merged with the statements a run
-issues, lands in the bucket, and a second process reads the same table.
+issues, lands in the bucket, and delta-rs reads the same table.
 
 The Spark work runs in child processes (tests/s3/helpers.py says why); the module's one
 writer process also probes what S3A's file creation guarantees on this server.
@@ -9,9 +9,13 @@ writer process also probes what S3A's file creation guarantees on this server.
 from __future__ import annotations
 
 import pytest
+from deltalake import DeltaTable
 
 from tests.s3.helpers import job_env, run_job
 from tests.s3.spark_job import LEFTOVER, TARGET
+from ticdc_sync.lake import storage_options, table_uri
+from ticdc_sync.locations import target_location
+from ticdc_sync.sqlgen import COMMIT_TS
 
 pytestmark = pytest.mark.s3
 
@@ -52,8 +56,18 @@ def test_the_table_lives_in_the_bucket(written, s3_server, bucket):
     assert any(k.endswith(".parquet") for k in keys)
 
 
-def test_another_process_reads_the_same_table(written, s3_server, warehouse):
-    assert run_job(job_env(s3_server), "read", warehouse)["read"] == written["write"]
+def test_a_reader_other_than_spark_reads_the_same_table(written, s3_server, warehouse):
+    """delta-rs in this process, as `plan`, polars or DuckDB open a target: the commits of
+    the writer's process, read from the bucket alone. (The S3 example's check job reads its
+    targets in another Spark process.)"""
+    uri = table_uri(target_location(warehouse, TARGET))
+    table = DeltaTable(uri, storage_options=storage_options(uri, s3_server.env()))
+    rows = table.to_pyarrow_table(columns=["id", "name", COMMIT_TS]).to_pylist()
+    state = {
+        "rows": sorted([r["id"], r["name"], r[COMMIT_TS]] for r in rows),
+        "operations": sorted([h["version"], h["operation"]] for h in table.history()),
+    }
+    assert state == written["write"]
 
 
 def test_s3a_create_without_overwrite_is_not_atomic_but_a_conditional_create_is(written):

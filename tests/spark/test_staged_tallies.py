@@ -164,3 +164,22 @@ def test_a_new_staging_table_has_empty_tallies_without_a_read_and_counts_its_fir
     # The other sources of that warehouse stay empty; a later open reads the table.
     assert new.tally("other").partitions == {}
     assert Staging(spark, wh).tally("src").to_dict() == _derived(new)
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_a_failed_stage_leaves_the_tallies_as_the_table_has_them(spark, tmp_path, keep):
+    """A batch that fails (a bad line, raised inside its job): the tally is the table's,
+    and the next batch is staged on it."""
+    wh = str(tmp_path / "wh")
+    state = Staging(spark, wh)
+    state.stage("src", _batch(spark, state, FIRST), keep=keep)
+    first = state.tally("src").to_dict()
+    broken = _batch(spark, state, SECOND).withColumn(
+        "kind", F.when(F.col("offset") == 3, F.raise_error(F.lit("broken"))).otherwise("row")
+    )
+    with pytest.raises(Exception, match="broken"):
+        state.stage("src", broken, keep=keep)
+    assert state.tally("src").to_dict() == first == _derived(state)
+    state.stage("src", _batch(spark, state, SECOND), keep=keep)
+    assert state.tally("src").to_dict() == _derived(state)
+    assert Staging(spark, wh).tally("src").to_dict() == _derived(state)

@@ -199,26 +199,32 @@ class Staging:
         that differ (two records at one offset) are an error, and nothing of the batch stays
         staged."""
         before = self.tally(source)
-        # Forget the cached tally first: if anything below fails, the next batch must
-        # re-derive it from the table instead of re-reading what may have been staged.
-        self._tallies.pop(source, None)
         cols = [F.lit(source).alias("source"), *[F.col(quote(c)) for c in decoded.columns]]
         batch = decoded.select(*cols)
-        if keep:
-            increments = self._stage_kept(source, before, batch, may_repeat)
-        else:
-            increments = self._stage_then_count(source, before, batch, may_repeat)
-        after = before.copy()
-        staged = after.fold(increments)
+        try:
+            if keep:
+                increments = self._stage_kept(source, before, batch, may_repeat)
+            else:
+                increments = self._stage_then_count(source, before, batch, may_repeat)
+            after = before.copy()
+            staged = after.fold(increments)
+            if not keep:
+                nothing = self.spark.createDataFrame([], self.events().schema)
+                with (
+                    user_metadata(self.spark, self._carried_after(source, after)),
+                    session_confs(self.spark, RECORD_EMPTY_COMMIT),
+                ):
+                    nothing.write.format("delta").mode("append").save(self.events_path)
+        except BaseException:
+            # Whether the batch was committed is not known here: the next tally is read
+            # from the table again rather than re-reading what may have been staged. Until
+            # then (and while the batch is staged) the tally is `before`, which apply
+            # threads may read (`tally`), so it is only replaced, never absent.
+            self._tallies.pop(source, None)
+            self._stored = None
+            raise
         self._tallies[source] = after
         self.last_batch[source] = StagedBatch(source, before, tuple(increments))
-        if not keep:
-            nothing = self.spark.createDataFrame([], self.events().schema)
-            with (
-                user_metadata(self.spark, self._carried_after(source, after)),
-                session_confs(self.spark, RECORD_EMPTY_COMMIT),
-            ):
-                nothing.write.format("delta").mode("append").save(self.events_path)
         return staged
 
     def _stage_kept(
@@ -386,7 +392,9 @@ class Staging:
 
     def _carried(self) -> Carried:
         """The tallies of the table's newest commit that carries any (compactions carry
-        none: they change no event); empty and complete for a table never staged to."""
+        none: they change no event); empty and complete for a table never staged to. Read
+        once, and again after a failed stage: while a run holds the lease no other process
+        writes the table, and `_tallies` keeps every source this one staged since."""
         if self._stored is None:
             found = latest_user_metadata(self.spark, self.events_path, read_carried)
             self._stored = found or Carried({}, complete=self._new)
