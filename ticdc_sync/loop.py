@@ -78,6 +78,10 @@ class Settings:
     sources: Sequence[Source]
     workers: int  # targets applied at once (`schedule.apply_workers`)
     follow: bool = False
+    # --follow: the stager's rest between two polls, from the end of one to the start of
+    # the next. From the end, not the start: a poll slower than this (on cores the applies
+    # share) would otherwise follow the last at once, and staging would take a core for
+    # itself, slowing the applies and so every poll further (benchmarks/README.md).
     poll_seconds: float = 2.0
     # --follow: after this many polls, apply everything pending (as a plain run does) and
     # end. None: until stopped.
@@ -246,6 +250,7 @@ class _Loop:
         self.seen_errors: set[str] = set()
         self.source_retry: dict[str, tuple[int, float]] = {}  # unavailable: (count, at)
         self.next_trim = 0.0
+        self.next_poll = 0.0  # --follow: when the next poll may start (`Settings.poll_seconds`)
         self.trimmed: dict[str, int] = {}  # source -> the last bound trimmed to
         self.waits_noted: set[tuple[str, int]] = set()
         # Sync points: per source, the TSO its targets are being brought to (their rows
@@ -279,7 +284,6 @@ class _Loop:
 
     def _loop(self) -> None:
         s = self.s
-        next_poll = self.clock()
         while True:
             self._harvest()
             self._harvest_chore()
@@ -303,9 +307,8 @@ class _Loop:
                     self.next_trim = now + s.trim_every_seconds
                     if self._trim():
                         continue  # (a stager that runs inline has ended it)
-                if not self.polls_over and now >= next_poll:
+                if not self.polls_over and now >= self.next_poll:
                     self._start_poll(now)
-                    next_poll = now + s.poll_seconds
                     continue
             elif self.chore is None and level == 0 and not self.polls_over:
                 self._start_poll(now)  # a plain run's one poll
@@ -321,7 +324,7 @@ class _Loop:
                 continue
             # The stager's step in flight wakes the loop when it ends; the next poll waits
             # for it.
-            wake = next_poll if self.chore is None else None
+            wake = self.next_poll if self.chore is None else None
             nxt = self.sched.next_wake(self._candidates(), self._now_ms())
             if nxt is not None:
                 wake = nxt / 1000 if wake is None else min(wake, nxt / 1000)
@@ -434,6 +437,7 @@ class _Loop:
         if chore.future.cancelled():
             return
         if chore.kind == "stage":
+            self.next_poll = self.clock() + self.s.poll_seconds
             for o in chore.future.result():
                 self._staged(o, chore.at)
             self.polled = True

@@ -257,6 +257,25 @@ def test_applies_never_wait_for_a_slow_stage_the_next_target_goes_at_once() -> N
     assert res.code == 0
 
 
+def test_the_stager_rests_a_poll_interval_after_each_poll_however_long_it_took() -> None:
+    """A poll slower than the interval is not followed by the next at once: staging would
+    take a core for itself, away from the applies."""
+    clock = Clock(T0 + 2_000)
+    fake = Fake([Spec("a", lag_ms=0)], {"s": [batch(T0 + 1_000 * k) for k in range(1, 5)]}, clock)
+    starts: list[float] = []
+
+    def slow_stage(n, _source):
+        starts.append(clock.t)
+        if n % 2:
+            clock.t += 3.0  # odd polls take longer than the interval, even ones no time
+        return None
+
+    fake.stage_hook = slow_stage
+    run(fake, follow=True, poll=2.0, max_polls=4)
+    gaps = [round(b - a, 3) for a, b in zip(starts, starts[1:], strict=False)]
+    assert gaps == [5.0, 2.0, 5.0]
+
+
 # --------------------------------------------------------------------------- renames
 
 

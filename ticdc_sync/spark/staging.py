@@ -209,7 +209,10 @@ class Staging:
             after = before.copy()
             staged = after.fold(increments)
             if not keep:
-                nothing = self.spark.createDataFrame([], self.events().schema)
+                # No partition, so no task: a commit of nothing but the tallies.
+                nothing = self.spark.createDataFrame(
+                    self.spark.sparkContext.emptyRDD(), self.events().schema
+                )
                 with (
                     user_metadata(self.spark, self._carried_after(source, after)),
                     session_confs(self.spark, RECORD_EMPTY_COMMIT),
