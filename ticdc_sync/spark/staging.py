@@ -208,16 +208,6 @@ class Staging:
                 increments = self._stage_then_count(source, before, batch, may_repeat)
             after = before.copy()
             staged = after.fold(increments)
-            if not keep:
-                # No partition, so no task: a commit of nothing but the tallies.
-                nothing = self.spark.createDataFrame(
-                    self.spark.sparkContext.emptyRDD(), self.events().schema
-                )
-                with (
-                    user_metadata(self.spark, self._carried_after(source, after)),
-                    session_confs(self.spark, RECORD_EMPTY_COMMIT),
-                ):
-                    nothing.write.format("delta").mode("append").save(self.events_path)
         except BaseException:
             # Whether the batch was committed is not known here: the next tally is read
             # from the table again rather than re-reading what may have been staged. Until
@@ -261,9 +251,9 @@ class Staging:
     def _stage_then_count(
         self, source: str, before: SourceTally, batch: DataFrame, may_repeat: bool
     ) -> list:
-        """Stage `batch` in a commit carrying the tallies from before it, then aggregate it
-        back from the table (and stage its repeated positions once). Its aggregate rows;
-        the caller's next commit carries the tallies with them."""
+        """Stage `batch` in a commit carrying the tallies from before it, aggregate it back
+        from the table (and stage its repeated positions once), then commit nothing but the
+        tallies with it. Its aggregate rows."""
         earlier = to_user_metadata(
             {**self._others(source), **self._tallies, source: before}, own_events=False
         )
@@ -282,6 +272,17 @@ class Staging:
             once = self.events().where(since).dropDuplicates(list(POSITION))
             self._replace(since, earlier, once)
             increments = self._aggregate(self.events().where(since))
+        after = before.copy()
+        after.fold(increments)
+        # No partition, so no task: a commit of nothing but the tallies.
+        nothing = self.spark.createDataFrame(
+            self.spark.sparkContext.emptyRDD(), self.events().schema
+        )
+        with (
+            user_metadata(self.spark, self._carried_after(source, after)),
+            session_confs(self.spark, RECORD_EMPTY_COMMIT),
+        ):
+            nothing.write.format("delta").mode("append").save(self.events_path)
         return increments
 
     def _replace(self, where: str, carried: str, rows: DataFrame) -> None:
