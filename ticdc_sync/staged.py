@@ -160,9 +160,10 @@ class Carried:
     """The tallies one staging commit carries."""
 
     sources: dict[str, SourceTally]
-    # True: they count the commit's own events (every stage and trim commit written now);
-    # False: they end just before them (earlier versions), and the events staged after them
-    # must be aggregated and folded in.
+    # True: they count the commit's own events (a poll's stage, a trim, the commit after a
+    # catch-up batch's write); False: they end just before them (that write; every stage
+    # of earlier versions), and the events staged after them must be aggregated and folded
+    # in.
     complete: bool
 
 

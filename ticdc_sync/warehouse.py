@@ -86,7 +86,8 @@ def read_state(
 
 def _newest_tallies(events: LakeTable) -> tuple[dict[str, SourceTally], bool]:
     """The tallies the staging table's newest commit carries (`staged.Carried`), and whether
-    they count that commit's own events (False only for a commit of an earlier version)."""
+    they count that commit's own events (False for a commit of an earlier version, and for
+    a catch-up batch's write until the commit of its tallies follows)."""
     carried = events.newest_user_metadata(read_carried)
     if carried is None:
         return {}, False

@@ -98,6 +98,8 @@ def test_a_batch_read_back_after_its_write_is_followed_by_a_commit_of_its_tallie
     assert newest.complete and newest.sources["src"].to_dict() == expected
     assert history[0]["operationMetrics"]["numOutputRows"] == "0"
     assert not write.complete and write.sources["src"].to_dict() == before
+    tallies, complete = warehouse._newest_tallies(LakeTable(state.events_path))
+    assert complete and tallies["src"].to_dict() == expected
     monkeypatch.setattr(Staging, "_aggregate", _no_aggregate)
     assert Staging(spark, wh).tally("src").to_dict() == expected
 
