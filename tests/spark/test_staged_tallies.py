@@ -149,6 +149,29 @@ def test_a_commit_of_an_earlier_version_is_completed_from_the_events_after_its_t
     assert carried.sources["src"].to_dict() == fresh
 
 
+def test_a_batch_of_nothing_completes_an_earlier_version_s_tallies(spark, tmp_path):
+    """A warehouse an earlier version staged last, then a run with nothing new: its empty
+    batch commits the complete tallies (`plan` no longer notes the newest batch as not
+    counted); on a table whose tallies are complete, nothing new makes no commit."""
+    wh = str(tmp_path / "wh")
+    state = Staging(spark, wh)
+    before = state.tally("src")
+    older = json.dumps({STAGED_KEY: {"v": 1, "sources": {"src": before.to_dict()}}})
+    with user_metadata(spark, older):
+        _batch(spark, state, FIRST).select(F.lit("src").alias("source"), "*").write.format(
+            "delta"
+        ).mode("append").save(state.events_path)
+    table = LakeTable(state.events_path)
+    assert not warehouse._newest_tallies(table)[1]
+    upgraded = Staging(spark, wh)
+    upgraded.stage("src", _batch(spark, upgraded, []))
+    tallies, complete = warehouse._newest_tallies(LakeTable(state.events_path))
+    assert complete and tallies["src"].to_dict() == _derived(state)
+    version = LakeTable(state.events_path).version()
+    Staging(spark, wh).stage("src", _batch(spark, upgraded, []))
+    assert LakeTable(state.events_path).version() == version
+
+
 def test_a_new_staging_table_has_empty_tallies_without_a_read_and_counts_its_first_batch(
     spark, tmp_path, monkeypatch
 ):

@@ -240,10 +240,18 @@ class Staging:
                 batch = kept
             after = before.copy()
             after.fold(increments)
-            carried = self._carried_after(source, after)
+            tallies = self._tallies_after(source, after)
+            # A batch of nothing makes no commit (Delta skips it), unless the newest
+            # commit's tallies leave out its own batch (an earlier version's, or a
+            # catch-up's write whose tallies' commit never came): this one completes them.
+            complete = {} if increments or self._carried().complete else RECORD_EMPTY_COMMIT
             self._new = False
-            with user_metadata(self.spark, carried):
+            with (
+                user_metadata(self.spark, to_user_metadata(tallies)),
+                session_confs(self.spark, complete),
+            ):
                 batch.write.format("delta").mode("append").save(self.events_path)
+            self._stored = Carried(tallies, complete=True)
         finally:
             kept.unpersist()
         return increments
@@ -278,11 +286,13 @@ class Staging:
         nothing = self.spark.createDataFrame(
             self.spark.sparkContext.emptyRDD(), self.events().schema
         )
+        tallies = self._tallies_after(source, after)
         with (
-            user_metadata(self.spark, self._carried_after(source, after)),
+            user_metadata(self.spark, to_user_metadata(tallies)),
             session_confs(self.spark, RECORD_EMPTY_COMMIT),
         ):
             nothing.write.format("delta").mode("append").save(self.events_path)
+        self._stored = Carried(tallies, complete=True)
         return increments
 
     def _replace(self, where: str, carried: str, rows: DataFrame) -> None:
@@ -302,9 +312,9 @@ class Staging:
         aggregate where an earlier version's commit left out its own batch."""
         return {s: self.tally(s) for s in self._carried().sources if s != source}
 
-    def _carried_after(self, source: str, after: SourceTally) -> str:
-        """The userMetadata of a commit that brings `source` to `after`."""
-        return to_user_metadata({**self._others(source), **self._tallies, source: after})
+    def _tallies_after(self, source: str, after: SourceTally) -> dict[str, SourceTally]:
+        """The tallies of a commit that brings `source` to `after`."""
+        return {**self._others(source), **self._tallies, source: after}
 
     def trim(self, sources: list[str], source: str, upto_ts: int) -> int | None:
         """Delete `source`'s row, watermark and empty events with commit_ts <= `upto_ts`
