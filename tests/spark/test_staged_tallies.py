@@ -48,6 +48,16 @@ def _derived(state: Staging) -> dict:
     return t.to_dict()
 
 
+def _stage_as_an_earlier_version(state: Staging, before: SourceTally, rows) -> None:
+    """Stage `rows` for `src` as earlier versions did: a commit carrying the tallies from
+    before its batch (`before`), without `own_events`."""
+    older = json.dumps({STAGED_KEY: {"v": 1, "sources": {"src": before.to_dict()}}})
+    with user_metadata(state.spark, older):
+        _batch(state.spark, state, rows).select(F.lit("src").alias("source"), "*").write.format(
+            "delta"
+        ).mode("append").save(state.events_path)
+
+
 def _no_aggregate(self, events):
     raise AssertionError("the newest commit's tallies were not used")
 
@@ -129,11 +139,7 @@ def test_a_commit_of_an_earlier_version_is_completed_from_the_events_after_its_t
     state = Staging(spark, wh)
     state.stage("src", _batch(spark, state, FIRST))
     before = state.tally("src")
-    older = json.dumps({STAGED_KEY: {"v": 1, "sources": {"src": before.to_dict()}}})
-    with user_metadata(spark, older):
-        _batch(spark, state, SECOND).select(F.lit("src").alias("source"), "*").write.format(
-            "delta"
-        ).mode("append").save(state.events_path)
+    _stage_as_an_earlier_version(state, before, SECOND)
 
     tallies, complete = warehouse._newest_tallies(LakeTable(state.events_path))
     assert not complete and tallies["src"].to_dict() == before.to_dict()
@@ -156,11 +162,7 @@ def test_a_batch_of_nothing_completes_an_earlier_version_s_tallies(spark, tmp_pa
     wh = str(tmp_path / "wh")
     state = Staging(spark, wh)
     before = state.tally("src")
-    older = json.dumps({STAGED_KEY: {"v": 1, "sources": {"src": before.to_dict()}}})
-    with user_metadata(spark, older):
-        _batch(spark, state, FIRST).select(F.lit("src").alias("source"), "*").write.format(
-            "delta"
-        ).mode("append").save(state.events_path)
+    _stage_as_an_earlier_version(state, before, FIRST)
     table = LakeTable(state.events_path)
     assert not warehouse._newest_tallies(table)[1]
     upgraded = Staging(spark, wh)

@@ -1,12 +1,11 @@
 """What a Delta table's log says: whether it exists, its newest ticdc-sync marker, whether it has
-data files, its columns, and its newest commit (read from `_delta_log` files directly where
+data files, its columns, and its newest version (read from `_delta_log` files directly where
 that saves a Spark job or a query plan). Reads only; never writes a table. The one thing it
 removes is a log without a commit (`clear_uncommitted_log`), which is no table.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from collections.abc import Callable
@@ -16,7 +15,6 @@ from typing import TypeVar
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
-from ticdc_sync import store
 from ticdc_sync.locations import is_local, local_path
 from ticdc_sync.sqlgen import table_ref
 from ticdc_sync.window import Marker
@@ -150,19 +148,17 @@ def checksum_facts(location: str) -> TableFacts | None:
         return None
 
 
-def latest_commit(spark: SparkSession, location: str) -> tuple[int, str] | None:
-    """(version, SHA-256 of its commit file) of a Delta table's newest commit, or None (no
-    commit yet, a file that cannot be read). Commit files are never rewritten, so the pair
-    names one commit of one table, also across a table deleted and made anew. A local
-    table's log is listed; a remote table's newest version comes from Delta's history."""
+def newest_version(location: str) -> int | None:
+    """The version of a local table's newest commit file, or None (a remote table, no
+    commit yet, a log that cannot be listed)."""
     if not is_local(location):
-        rows = spark.sql(f"DESCRIBE HISTORY {table_ref(location)} LIMIT 1").collect()
-        return store.commit_key(location, int(rows[0]["version"])) if rows else None
-    found = _newest_log_file(location, ".json")
-    if found is None:
         return None
-    version, data = found
-    return version, hashlib.sha256(data).hexdigest()
+    try:
+        log = local_path(location) / "_delta_log"
+        versions = [int(f.name[:20]) for f in log.iterdir() if _is_commit_file(f.name)]
+    except OSError:
+        return None
+    return max(versions, default=None)
 
 
 def has_commit(location: str) -> bool | None:
@@ -190,15 +186,13 @@ def _is_log_entry(name: str) -> bool:
 def _newest_log_file(location: str, suffix: str) -> tuple[int, bytes] | None:
     """(version, bytes of `_delta_log/<version><suffix>`) for a local table's newest commit,
     or None: a remote table, no commit yet, a file that cannot be read."""
-    if not is_local(location):
+    version = newest_version(location)
+    if version is None:
         return None
-    log = local_path(location) / "_delta_log"
     try:
-        versions = [int(f.name[:20]) for f in log.iterdir() if _is_commit_file(f.name)]
-        if not versions:
-            return None
-        version = max(versions)
-        return version, (log / f"{version:020d}{suffix}").read_bytes()
+        return version, (
+            local_path(location) / "_delta_log" / f"{version:020d}{suffix}"
+        ).read_bytes()
     except OSError:
         return None
 

@@ -39,8 +39,8 @@ from ticdc_sync.spark.delta_log import (
     checksum_num_files,
     clear_uncommitted_log,
     has_commit,
-    latest_commit,
     latest_user_metadata,
+    newest_version,
 )
 from ticdc_sync.spark.labels import job_name, read_job
 from ticdc_sync.sqlgen import quote, sql_string, table_ref
@@ -129,8 +129,7 @@ class Staging:
         self._set_missing_properties(self.events_path, STAGED_PROPERTIES, facts)
         # Only its CREATE (version 0, no files): nothing was ever staged, so every source's
         # tally is empty, known without reading the table (a run on a new warehouse).
-        first = latest_commit(spark, self.events_path) if facts is not None else None
-        self._new = first is not None and first[0] == 0 and facts.files == 0
+        self._new = facts is not None and facts.files == 0 and newest_version(self.events_path) == 0
         if self._new:
             self._stored = Carried({}, complete=True)
         # Per source, what its newest `stage` added (`StagedBatch`), for the run loop.

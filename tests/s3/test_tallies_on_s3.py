@@ -1,18 +1,15 @@
-"""Small warehouse files on the local S3 server (ticdc_sync/store.py), and the staging
-tallies `plan` reads from an `s3a://` warehouse on another machine: the newest staging
-commit's, which count its own batch. No JVM.
+"""The staging tallies `plan` reads from an `s3a://` warehouse on the local S3 server, as on
+another machine: the newest staging commit's, which count its own batch. No JVM.
 """
 
 from __future__ import annotations
-
-import hashlib
 
 import pyarrow as pa
 import pytest
 from deltalake import CommitProperties, write_deltalake
 
 from tests.s3.helpers import STORAGE_ENV
-from ticdc_sync import store, warehouse
+from ticdc_sync import warehouse
 from ticdc_sync.lake import LakeTable, storage_options, table_uri
 from ticdc_sync.locations import state_location
 from ticdc_sync.staged import SourceTally, to_user_metadata
@@ -46,18 +43,6 @@ def _stage(location: str, carried: dict[str, SourceTally]) -> None:
             custom_metadata={"userMetadata": to_user_metadata(carried)}
         ),
     )
-
-
-def test_read_bytes_and_commit_key(server_env, s3_server, bucket):
-    loc = f"s3a://{bucket}/files/_ticdc_sync/x.json"
-    assert store.read_bytes(loc) is None
-    s3_server.put_object(bucket, "files/_ticdc_sync/x.json", b'{"a": 1}')
-    assert store.read_bytes(loc) == b'{"a": 1}'
-    table = f"s3a://{bucket}/files/t"
-    _stage(table, {})
-    log = s3_server.get_object(bucket, "files/t/_delta_log/00000000000000000000.json")
-    assert store.commit_key(table, 0) == (0, hashlib.sha256(log).hexdigest())
-    assert store.commit_key(table, 1) is None
 
 
 def test_plan_reads_the_newest_staging_commit_s_tallies_in_an_s3_warehouse(
