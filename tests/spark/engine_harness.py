@@ -5,7 +5,7 @@ Used by the engine's end-to-end tests: records are written as capture files (DES
 the project is loaded by the real loader and run by the real runner on the shared session.
 The crash tests (tests/spark/*_crash.py, tests/s3/test_example_on_s3.py) start `ticdc-sync`
 as a process of its own and SIGKILL it, JVM included (`run_and_kill`), at a moment drawn
-inside its work (`KillMoments`).
+inside its work (`KillPoints`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import base64
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 import threading
@@ -285,33 +284,41 @@ def run_and_kill(
     return CliRun(outcome, proc.pid, code, lines, took)
 
 
-def uninterrupted_seconds(root: Path) -> float:
-    """How long the real work of `run` takes (from `WORK_STARTED` to its exit) on a copy of
-    the project as it is now."""
-    copy = root.parent / (root.name + "-timing")
-    shutil.rmtree(copy, ignore_errors=True)
-    shutil.copytree(root, copy, symlinks=True)
-    try:
-        timed = run_and_kill(["run", "--project", str(copy)], delay=600)
-    finally:
-        shutil.rmtree(copy, ignore_errors=True)
-    assert timed.outcome == "finished" and timed.code == 0, str(timed)
-    return timed.seconds
+# Lines a run prints as its work moves from step to step: staging begins, staging is done,
+# the resolve, the applies begin, a target is applied (`ticdc_sync.spark.progress`,
+# `ticdc_sync.spark.batch`, the executor's line per target).
+STEP_LINES = (
+    ("progress: stage ",),
+    ("read+decode",),
+    ("progress: resolve",),
+    ("progress: apply (",),
+    ("apply ",),
+)
 
 
-class KillMoments:
-    """Delays after which to kill a run (from `WORK_STARTED`), each a random share (`low` to
-    `high`, from `rng`) of how long the real work of an uninterrupted run takes, so that the
-    kill lands inside the run however fast or loaded the machine is. That time is measured
-    once, at the first call, on a copy of the project (`uninterrupted_seconds`, a run of its
-    own); the later runs of the test reuse it."""
+@dataclass(frozen=True)
+class KillPoint:
+    """Kill a run `delay` seconds after it first prints a line starting with one of `lines`."""
 
-    def __init__(self, rng: random.Random, low: float, high: float) -> None:
-        self.rng, self.low, self.high = rng, low, high
-        self.seconds: float | None = None
+    lines: tuple[str, ...]
+    delay: float
 
-    def delay(self, root: Path) -> float:
-        share = self.rng.uniform(self.low, self.high)
-        if self.seconds is None:
-            self.seconds = uninterrupted_seconds(root)
-        return share * self.seconds
+
+class KillPoints:
+    """Where to kill runs: after one of the lines a run prints at a step of its work
+    (`STEP_LINES`, drawn from `rng`), plus a random delay of up to `spread` seconds, so that
+    a kill lands inside that step or the next however fast or loaded the machine is.
+    `first` leaves out the steps before it (for a kill once targets are being applied).
+
+    (A random share of an uninterrupted run's length would need a run of its own to time.)"""
+
+    def __init__(self, rng: random.Random, spread: float = 3.0, *, first: int = 0) -> None:
+        self.rng, self.spread, self.steps = rng, spread, STEP_LINES[first:]
+
+    def next(self) -> KillPoint:
+        return KillPoint(self.rng.choice(self.steps), self.rng.uniform(0.0, self.spread))
+
+
+def kill_at(args: Sequence[str], point: KillPoint, **kwargs) -> CliRun:
+    """`run_and_kill` at `point`."""
+    return run_and_kill(args, point.delay, started=point.lines, **kwargs)

@@ -3,9 +3,9 @@ moments: after each kill, targets read as of TSOs up to the resolved one equal t
 at those TSOs, and every sync point recorded (by any run, killed or not) names versions
 that hold exactly the upstream at its TSO.
 
-Uses the kill harness of the crash tests (`engine_harness.run_and_kill`: a `ticdc-sync run`
-process group killed at a random share of how long the same run takes uninterrupted,
-`KillMoments`).
+Uses the kill harness of the crash tests (`engine_harness.kill_at`: a `ticdc-sync run`
+process group killed a random delay after a line it prints at one of its steps,
+`KillPoints`).
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ import pytest
 
 from testkit.history import HistoryConfig, encode, generate
 from tests.spark.engine_harness import (
-    KillMoments,
+    STEP_LINES,
+    KillPoints,
     collect_each,
+    kill_at,
     load,
     make_project,
-    run_and_kill,
     write_captures,
 )
 from tests.spark.truth import assert_table_equals, schema_sql
@@ -83,24 +84,23 @@ def test_reads_and_sync_points_after_sigkill_equal_the_upstream(spark, tmp_path)
         defaults="sync_points: every 1s\n",
     )
     rng = random.Random(39)
-    moments = KillMoments(rng, 0.05, 0.8)
+    points = KillPoints(rng)
     txns = sorted({s.commit_ts for s in history.steps if s.kind == "txn"})
     outcomes, reads = [], 0
     # Each chunk's run is killed at a random moment; when every kill landed before the
     # targets existed (their creates come first, and a faster run puts more of its share
-    # there), one more run on what is staged, killed later in its work, so that what a
-    # kill leaves is read at least once.
-    late = KillMoments(rng, 0.5, 0.8)
-    rounds = [(chunk, moments) for chunk in enc.chunks(2)]
+    # there), one more run on what is staged, killed once a target is applied, so that
+    # what a kill leaves is read at least once.
+    late = KillPoints(rng, 1.0, first=len(STEP_LINES) - 1)
+    rounds = [(chunk, points) for chunk in enc.chunks(2)]
     while rounds:
         chunk, at = rounds.pop(0)
         if chunk:
             write_captures(root, "cdc", [(r.partition, r.offset, r.key, r.value) for r in chunk])
-        outcome = str(run_and_kill(["run", "--project", str(root)], at.delay(root)))
+        outcome = str(kill_at(["run", "--project", str(root)], at.next()))
         outcomes.append(outcome)
         reads += _reads_after_a_run(spark, load(root), history, txns, rng, outcome)
-        if not rounds and reads == 0 and at is moments:
-            late.seconds = moments.seconds  # the same run's length, measured once
+        if not rounds and reads == 0 and at is points:
             rounds.append(([], late))
     assert any(o.startswith("killed") for o in outcomes), outcomes
     project = load(root)

@@ -1,11 +1,11 @@
 """Killing `run` with SIGKILL (process group, JVM included) at random moments loses nothing.
 
-Each attempt runs `ticdc-sync run` in its own process group, waits for it to start working,
-kills that group and its JVM's at a random moment, and finally a clean run must leave tables
-equal to the generated history's truth: nothing lost, nothing doubled. The moment is a random
-share of how long the same run takes uninterrupted (timed on a copy of the project before
-the first kill), so that the kill lands inside the run however fast or loaded the machine is
-(`engine_harness.run_and_kill`, `KillMoments`).
+Each attempt runs `ticdc-sync run` in its own process group, kills that group and its JVM's
+at a random moment of its work, and finally a clean run must leave tables equal to the
+generated history's truth: nothing lost, nothing doubled. The moment is a random delay after
+a line the run prints at one of its steps (staging, resolve, applies), so that the kill lands
+inside the run however fast or loaded the machine is (`engine_harness.kill_at`,
+`KillPoints`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import pytest
 
 from testkit.history import HistoryConfig, encode, generate
 from tests.spark.engine_harness import (
-    KillMoments,
+    KillPoints,
+    kill_at,
     load,
     make_project,
     read_target,
@@ -43,14 +44,14 @@ def test_sigkill_at_random_moments_then_resume_equals_truth(spark, tmp_path):
         schema_sql=sql,
         tables='  - upstream: "app.*"\n    name: "{table}"\n',
     )
-    moments = KillMoments(random.Random(2024), 0.05, 0.7)
+    points = KillPoints(random.Random(2024))
     outcomes = []
     # Two chunks: the first run is killed while merging; the second while applying on top
     # of a half-applied target. Each kill lands at a random moment inside the run.
     for chunk in enc.chunks(2):
         write_captures(root, "cdc", [(r.partition, r.offset, r.key, r.value) for r in chunk])
         run = ["run", "--project", str(root)]
-        outcomes.append(str(run_and_kill(run, moments.delay(root))))
+        outcomes.append(str(kill_at(run, points.next())))
     assert any(o.startswith("killed") for o in outcomes), outcomes
     project = load(root)
     assert runner.run(project, spark=spark, out=lambda s: None) == 0, outcomes

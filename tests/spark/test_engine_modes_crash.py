@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from tests.spark.engine_harness import KillMoments, load, make_project, run_and_kill, write_captures
+from tests.spark.engine_harness import KillPoints, kill_at, load, make_project, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
 from tests.spark.test_engine_modes import ENTRIES, SCHEMA, check, messages, simulate
 from ticdc_sync.spark import runner
@@ -21,7 +21,7 @@ def test_sigkill_at_random_moments_then_resume_keeps_every_mode_exact(spark, tmp
     m = simulate(seed=23, steps=50)
     batches = messages(m, random.Random(9))
     root = make_project(tmp_path / "p", protocol="canal-json", schema_sql=SCHEMA, tables=ENTRIES)
-    moments = KillMoments(random.Random(2026), 0.1, 0.8)
+    points = KillPoints(random.Random(2026))
     outcomes = []
     offset = 0
     half = len(batches) // 2
@@ -39,7 +39,7 @@ def test_sigkill_at_random_moments_then_resume_keeps_every_mode_exact(spark, tmp
         offset += 1
         write_captures(root, "t", chunk)
         run = ["run", "--project", str(root)]
-        outcomes.append(str(run_and_kill(run, moments.delay(root))))
+        outcomes.append(str(kill_at(run, points.next())))
     assert any(o.startswith("killed") for o in outcomes), outcomes
     project = load(root)
     assert runner.run(project, spark=spark, out=lambda s: None) == 0, outcomes
