@@ -2,12 +2,15 @@
 
 Usage: python benchmarks/apply_cost.py [--tables 3,50] [--events 10000] [--reps 2]
                                       [--workers 1,2] [--shared-window alternate] [--jobs]
+                                      [--pass 1]
 
 The growth benchmark's `--follow`-sized batch (`growth.measure_tables`): a stream of
 `--events` row events over N tables (no DDL), pass 1 creates and fills the targets, pass 2 is
 the batch measured: `ticdc_sync.spark.runner.run` into the populated targets. Pass 2 runs
 `--reps` times, each on a fresh copy of the project as pass 1 left it, in one JVM (the first
-repetition pays more JIT compilation; compare the later ones).
+repetition pays more JIT compilation; compare the later ones). `--pass 1` measures pass 1
+instead, each repetition on a fresh copy of the project before any run: every target is
+created and gets its first rows (the tables row's 300-vs-3 runs are such first runs).
 
 For each repetition it prints, for the apply phase (from the first target's apply to the end
 of the last, after staging and the plan), per target on average:
@@ -55,6 +58,7 @@ import workload as W  # noqa: E402
 
 COMPONENTS = (
     "target session",
+    "create",
     "shared window",
     "target facts",
     "typing plan",
@@ -69,7 +73,7 @@ COMPONENTS = (
 
 
 # Components of an apply outside `TargetWriter.merge` (not part of its "other").
-OUTSIDE_MERGE = ("target session", "shared window", "state read back")
+OUTSIDE_MERGE = ("target session", "create", "shared window", "state read back")
 
 
 class Probe:
@@ -203,6 +207,7 @@ def instrument(spark) -> Probe:
     w = rows.TargetWriter
     p.wrap_merge_total(w)
     for name, comp in (
+        ("create", "create"),
         ("target_columns", "target facts"),
         ("typed_segment", "typing plan"),
         ("_handle_bad_values", "bad values"),
@@ -339,6 +344,15 @@ def main() -> None:
     )
     ap.add_argument("--jobs", action="store_true", help="list every job of the last repetition")
     ap.add_argument(
+        "--pass",
+        dest="measured",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="the pass measured: 2 (a batch into populated targets) or 1 (the first run, "
+        "which creates every target and writes its first rows)",
+    )
+    ap.add_argument(
         "--shared-window",
         choices=("off", "on", "alternate"),
         default="on",
@@ -368,9 +382,10 @@ def main() -> None:
             cap = W.ensure_captures(W.Params(events=a.events, passes=2, ddl_count=0, tables=n))
             base = R.make_project(tmp / f"t{n}", cap)
             lines: list[str] = []
-            if runner.run(load_project(base), spark=spark, out=lines.append) != 0:
-                raise SystemExit("pass 1 failed:\n" + "\n".join(lines))
-            R.point_captures(base, cap, 2)
+            if a.measured == 2:
+                if runner.run(load_project(base), spark=spark, out=lines.append) != 0:
+                    raise SystemExit("pass 1 failed:\n" + "\n".join(lines))
+                R.point_captures(base, cap, 2)
             for rep in range(a.reps * len(variants)):
                 workers, shared = variants[rep % len(variants)]
                 shared_window.SHARE_FROM = share_from if shared else 2**31
@@ -384,7 +399,7 @@ def main() -> None:
                 probe.reset()
                 lines = []
                 if runner.run(load_project(root), spark=spark, out=lines.append) != 0:
-                    raise SystemExit("pass 2 failed:\n" + "\n".join(lines))
+                    raise SystemExit(f"pass {a.measured} failed:\n" + "\n".join(lines))
                 time.sleep(2)  # the event log's listener is asynchronous
                 jobs = job_facts(event_dir)
                 label = ("shared window" if shared else "per-target reads") + (
@@ -392,7 +407,7 @@ def main() -> None:
                 )
                 last = rep >= (a.reps - 1) * len(variants)
                 summary.setdefault((n, label), []).append(
-                    report(n, rep, label, probe, probe.phase(), jobs, a.jobs and last)
+                    report(n, rep, label, probe, probe.phase(), jobs, a.jobs and last, a.measured)
                 )
                 shutil.rmtree(root, ignore_errors=True)
     spark.stop()
@@ -409,14 +424,21 @@ def main() -> None:
 
 
 def report(
-    n: int, rep: int, label: str, probe: Probe, phase: dict, jobs: dict, list_jobs: bool
+    n: int,
+    rep: int,
+    label: str,
+    probe: Probe,
+    phase: dict,
+    jobs: dict,
+    list_jobs: bool,
+    measured: int,
 ) -> dict:
     merges = probe.rows.get("(merge total)", [0, 0, 0, 0])[3]
     total = probe.rows.get("(merge total)", [0.0, 0.0, 0, 0])
     applied = probe.rows.get("(apply total)", [0.0, 0.0, 0, 0])
     per = applied[3] or 1  # figures are per target apply
     print(
-        f"\n## {n} tables, pass 2, repetition {rep + 1} ({label}): {applied[3]} target "
+        f"\n## {n} tables, pass {measured}, repetition {rep + 1} ({label}): {applied[3]} target "
         f"applies, {merges} row segments"
     )
     print(

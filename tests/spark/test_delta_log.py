@@ -1,14 +1,17 @@
 """What a table's version checksum says without the JVM (`delta_log.checksum_facts`) is what
 Delta says: the columns a read shows, and the files and bytes DESCRIBE DETAIL gives, after the
 commits a target sees (create, write, ADD COLUMN, a rename under column mapping, a delete);
-and no answer where there is no checksum to read."""
+and no answer where there is no checksum to read. The newest commit's information read from
+its file (`newest_commit_info`) is what DESCRIBE HISTORY shows of it."""
 
 from __future__ import annotations
 
 import pytest
 
-from ticdc_sync.spark.delta_log import checksum_facts
+from ticdc_sync.spark.conf import commit_marker
+from ticdc_sync.spark.delta_log import checksum_facts, newest_commit_info
 from ticdc_sync.sqlgen import table_ref
+from ticdc_sync.window import Marker
 
 pytestmark = pytest.mark.spark
 
@@ -48,6 +51,29 @@ def test_checksum_facts_are_what_delta_says(spark, tmp_path):
         crc.unlink()
     assert checksum_facts(loc) is None
     assert checksum_facts(str(tmp_path / "none")) is None
+
+
+def test_the_newest_commit_info_is_what_describe_history_shows(spark, tmp_path):
+    loc = str(tmp_path / "t")
+    ref = table_ref(loc)
+    assert newest_commit_info(loc) is None  # no table
+    spark.sql(f"CREATE TABLE {ref} (id BIGINT, v STRING) USING delta")
+    marker = Marker(42, 0, 0, 0)
+    for statement in (
+        f"INSERT INTO {ref} VALUES (1, 'a'), (2, 'b'), (3, NULL)",
+        f"UPDATE {ref} SET v = 'c' WHERE id = 3",
+        f"INSERT INTO {ref} SELECT id + 10, v FROM {ref}",
+    ):
+        with commit_marker(spark, marker):
+            spark.sql(statement)
+        info = newest_commit_info(loc)
+        shown = spark.sql(f"DESCRIBE HISTORY {ref} LIMIT 1").collect()[0]
+        assert info is not None and info["operation"] == shown["operation"]
+        assert info["userMetadata"] == shown["userMetadata"]
+        assert Marker.from_user_metadata(info["userMetadata"]) == marker
+        assert info["operationMetrics"] == shown["operationMetrics"], statement
+    assert info["operationMetrics"]["numOutputRows"] == "3"
+    assert newest_commit_info("s3a://bucket/t") is None  # remote: asked of Delta
 
 
 def test_a_create_killed_before_its_first_commit_is_done_again(spark, tmp_path):

@@ -1,5 +1,5 @@
 """What a Delta table's log says: whether it exists, its newest ticdc-sync marker, whether it has
-data files, its columns, and its newest version (read from `_delta_log` files directly where
+data files, its columns, its newest version and that commit's information (read from `_delta_log` files directly where
 that saves a Spark job or a query plan). Reads only; never writes a table. The one thing it
 removes is a log without a commit (`clear_uncommitted_log`), which is no table.
 """
@@ -159,6 +159,24 @@ def newest_version(location: str) -> int | None:
     except OSError:
         return None
     return max(versions, default=None)
+
+
+def newest_commit_info(location: str) -> dict | None:
+    """The `commitInfo` action of a local table's newest commit (`operation`,
+    `operationMetrics` with string values, `userMetadata`, ...), or None where it cannot be
+    read without Spark: a remote table, no commit, a commit without one. What `DESCRIBE
+    HISTORY ... LIMIT 1` shows, without its job."""
+    found = _newest_log_file(location, ".json")
+    if found is None:
+        return None
+    for line in found[1].splitlines():
+        try:
+            action = json.loads(line)
+        except ValueError:
+            return None
+        if isinstance(action, dict) and isinstance(action.get("commitInfo"), dict):
+            return action["commitInfo"]
+    return None
 
 
 def has_commit(location: str) -> bool | None:

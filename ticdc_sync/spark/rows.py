@@ -38,6 +38,7 @@ from ticdc_sync.spark.delta_log import (
     checksum_facts,
     clear_uncommitted_log,
     data_size,
+    newest_commit_info,
     table_exists,
     target_marker,
 )
@@ -643,11 +644,15 @@ _CHANGED = ("num_affected_rows", "num_inserted_rows", "num_updated_rows", "num_d
 def inserted_rows(spark: SparkSession, location: str, marker: Marker) -> dict[str, int]:
     """The row count of the commit just made by an INSERT carrying `marker` (its Delta
     operation metrics); 0 when the newest commit is not that one: Delta makes no commit
-    for an INSERT of no rows."""
-    last = spark.sql(f"DESCRIBE HISTORY {table_ref(location)} LIMIT 1").collect()[0]
-    if Marker.from_user_metadata(last["userMetadata"]) != marker:
+    for an INSERT of no rows. A local table's commit file is read as it is (a job per
+    append otherwise, for every target of a first run)."""
+    info = newest_commit_info(location)
+    if info is None:
+        last = spark.sql(f"DESCRIBE HISTORY {table_ref(location)} LIMIT 1").collect()[0]
+        info = {"userMetadata": last["userMetadata"], "operationMetrics": last["operationMetrics"]}
+    if Marker.from_user_metadata(info.get("userMetadata")) != marker:
         return {"num_inserted_rows": 0}
-    metrics = last["operationMetrics"] or {}
+    metrics = info.get("operationMetrics") or {}
     return {"num_inserted_rows": int(metrics.get("numOutputRows") or 0)}
 
 
