@@ -11,6 +11,8 @@ the batch measured: `ticdc_sync.spark.runner.run` into the populated targets. Pa
 repetition pays more JIT compilation; compare the later ones). `--pass 1` measures pass 1
 instead, each repetition on a fresh copy of the project before any run: every target is
 created and gets its first rows (the tables row's 300-vs-3 runs are such first runs).
+A large shared window read in groups of targets (`shared_window.split`) copies a group's
+tables out when the group's first target asks: that copy is counted in its typing plan.
 
 For each repetition it prints, for the apply phase (from the first target's apply to the end
 of the last, after staging and the plan), per target on average:

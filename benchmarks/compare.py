@@ -2,6 +2,7 @@
 
 Usage: python benchmarks/compare.py --rev 8e61a90 [--rev ...] [--events 1000000]
                                     [--tables 2] [--rounds 2] [--seed] [--jobs]
+       python benchmarks/compare.py --jvm "c1=-XX:TieredStopAtLevel=1" [--jvm ...]
 
 The capture is a catch-up of `--events` row events (Canal-JSON with the TiDB extension, 6
 partitions, no DDL) over `--tables` tables, made by `workload.py` (cached under
@@ -24,6 +25,8 @@ tables; stage; resolve + plan; each target's apply; retention + exit), where
 jobs, which a busy host inflates far less than wall time. Each target's inserted rows
 are checked against the generator's live rows. Then the median of each figure per code
 and its ratio to the first `--rev`. `--jobs` also lists every Spark job of each run.
+`--jvm LABEL=OPTIONS` adds this checkout's code run with those JVM options
+(`SPARK_SUBMIT_OPTS`, which the driver's JVM starts with) as one more code to compare.
 Not part of the test suite; it measures, and compares only within one session.
 """
 
@@ -65,6 +68,7 @@ DONE_RE = re.compile(r"done: .* in ([\d.]+)s")
 class Code:
     label: str
     path: Path
+    env: dict[str, str] = field(default_factory=dict)  # set for its runs
 
 
 @dataclass
@@ -217,7 +221,7 @@ def run_once(code: Code, cap: W.Capture, n: int, seed: bool) -> Result:
     for d in (root, event_log):
         shutil.rmtree(d, ignore_errors=True)
     make_project(root, cap, event_log, seed)
-    env = {**os.environ, "PYTHONPATH": str(code.path)}
+    env = {**os.environ, "PYTHONPATH": str(code.path), **code.env}
     env.pop("PYSPARK_GATEWAY_PORT", None)
     load0 = os.getloadavg()[0]
     started = time.time()
@@ -350,8 +354,15 @@ def main() -> None:
     ap.add_argument(
         "--rev",
         action="append",
-        required=True,
+        default=[],
         help="commit (or folder holding ticdc_sync/) to compare with; repeat for more",
+    )
+    ap.add_argument(
+        "--jvm",
+        action="append",
+        default=[],
+        metavar="LABEL=OPTIONS",
+        help="this checkout run with these JVM options (SPARK_SUBMIT_OPTS); repeat for more",
     )
     ap.add_argument("--events", type=int, default=1_000_000, help="row events (1,000,000)")
     ap.add_argument("--tables", type=int, default=2, help="tables, one target each (2)")
@@ -359,12 +370,21 @@ def main() -> None:
     ap.add_argument("--seed", action="store_true", help="with the schema/*.sql seed")
     ap.add_argument("--jobs", action="store_true", help="also list every Spark job of each run")
     a = ap.parse_args()
+    if not a.rev and not a.jvm:
+        ap.error("give --rev or --jvm (or both)")
     WORK.mkdir(parents=True, exist_ok=True)
-    codes = [*(export(r) for r in a.rev), this_checkout()]
+    here = this_checkout()
+    jvm = [
+        Code(label, here.path, {"SPARK_SUBMIT_OPTS": opts})
+        for label, _, opts in (x.partition("=") for x in a.jvm)
+    ]
+    codes = [*(export(r) for r in a.rev), here, *jvm]
     cap = W.ensure_captures(W.Params(events=a.events, passes=1, ddl_count=0, tables=a.tables))
     records = cap.meta["passes"][0]["records"]
     print(
-        f"# ticdc-sync run: {', '.join(c.label for c in codes)} (the last: this checkout); "
+        f"# ticdc-sync run: {', '.join(c.label for c in codes)} (this checkout: {here.label}"
+        + "".join(f"; {c.label}: it with {c.env['SPARK_SUBMIT_OPTS']}" for c in jvm)
+        + "); "
         f"{a.events:,} row events ({records:,} records) over {a.tables} tables, "
         f"{'with' if a.seed else 'no'} schema seed, {a.rounds} rounds; {os.cpu_count()} "
         f"cores, load {os.getloadavg()[0]:.1f} at the start",

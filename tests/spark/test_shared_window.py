@@ -7,6 +7,8 @@ the copy: generated histories with key moves, deletes, re-inserts and replays, i
 runs (so windows start past zero), must equal their truth; the side-by-side history with
 an ADD COLUMN and a blocked target must end with the same rows and the same commits as the
 same history applied without copies; and every copy is dropped by the end of each run.
+With `split`, every copy is also read in groups of targets (`SPLIT_ROWS` 0, `SPLIT_FROM`
+2), as a large one is, and the same must hold.
 """
 
 from __future__ import annotations
@@ -18,14 +20,15 @@ from tests.spark.engine_harness import load, make_project, read_target, write_ca
 from tests.spark.test_engine_fanout import TABLES, commits, land
 from tests.spark.truth import assert_table_equals, schema_sql
 from ticdc_sync.spark import runner, shared_window
-from ticdc_sync.spark.shared_window import Windows
+from ticdc_sync.spark.shared_window import SharedWindow, Windows, split
 
 pytestmark = pytest.mark.spark
 
 
-def share(monkeypatch, share_from: int) -> list[Windows]:
+def share(monkeypatch, share_from: int, groups: list[str] | None = None) -> list[Windows]:
     """From now on every engine shares a copy among `share_from` or more targets due
-    together; returns each engine's `Windows`."""
+    together; returns each engine's `Windows`. `groups` given: every copy is read in
+    groups of targets, and each group copy made is named in `groups`."""
     made: list[Windows] = []
     init = Windows.__init__
 
@@ -35,6 +38,18 @@ def share(monkeypatch, share_from: int) -> list[Windows]:
 
     monkeypatch.setattr(shared_window, "SHARE_FROM", share_from)
     monkeypatch.setattr(Windows, "__init__", recorded)
+    if groups is not None:
+        monkeypatch.setattr(shared_window, "SPLIT_ROWS", 0)
+        monkeypatch.setattr(shared_window, "SPLIT_FROM", 2)
+        group_view = SharedWindow._group_view
+
+        def counted(self, spark, group):
+            view = group_view(self, spark, group)
+            if view is not None and view not in groups:
+                groups.append(view)
+            return view
+
+        monkeypatch.setattr(SharedWindow, "_group_view", counted)
     return made
 
 
@@ -47,11 +62,16 @@ def no_copies_left(spark, made: list[Windows]) -> None:
     assert not [n for n in names if n.startswith("__ticdc_sync")]
 
 
-@pytest.mark.parametrize("protocol", ["canal-json", "open-protocol"])
+@pytest.mark.parametrize(
+    ("protocol", "split_copies"),
+    [("canal-json", False), ("open-protocol", False), ("canal-json", True)],
+    ids=["canal-json", "open-protocol", "canal-json-groups"],
+)
 def test_histories_through_a_shared_window_equal_their_truth(
-    spark, tmp_path, protocol, monkeypatch
+    spark, tmp_path, protocol, split_copies, monkeypatch
 ):
-    made = share(monkeypatch, 1)
+    groups: list[str] = []
+    made = share(monkeypatch, 1, groups if split_copies else None)
     history = generate(
         HistoryConfig(seed=11, transactions=60, partitions=3, dispatch="index-value", ddl_count=0)
     )
@@ -70,6 +90,7 @@ def test_histories_through_a_shared_window_equal_their_truth(
         write_captures(root, "cdc", [(r.partition, r.offset, r.key, r.value) for r in chunk])
         assert runner.run(project, spark=spark, out=lambda s: None) == 0
     assert sum(w.built for w in made) >= 3  # one per run at least
+    assert bool(groups) == split_copies, groups
     for qualified, truth in enc.truth.items():
         schema = enc.schemas[qualified]
         rows = read_target(spark, project, schema.table, ",".join(schema.handle_key()))
@@ -77,18 +98,41 @@ def test_histories_through_a_shared_window_equal_their_truth(
     no_copies_left(spark, made)
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_a_shared_window_lands_what_staging_reads_land(spark, tmp_path, monkeypatch, workers):
+@pytest.mark.parametrize(
+    ("workers", "split_copies"), [(1, False), (2, False), (2, True)], ids=["1", "2", "2-groups"]
+)
+def test_a_shared_window_lands_what_staging_reads_land(
+    spark, tmp_path, monkeypatch, workers, split_copies
+):
     plain_made = share(monkeypatch, 10**6)  # no copies: every target reads the staging table
     p1, code1, _ = land(spark, tmp_path, "plain", [], workers=workers)
     assert sum(w.built for w in plain_made) == 0
 
-    made = share(monkeypatch, 2)
+    groups: list[str] = []
+    made = share(monkeypatch, 2, groups if split_copies else None)
     p2, code2, _ = land(spark, tmp_path, "shared", [], workers=workers)
 
     assert sum(w.built for w in made) >= 1
+    assert bool(groups) == split_copies, groups
     assert code1 == code2 == 1  # `c` is blocked in both
     for name in TABLES:
         assert read_target(spark, p1, name, "id") == read_target(spark, p2, name, "id"), name
         assert commits(spark, p1, name) == commits(spark, p2, name), name
     no_copies_left(spark, made)
+
+
+def test_a_large_copy_is_read_in_about_sqrt_t_groups_of_targets():
+    tables_of = {f"t{i:03d}": {("db", f"t{i:03d}")} for i in range(100)}
+    tables_of["shards"] = {("db", "s1"), ("db", "s2")}  # one target of two upstream tables
+    tables_of["none"] = set()  # no row segment: in no group
+    groups, group_of = split(shared_window.SPLIT_ROWS, tables_of)
+    assert len(groups) == 11 and max(len(g) for g in groups) <= 11
+    assert set(group_of) == set(tables_of) - {"none"}
+    for target, tables in tables_of.items():
+        if tables:
+            assert tables <= groups[group_of[target]], target
+    # Every table in exactly one group here (no two targets share one).
+    assert sum(len(g) for g in groups) == 102
+    assert split(shared_window.SPLIT_ROWS - 1, tables_of) == ([], {})
+    few = {t: tables_of[t] for t in sorted(tables_of)[: shared_window.SPLIT_FROM - 1]}
+    assert split(10**9, few) == ([], {})

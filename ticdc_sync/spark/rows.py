@@ -167,7 +167,7 @@ class TargetWriter:
         # scan and its planning per target (benchmarks/README.md). Same filter either way.
         window = self.window
         staged = (
-            window.events(self.spark)
+            window.events(self.spark, self.name, step)
             if window is not None and window.covers(step)
             else self.state.staging.events(self.spark)
         )

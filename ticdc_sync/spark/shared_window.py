@@ -17,6 +17,15 @@ of the round that needs it, dropped when the last target that may use it is done
 end of the run (`Windows.close`); never written to the warehouse, so a run killed between two
 targets leaves nothing of it behind.
 
+A large copy is read in groups: each target filters every row of the copy it reads, so T
+targets over a window of N events read T x N rows, which for a catch-up of a million events
+over a hundred tables was most of each target's apply. When a copy holds at least
+`SPLIT_ROWS` events for at least `SPLIT_FROM` targets, the targets are split into about
+sqrt(T) groups, and each group's first apply copies the group's own tables out of the copy
+(one job over it); the group's targets then read that smaller copy. About 2 x sqrt(T) x N
+rows are read instead of T x N. The same rows either way: a group copy is the copy's events
+of the group's tables.
+
 `Windows` is the engine's side (`spark.engine.SparkEngine.apply`): the run loop tells each
 apply which targets of its source are due with it (`engine.ApplyJob.peers`); the first apply
 whose segments no current copy covers builds one for all of them, when at least
@@ -26,13 +35,14 @@ apply or when.
 
 from __future__ import annotations
 
+import math
 import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from ticdc_sync.events import KIND_ROW
@@ -49,18 +59,38 @@ Table = tuple[str, str]  # (db, tbl) as staged
 # targets the copy measured no slower than their 3 scans (`benchmarks/apply_cost.py`,
 # benchmarks/README.md); for 1 or 2 it has little to save, and it was not measured there.
 SHARE_FROM = 3
+# A copy of at least SPLIT_ROWS events shared by at least SPLIT_FROM targets is read in
+# groups of targets. Below it a target's scan of the whole copy costs little next to the
+# fixed cost of a job that copies its group's tables out (a --follow poll's window of a
+# few thousand events: about a tenth of a second per target).
+SPLIT_ROWS = 200_000
+SPLIT_FROM = 8
 
 
 class SharedWindow:
-    """The staged row events of some tables over some commit_ts ranges, read once."""
+    """The staged row events of some tables over some commit_ts ranges, read once; read in
+    groups of targets when it is large (`groups`)."""
 
     def __init__(
-        self, spark: SparkSession, view: str, copy: DataFrame, spans: Mapping[Table, list[Window]]
+        self,
+        spark: SparkSession,
+        view: str,
+        copy: DataFrame,
+        spans: Mapping[Table, list[Window]],
+        groups: Sequence[frozenset[Table]] = (),
+        group_of: Mapping[str, int] | None = None,
     ) -> None:
         self._spark = spark
         self.view = view
         self._copy = copy
         self.spans = spans
+        self.groups = list(groups)  # each group's tables
+        self._group_of = dict(group_of or {})  # target -> its group
+        self._group_views: dict[int, str] = {}
+        self._group_copies: dict[int, DataFrame] = {}
+        self._locks = [threading.Lock() for _ in self.groups]
+        self._lock = threading.Lock()
+        self._dropped = False
 
     @classmethod
     def build(
@@ -69,10 +99,12 @@ class SharedWindow:
         state: State,
         source: str,
         windows: Mapping[Table, Iterable[Window]],
+        tables_of: Mapping[str, set[Table]] | None = None,
     ) -> SharedWindow | None:
         """Copy the staged row events of `source` for each upstream (db, tbl) inside its
         windows; None when there is nothing to share (no windows). One Spark job (plus the
-        staging table's file skipping)."""
+        staging table's file skipping). `tables_of`: the tables each target sharing it
+        reads, from which a large copy's groups are made (`split`)."""
         spans = {t: sorted({w for w in ws if w[1] > w[0]}) for t, ws in windows.items()}
         spans = {t: ws for t, ws in spans.items() if ws}
         if not spans:
@@ -95,12 +127,15 @@ class SharedWindow:
         ev = ev.where(
             reduce(lambda a, b: a | b, (_inside(ts, ws) for ws, ts in by_windows.items()))
         )
+        counted = Observation()
+        ev = ev.observe(counted, F.count(F.lit(1)).alias("rows"))
         view = f"__ticdc_sync_window_{uuid.uuid4().hex}"
         with job_name(spark, f"ticdc-sync: shared window of {source}"):
             # On local disk, as a MERGE source copy: a window has no size bound.
             copy = ev.localCheckpoint(eager=True, storageLevel=SOURCE_COPY)
         copy.createGlobalTempView(view)
-        return cls(spark, view, copy, spans)
+        groups, group_of = split(_rows(counted), tables_of or {})
+        return cls(spark, view, copy, spans, groups, group_of)
 
     def covers(self, step: Rows) -> bool:
         """Whether the copy holds every staged row event `step` reads: each of its tables
@@ -110,21 +145,101 @@ class SharedWindow:
             for t in step.tables
         )
 
-    def events(self, spark: SparkSession) -> DataFrame:
-        """The copied events, read in `spark` (a target's own session)."""
+    def events(
+        self, spark: SparkSession, target: str | None = None, step: Rows | None = None
+    ) -> DataFrame:
+        """The copied events, read in `spark` (a target's own session): for `target`'s
+        `step`, its group's copy when the copy is read in groups (made by the first of the
+        group to ask), else the whole copy."""
         db = spark.conf.get("spark.sql.globalTempDatabase", "global_temp")
+        group = self._group_of.get(target) if target is not None else None
+        if group is not None and step is not None:
+            mine = self.groups[group]
+            if all((t.db, t.table) in mine for t in step.tables):
+                view = self._group_view(spark, group)
+                if view is not None:
+                    return spark.table(f"`{db}`.`{view}`")
         return spark.table(f"`{db}`.`{self.view}`")
 
+    def _group_view(self, spark: SparkSession, group: int) -> str | None:
+        """The global view of `group`'s copy, made now in `spark` (the asking target's
+        session) if it is not yet; None: the window was dropped meanwhile."""
+        with self._locks[group]:
+            with self._lock:
+                if self._dropped:
+                    return None
+                view = self._group_views.get(group)
+            if view is not None:
+                return view
+            db = spark.conf.get("spark.sql.globalTempDatabase", "global_temp")
+            whole = spark.table(f"`{db}`.`{self.view}`")
+            with job_name(spark, "ticdc-sync: shared window, a group's tables"):
+                copy = whole.where(_listed(sorted(self.groups[group]))).localCheckpoint(
+                    eager=True, storageLevel=SOURCE_COPY
+                )
+            view = f"__ticdc_sync_window_{uuid.uuid4().hex}"
+            copy.createGlobalTempView(view)
+            with self._lock:
+                if self._dropped:  # dropped while the copy was made: not kept
+                    self._spark.catalog.dropGlobalTempView(view)
+                    drop_checkpoint(copy)
+                    return None
+                self._group_views[group] = view
+                self._group_copies[group] = copy
+            return view
+
     def drop(self) -> None:
-        """Forget the view and free the copy's disk blocks now."""
+        """Forget the views and free the copies' disk blocks now."""
+        with self._lock:
+            self._dropped = True
+            groups = list(self._group_views.items())
+            self._group_views.clear()
         self._spark.catalog.dropGlobalTempView(self.view)
         drop_checkpoint(self._copy)
+        for group, view in groups:
+            self._spark.catalog.dropGlobalTempView(view)
+            drop_checkpoint(self._group_copies.pop(group))
+
+
+def _rows(counted: Observation) -> int:
+    """Rows a copy's job counted (0 where Spark knew the copy empty and ran no count)."""
+    try:
+        return int(counted.get["rows"] or 0)
+    except Exception:  # noqa: BLE001 - never filled: an empty relation, counting node and all
+        return 0
+
+
+def split(
+    rows: int, tables_of: Mapping[str, set[Table]]
+) -> tuple[list[frozenset[Table]], dict[str, int]]:
+    """The groups a copy of `rows` events shared by the targets of `tables_of` is read in:
+    each group's tables, and each target's group. No groups (`([], {})`) for a copy below
+    `SPLIT_ROWS` or shared by fewer than `SPLIT_FROM` targets. About sqrt(T) groups of
+    targets in name order, which balances the groups' copies (each a read of the whole
+    copy) against the targets' reads (each of its group's share)."""
+    targets = sorted(t for t, tables in tables_of.items() if tables)
+    if rows < SPLIT_ROWS or len(targets) < SPLIT_FROM:
+        return [], {}
+    n = math.isqrt(len(targets) - 1) + 1  # ceil(sqrt(T))
+    size = math.ceil(len(targets) / n)
+    groups: list[frozenset[Table]] = []
+    group_of: dict[str, int] = {}
+    for i in range(0, len(targets), size):
+        members = targets[i : i + size]
+        group_of.update((t, len(groups)) for t in members)
+        groups.append(frozenset(x for t in members for x in tables_of[t]))
+    return groups, group_of
+
+
+def _listed(tables: Sequence[Table]) -> Column:
+    """Events of one of `tables`."""
+    table = F.struct(F.col("db"), F.col("tbl"))
+    return table.isin([F.struct(F.lit(db), F.lit(tbl)) for db, tbl in tables])
 
 
 def _inside(tables: list[Table], windows: Iterable[Window]) -> Column:
     """Events of one of `tables` with a commit_ts inside one of `windows`."""
-    table = F.struct(F.col("db"), F.col("tbl"))
-    listed = table.isin([F.struct(F.lit(db), F.lit(tbl)) for db, tbl in tables])
+    listed = _listed(tables)
     ranges = reduce(
         lambda a, b: a | b,
         ((F.col("commit_ts") > lo) & (F.col("commit_ts") <= hi) for lo, hi in windows),
@@ -210,6 +325,10 @@ class Windows:
                 self._state,
                 source,
                 segments(s for steps in wanted.values() for s in steps),
+                {
+                    n: {(t.db, t.table) for s in steps for t in s.tables}
+                    for n, steps in wanted.items()
+                },
             )
             if window is None:
                 return None
