@@ -1,7 +1,8 @@
 """What a Delta table's log says: whether it exists, its newest ticdc-sync marker, whether it has
-data files, its columns, its newest version and that commit's information (read from `_delta_log` files directly where
-that saves a Spark job or a query plan). Reads only; never writes a table. The one thing it
-removes is a log without a commit (`clear_uncommitted_log`), which is no table.
+data files, its columns, its newest version and that commit's information (read from
+`_delta_log` files directly where that saves a Spark job or a query plan). Reads only;
+never writes a table. The one thing it removes is a log without a commit
+(`clear_uncommitted_log`), which is no table.
 """
 
 from __future__ import annotations

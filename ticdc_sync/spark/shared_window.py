@@ -60,9 +60,10 @@ Table = tuple[str, str]  # (db, tbl) as staged
 # benchmarks/README.md); for 1 or 2 it has little to save, and it was not measured there.
 SHARE_FROM = 3
 # A copy of at least SPLIT_ROWS events shared by at least SPLIT_FROM targets is read in
-# groups of targets. Below it a target's scan of the whole copy costs little next to the
-# fixed cost of a job that copies its group's tables out (a --follow poll's window of a
-# few thousand events: about a tenth of a second per target).
+# groups of targets. A target's scan of a million copied events measured about half a
+# CPU-second (benchmarks/README.md), so at 200,000 about a tenth: what a group's copy job
+# costs. Below that, and for a --follow poll's few thousand events, the groups' jobs would
+# cost more than they save.
 SPLIT_ROWS = 200_000
 SPLIT_FROM = 8
 
