@@ -152,15 +152,14 @@ class SharedWindow:
         """The copied events, read in `spark` (a target's own session): for `target`'s
         `step`, its group's copy when the copy is read in groups (made by the first of the
         group to ask), else the whole copy."""
-        db = spark.conf.get("spark.sql.globalTempDatabase", "global_temp")
         group = self._group_of.get(target) if target is not None else None
         if group is not None and step is not None:
             mine = self.groups[group]
             if all((t.db, t.table) in mine for t in step.tables):
                 view = self._group_view(spark, group)
                 if view is not None:
-                    return spark.table(f"`{db}`.`{view}`")
-        return spark.table(f"`{db}`.`{self.view}`")
+                    return _global_view(spark, view)
+        return _global_view(spark, self.view)
 
     def _group_view(self, spark: SparkSession, group: int) -> str | None:
         """The global view of `group`'s copy, made now in `spark` (the asking target's
@@ -172,8 +171,7 @@ class SharedWindow:
                 view = self._group_views.get(group)
             if view is not None:
                 return view
-            db = spark.conf.get("spark.sql.globalTempDatabase", "global_temp")
-            whole = spark.table(f"`{db}`.`{self.view}`")
+            whole = _global_view(spark, self.view)
             with job_name(spark, "ticdc-sync: shared window, a group's tables"):
                 copy = whole.where(_listed(sorted(self.groups[group]))).localCheckpoint(
                     eager=True, storageLevel=SOURCE_COPY
@@ -200,6 +198,12 @@ class SharedWindow:
         for group, view in groups:
             self._spark.catalog.dropGlobalTempView(view)
             drop_checkpoint(self._group_copies.pop(group))
+
+
+def _global_view(spark: SparkSession, view: str) -> DataFrame:
+    """A copy's global temporary view, read in `spark`."""
+    db = spark.conf.get("spark.sql.globalTempDatabase", "global_temp")
+    return spark.table(f"`{db}`.`{view}`")
 
 
 def _rows(counted: Observation) -> int:
