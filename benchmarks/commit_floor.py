@@ -42,19 +42,27 @@ sys.path.insert(0, str(HERE.parent))
 
 import run as R  # noqa: E402
 
-from ticdc_sync.spark.conf import INTERPRETED  # noqa: E402
+from ticdc_sync.spark.conf import INTERPRETED, session_confs  # noqa: E402
+from ticdc_sync.spark.rows import (  # noqa: E402
+    ADAPTIVE,
+    MATERIALIZE,
+    MERGE_DELETION_VECTORS,
+    SHUFFLE_PARTITIONS,
+)
+from ticdc_sync.sqlgen import table_ref  # noqa: E402
 
+# The settings `TargetWriter.merge` gives a small target's MERGE of a one-partition source.
 SMALL_MERGE = {
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.shuffle.partitions": "1",
-    "spark.databricks.delta.merge.deletionVectors.persistent": "false",
-    "spark.databricks.delta.merge.materializeSource": "none",
+    ADAPTIVE: "false",
+    SHUFFLE_PARTITIONS: "1",
+    MERGE_DELETION_VECTORS: "false",
+    MATERIALIZE: "none",
     **INTERPRETED,
 }
 
 
 def _ref(path: Path) -> str:
-    return f"delta.`{path}`"
+    return table_ref(str(path))
 
 
 def _make_tables(spark, root: Path, tables: int, rows: int) -> list[Path]:
@@ -167,18 +175,14 @@ def _variant(spark, name: str, paths: list[Path], sources: list, rnd: int, root:
             ).collect()
         elif name == "append":
             src.where("name LIKE 'r%' AND v >= 0").createOrReplaceTempView("floor_src")
-            for k, v in INTERPRETED.items():
-                spark.conf.set(k, v)
-            spark.sql(
-                f"INSERT INTO {_ref(path)} SELECT id + 1000000000, name, v, _commit_ts "
-                "FROM floor_src"
-            ).collect()
+            with session_confs(spark, INTERPRETED):
+                spark.sql(
+                    f"INSERT INTO {_ref(path)} SELECT id + 1000000000, name, v, _commit_ts "
+                    "FROM floor_src"
+                ).collect()
         elif name in ("merge", "rewrite"):
             src.createOrReplaceTempView("floor_src")
-            before = {k: spark.conf.get(k, None) for k in SMALL_MERGE}
-            for k, v in SMALL_MERGE.items():
-                spark.conf.set(k, v)
-            try:
+            with session_confs(spark, SMALL_MERGE):
                 spark.sql(
                     f"MERGE INTO {_ref(path)} t USING floor_src s ON t.id = s.id "
                     "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
@@ -188,14 +192,6 @@ def _variant(spark, name: str, paths: list[Path], sources: list, rnd: int, root:
                     "LEFT ANTI JOIN floor_src s ON t.id = s.id "
                     "UNION ALL SELECT * FROM floor_src"
                 ).collect()
-            finally:
-                for k, v in before.items():
-                    if v is None:
-                        spark.conf.unset(k)
-                    else:
-                        spark.conf.set(k, v)
-    for k in INTERPRETED:
-        spark.conf.unset(k)
 
 
 if __name__ == "__main__":
