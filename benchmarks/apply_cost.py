@@ -202,8 +202,10 @@ def instrument(spark) -> Probe:
     from pyspark.sql.classic.dataframe import DataFrame
     from pyspark.sql.session import SparkSession as ClassicSession
 
-    from ticdc_sync import warehouse
-    from ticdc_sync.spark import engine, fanout, rows, shared_window
+    from ticdc_sync.spark import engine
+    from ticdc_sync.spark.apply import rows, shared_window
+    from ticdc_sync.spark.runtime import fanout
+    from ticdc_sync.warehouse import read as warehouse
 
     p = Probe(spark)
     w = rows.TargetWriter
@@ -367,7 +369,8 @@ def main() -> None:
     event_dir = HERE / "out" / "apply-cost-events"
     spark = R.event_log_session(event_dir)
     from ticdc_sync.project import load_project
-    from ticdc_sync.spark import runner, shared_window
+    from ticdc_sync.spark import runner
+    from ticdc_sync.spark.apply import shared_window
 
     probe = instrument(spark)
     share_from = shared_window.SHARE_FROM

@@ -99,8 +99,8 @@ def _stage(spark, root: Path, cap: W.Capture, n: int) -> tuple[float, int]:
     events staged). Refused when anything was applied."""
     from run import point_captures
 
-    from ticdc_sync.loop import StopRequest
     from ticdc_sync.project import load_project
+    from ticdc_sync.run.loop import StopRequest
     from ticdc_sync.spark import runner
 
     point_captures(root, cap, n)
@@ -138,9 +138,9 @@ def measure_asof(spark, rows: int, repeat: int, tmp: Path) -> dict:
     with every run's time and the counts checked."""
     from run import make_project, point_captures
 
-    from ticdc_sync.locations import state_location, target_location
     from ticdc_sync.project import load_project
     from ticdc_sync.spark import runner
+    from ticdc_sync.warehouse.locations import state_location, target_location
 
     cap = capture(rows)
     target = W.bench_tables(TABLES)[0].table

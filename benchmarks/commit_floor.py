@@ -42,14 +42,14 @@ sys.path.insert(0, str(HERE.parent))
 
 import run as R  # noqa: E402
 
-from ticdc_sync.spark.conf import INTERPRETED, session_confs  # noqa: E402
-from ticdc_sync.spark.rows import (  # noqa: E402
+from ticdc_sync.core.sqlgen import table_ref  # noqa: E402
+from ticdc_sync.spark.apply.rows import (  # noqa: E402
     ADAPTIVE,
     MATERIALIZE,
     MERGE_DELETION_VECTORS,
     SHUFFLE_PARTITIONS,
 )
-from ticdc_sync.sqlgen import table_ref  # noqa: E402
+from ticdc_sync.spark.runtime.conf import INTERPRETED, session_confs  # noqa: E402
 
 # The settings `TargetWriter.merge` gives a small target's MERGE of a one-partition source.
 SMALL_MERGE = {

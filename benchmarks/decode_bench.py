@@ -19,9 +19,9 @@ import time
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from ticdc_sync import events
-from ticdc_sync.model import Protocol, Source
-from ticdc_sync.spark.decode import decode_records
+from ticdc_sync.core import events
+from ticdc_sync.core.model import Protocol, Source
+from ticdc_sync.spark.staging.decode import decode_records
 
 BATCH = 16
 

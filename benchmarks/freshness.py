@@ -229,8 +229,8 @@ def _project(root: Path, bootstrap: str, tables: int, target_lag: str) -> Path:
 def _latest_applied(wh: Path, name: str) -> int:
     """`applied_ts` of the newest ticdc-sync commit of target `name` (-1 if none yet),
     from its `_delta_log` files, newest first."""
-    from ticdc_sync.locations import target_location
-    from ticdc_sync.window import Marker
+    from ticdc_sync.core.window import Marker
+    from ticdc_sync.warehouse.locations import target_location
 
     log = Path(target_location(str(wh), name)) / "_delta_log"
     for f in sorted(log.glob("*.json"), reverse=True):
@@ -261,8 +261,8 @@ def _all_visible(root: Path, prod: Producer, upto: int, names: list[str]):
 
 def visibility(wh: Path, names: list[str]) -> dict[str, tuple[list[int], list[int]]]:
     """Per target: its ticdc-sync commits' (applied_ts, commit time in ms), in version order."""
-    from ticdc_sync.locations import target_location
-    from ticdc_sync.window import Marker
+    from ticdc_sync.core.window import Marker
+    from ticdc_sync.warehouse.locations import target_location
 
     out = {}
     for name in names:
@@ -384,7 +384,7 @@ class Follower:
                 [
                     sys.executable,
                     "-m",
-                    "ticdc_sync.cli",
+                    "ticdc_sync.commands.cli",
                     "run",
                     "--follow",
                     "-v",
@@ -497,7 +497,7 @@ def _tail(log: Path, n: int = 40) -> str:
     return "\n".join(lines[-n:])
 
 
-# The line `run --follow -v` prints for each poll's staging commit (`spark/batch.py`).
+# The line `run --follow -v` prints for each poll's staging commit (`spark/staging/batch.py`).
 STAGE_LINE = re.compile(r"read\+decode \S+: (\d+) new event\(s\) staged \(([\d.]+)s\)")
 
 

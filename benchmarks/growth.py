@@ -69,7 +69,7 @@ def _check_counts(spark, root: Path, cap: W.Capture, n: int, what: str) -> None:
 def measure_flat(spark, runs: int, events: int, tmp: Path) -> dict:
     from run import make_project
 
-    from ticdc_sync.locations import target_location
+    from ticdc_sync.warehouse.locations import target_location
 
     cap = W.ensure_captures(W.Params(events=events, passes=runs, ddl_count=0))
     root = make_project(tmp / "flat", cap)

@@ -139,9 +139,9 @@ def _project(root: Path, export: Path) -> Path:
 def measure_load(spark, rows: int, repeat: int, tmp: Path) -> dict:
     """Best-of-`repeat` seconds of the ticdc-sync load and of the plain read+write, with
     the row counts read back."""
-    from ticdc_sync.locations import target_location
     from ticdc_sync.project import load_project
     from ticdc_sync.spark import runner
+    from ticdc_sync.warehouse.locations import target_location
 
     export = ensure_export(rows)
     paths = sorted(str(p) for p in export.glob("bench.accounts.*.csv"))

@@ -71,9 +71,9 @@ POLL_LINE = re.compile(r"poll \d+: (\d+) event\(s\) staged, (\d+) applied, (\d+)
 def _resolved(text: str | None, source) -> tuple[int, bool]:
     """The source's resolved TSO in the tallies a staging commit's userMetadata carries, as
     the plan computes it (-1: none), and whether they count the commit's own events."""
+    from ticdc_sync.core.staged import read_carried
     from ticdc_sync.plan.build import resolved_ts
-    from ticdc_sync.staged import read_carried
-    from ticdc_sync.warehouse_state import SourceState
+    from ticdc_sync.warehouse.state import SourceState
 
     carried = read_carried(text)
     tally = carried.sources.get(SOURCE) if carried is not None else None
@@ -86,7 +86,7 @@ def _resolved(text: str | None, source) -> tuple[int, bool]:
 def staging_commits(wh: Path, source) -> list[tuple[int, int, int]]:
     """Each staging commit: (version, commitInfo.timestamp ms, the resolved TSO readable
     from that moment on: its own tallies', or an earlier version's commit's at the next)."""
-    from ticdc_sync.locations import state_location
+    from ticdc_sync.warehouse.locations import state_location
 
     out: list[tuple[int, int, int]] = []
     held = -1  # an earlier version's commit: its tallies, readable from the next commit
@@ -155,7 +155,7 @@ def latest_check(root: Path, name: str) -> tuple[int, int | str, int]:
     """`snapshot(project, "latest")`'s TSO (or why it refused) and the wall times (ms)
     just before and after the call."""
     from ticdc_sync.project import load_project
-    from ticdc_sync.snapshot import snapshot
+    from ticdc_sync.read.snapshot import snapshot
 
     project = load_project(root)
     before = int(time.time() * 1000)
@@ -200,7 +200,7 @@ def _held(lag, commit_ms, tb, at, drained: float | None, limit_s: float) -> dict
 
 
 def _created(wh: Path, names: list[str]) -> bool:
-    from ticdc_sync.locations import target_location
+    from ticdc_sync.warehouse.locations import target_location
 
     return all(
         (Path(target_location(str(wh), n)) / "_delta_log" / f"{0:020d}.json").exists()

@@ -46,11 +46,11 @@ def _steps(spark, export: Path, repeat: int) -> list[tuple[str, float, float]]:
     """Each cut of the load's frame written to `noop`, `repeat` times: (cut, start, end)."""
     from pyspark.sql import functions as F
 
-    from ticdc_sync import datatypes
     from ticdc_sync.codecs import dumpling as dc
-    from ticdc_sync.model import DumplingOptions, ExportFiletype, SourceOptions
-    from ticdc_sync.spark import load as ld
-    from ticdc_sync.sqlgen import quote
+    from ticdc_sync.core import datatypes
+    from ticdc_sync.core.model import DumplingOptions, ExportFiletype, SourceOptions
+    from ticdc_sync.core.sqlgen import quote
+    from ticdc_sync.spark.apply import load as ld
 
     o = DumplingOptions(filetype=ExportFiletype.CSV)
     paths = sorted(str(p) for p in export.glob("bench.accounts.*.csv"))

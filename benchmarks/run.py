@@ -88,7 +88,7 @@ def best_of(fn, repeat: int, label: str):
 
 def session(conf: dict[str, str] | None = None):
     """The benchmark's SparkSession: SESSION_CONF, or `conf` in its place."""
-    from ticdc_sync.spark.session import build_session
+    from ticdc_sync.spark.runtime.session import build_session
 
     conf = SESSION_CONF if conf is None else conf
     spark = build_session(None, app_name="ticdc-sync-bench", kafka=False, extra_conf=conf)
@@ -161,7 +161,7 @@ LIVE = {"mirror": "true", "soft_delete": "NOT _is_deleted", "history": "_valid_t
 
 
 def target_counts(spark, wh: Path, tables: int = 3, mode: str = "mirror") -> dict[str, int]:
-    from ticdc_sync.locations import target_location
+    from ticdc_sync.warehouse.locations import target_location
 
     return {
         t.table: spark.read.format("delta")
@@ -178,8 +178,8 @@ def target_counts(spark, wh: Path, tables: int = 3, mode: str = "mirror") -> dic
 def measure_decode(spark, cap: W.Capture, repeat: int) -> float:
     from pyspark.sql import functions as F
 
-    from ticdc_sync.spark.decode import CANAL_SCHEMA, DEBEZIUM_SCHEMA
-    from ticdc_sync.spark.sources import CAPTURE_LINE_SCHEMA
+    from ticdc_sync.spark.staging.decode import CANAL_SCHEMA, DEBEZIUM_SCHEMA
+    from ticdc_sync.spark.transports.sources import CAPTURE_LINE_SCHEMA
 
     schema = DEBEZIUM_SCHEMA if cap.params.protocol == "debezium" else CANAL_SCHEMA
     folder = str(cap.captures(1) / W.TOPIC)
@@ -318,7 +318,7 @@ def run_baseline(spark, cap: W.Capture, work: Path) -> tuple[float, float]:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from ticdc_sync.datatypes import delta_type
+    from ticdc_sync.core.datatypes import delta_type
 
     line_schema = "partition INT, offset BIGINT, value STRING"
     msg_schema = (
@@ -682,10 +682,10 @@ def mem_child(events: int, protocol: str, gc_log: str | None, heap: str | None) 
 
 def measure_plan(repeat: int) -> tuple[float, float] | str:
     """Best wall and CPU seconds of `ticdc-sync plan` on the example project, or the first
-    error line. It runs this checkout's code (`python -m ticdc_sync.cli`, with the repo
+    error line. It runs this checkout's code (`python -m ticdc_sync.commands.cli`, with the repo
     first on PYTHONPATH), not whatever an installed `ticdc-sync` script points at."""
     project = REPO / "projects_example" / "shop"
-    cmd = [sys.executable, "-m", "ticdc_sync.cli", "plan", "--project", str(project)]
+    cmd = [sys.executable, "-m", "ticdc_sync.commands.cli", "plan", "--project", str(project)]
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),

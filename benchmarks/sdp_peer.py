@@ -12,7 +12,7 @@ dropped; the added columns are not in its tables), no watermarks and no exactly-
 markers of ticdc-sync's kind.
 
 Beside it, `ticdc-sync run` runs the same capture as a user runs it: `python -m
-ticdc_sync.cli run` in a subprocess. Both are cold processes with `local[2]` and the same
+ticdc_sync.commands.cli run` in a subprocess. Both are cold processes with `local[2]` and the same
 jars, timed wall clock from start to exit; each target's rows are counted afterwards.
 `why_not(...)` says in one line why the peer cannot run here, if it cannot; with
 pyspark 4.2.0 and delta-spark 4.4.0 the flow itself refuses a Delta target
@@ -122,12 +122,12 @@ def _delta_classpath() -> str:
     the Spark Connect server it runs does not see `--jars`/`spark.jars` (the pipeline
     then fails with DATA_SOURCE_NOT_FOUND: delta). `spark-class` adds
     SPARK_DIST_CLASSPATH to that JVM's classpath."""
-    from ticdc_sync.spark.session import jar_conf
+    from ticdc_sync.spark.runtime.session import jar_conf
 
     conf = jar_conf(None, kafka=False)
     jars = [j for j in conf.get("spark.jars", "").split(",") if j]
     if not jars:  # resolved from Maven by Ivy: the jars are in Ivy's cache
-        from ticdc_sync.spark.session import ivy_home
+        from ticdc_sync.spark.runtime.session import ivy_home
 
         jars = [str(p) for p in (ivy_home(conf) / "jars").glob("io.delta_delta-*.jar")]
     keep = [
@@ -142,7 +142,7 @@ def run_peer(cap: W.Capture, work: Path) -> dict:
     """`spark-pipelines run` of the AUTO CDC pipeline on pass 1; its wall time and counts."""
     import pyspark
 
-    from ticdc_sync.datatypes import delta_type
+    from ticdc_sync.core.datatypes import delta_type
 
     pipe = work / "pipeline"
     (pipe / "transformations").mkdir(parents=True)
@@ -227,7 +227,7 @@ def run_ticdc_cli(cap: W.Capture, work: Path) -> dict:
     t0 = time.perf_counter()
     with open(log, "w") as fh:
         r = subprocess.run(
-            [sys.executable, "-m", "ticdc_sync.cli", "run", "--project", str(root)],
+            [sys.executable, "-m", "ticdc_sync.commands.cli", "run", "--project", str(root)],
             stdout=fh,
             stderr=subprocess.STDOUT,
             cwd=root,

@@ -7,7 +7,7 @@ so the same settings): the decode limit, ticdc-sync e2e pass 1 and pass 2, and t
 hand-written baseline's two passes, `--rounds` times each (the first round warms the JVM).
 Then, for the last round, it prints for each of them the wall time, the task time summed
 over every job (core-seconds), and how busy that kept the 2 cores. An e2e pass is split
-by the phase each Spark job is labelled with (`ticdc_sync.spark.labels`: `open state`,
+by the phase each Spark job is labelled with (`ticdc_sync.spark.runtime.labels`: `open state`,
 `stage <source>`, `resolve <source>`, `apply <target>`); jobs started outside any phase, or by another
 thread without a label, count as `(unlabelled)`. `--jobs` also lists every job of each
 e2e pass (start, wall, core-seconds, tasks, phase).
@@ -116,7 +116,7 @@ def _event_lines(event_dir: Path):
 
 
 def phase_of(job: Job) -> str:
-    from ticdc_sync.spark.labels import PREFIX
+    from ticdc_sync.spark.runtime.labels import PREFIX
 
     return job.group.removeprefix(PREFIX) if job.group.startswith(PREFIX) else UNLABELLED
 

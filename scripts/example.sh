@@ -26,8 +26,8 @@ if [ "$TARGET" = "s3" ] && [ -z "${AWS_ENDPOINT_URL:-}" ] && [ -z "${AWS_REGION:
 fi
 
 PROJECT=projects_example/shop
-python3 -m ticdc_sync.cli validate --project "$PROJECT" --target "$TARGET"
-python3 -m ticdc_sync.cli plan --project "$PROJECT" --target "$TARGET"
-python3 -m ticdc_sync.cli run --project "$PROJECT" --target "$TARGET"
-python3 -m ticdc_sync.cli status --project "$PROJECT" --target "$TARGET" --show 5
-python3 -m ticdc_sync.cli snapshot --project "$PROJECT" --target "$TARGET" --as-of latest
+python3 -m ticdc_sync.commands.cli validate --project "$PROJECT" --target "$TARGET"
+python3 -m ticdc_sync.commands.cli plan --project "$PROJECT" --target "$TARGET"
+python3 -m ticdc_sync.commands.cli run --project "$PROJECT" --target "$TARGET"
+python3 -m ticdc_sync.commands.cli status --project "$PROJECT" --target "$TARGET" --show 5
+python3 -m ticdc_sync.commands.cli snapshot --project "$PROJECT" --target "$TARGET" --as-of latest

@@ -50,7 +50,7 @@ def version() -> str:
 
 
 def cache_root() -> Path:
-    # Same rule as ticdc_sync.spark.session.cache_dir (not imported: stdlib only here).
+    # Same rule as ticdc_sync.spark.runtime.session.cache_dir (not imported: stdlib only here).
     base = os.environ.get("TICDC_SYNC_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ticdc-sync"
     )

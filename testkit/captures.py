@@ -1,6 +1,6 @@
 """Capture files (DESIGN.md §1): `<dir>/<topic>/<name>.jsonl`, one Kafka record a line.
 
-Lines are written and read by `ticdc_sync.capture_format`, the same code `ticdc-sync
+Lines are written and read by `ticdc_sync.core.capture_format`, the same code `ticdc-sync
 capture` uses. Reads files of a topic in name order. Pure Python; does not interpret the
 records.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from ticdc_sync import capture_format
+from ticdc_sync.core import capture_format
 
 from .encode import Record
 

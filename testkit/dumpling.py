@@ -23,9 +23,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from ticdc_sync.datatypes import BINARY_TYPES, INTEGER_TYPES
-from ticdc_sync.dumpling import data_columns, escape_name
-from ticdc_sync.upstream import Column, TableSchema
+from ticdc_sync.codecs.dumpling_export import data_columns, escape_name
+from ticdc_sync.core.datatypes import BINARY_TYPES, INTEGER_TYPES
+from ticdc_sync.core.upstream import Column, TableSchema
 
 from . import values as V
 from .gojson import f32, format_float_json

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from ticdc_sync.datatypes import BINARY_TYPES, INTEGER_TYPES, TEXT_TYPES
-from ticdc_sync.upstream import Column, TableSchema
+from ticdc_sync.core.datatypes import BINARY_TYPES, INTEGER_TYPES, TEXT_TYPES
+from ticdc_sync.core.upstream import Column, TableSchema
 
 from . import values as V
 from .gojson import Raw, dumps, format_float_f, format_float_json, go_quote_inner

@@ -23,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from ticdc_sync.upstream import Column, TableSchema
+from ticdc_sync.core.upstream import Column, TableSchema
 
 from .captures import write_captures
 from .dumpling import DumplingFlags, write_export

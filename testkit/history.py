@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from ticdc_sync.upstream import Column, TableSchema
+from ticdc_sync.core.upstream import Column, TableSchema
 
 from . import values as V
 from .encode import (

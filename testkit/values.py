@@ -22,8 +22,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from ticdc_sync.datatypes import BINARY_TYPES, INTEGER_TYPES, TEXT_TYPES, normalize_base
-from ticdc_sync.upstream import Column
+from ticdc_sync.core.datatypes import BINARY_TYPES, INTEGER_TYPES, TEXT_TYPES, normalize_base
+from ticdc_sync.core.upstream import Column
 
 from .gojson import f32
 

@@ -24,7 +24,7 @@ SOURCE = "src"
 
 def batch(spark, first: int, n: int = BATCH_EVENTS):
     """`n` row events of one table, offsets `first`..; two tasks, so two files a commit."""
-    from ticdc_sync.events import EVENT_SCHEMA, KIND_ROW
+    from ticdc_sync.core.events import EVENT_SCHEMA, KIND_ROW
 
     rows = [
         (
@@ -60,10 +60,10 @@ def batch(spark, first: int, n: int = BATCH_EVENTS):
 def main(warehouse: str, batches: int) -> int:
     os.environ["TZ"] = "UTC"
     time.tzset()
-    from ticdc_sync.spark.compaction import Compactor
-    from ticdc_sync.spark.conf import INTERPRETED
-    from ticdc_sync.spark.session import build_session
-    from ticdc_sync.spark.staging import Staging
+    from ticdc_sync.spark.runtime.conf import INTERPRETED
+    from ticdc_sync.spark.runtime.session import build_session
+    from ticdc_sync.spark.staging.compaction import Compactor
+    from ticdc_sync.spark.staging.table import Staging
 
     spark = build_session(
         None,

@@ -13,7 +13,7 @@ import json
 from testkit import values as V
 from tests.spark.engine_harness import read_target
 from tests.spark.truth import canon_delta
-from ticdc_sync.model import Project
+from ticdc_sync.core.model import Project
 
 PREFIXES = ("canal_", "debezium_", "open_")
 

@@ -40,7 +40,7 @@ WAIT_AT_END = 120
 
 
 def _cache() -> Path:
-    """test-jvm/ in ticdc-sync's cache folder (as `ticdc_sync.spark.session.cache_dir`
+    """test-jvm/ in ticdc-sync's cache folder (as `ticdc_sync.spark.runtime.session.cache_dir`
     finds it, without importing pyspark)."""
     base = os.environ.get("TICDC_SYNC_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ticdc-sync"
@@ -186,7 +186,7 @@ def _make(dest: Path) -> int:
             write_captures(root, "t", _records())
             opts = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -XX:ArchiveClassesAtExit={tmp}"
             child = subprocess.Popen(
-                [sys.executable, "-m", "ticdc_sync.cli", "run", "--project", str(root)],
+                [sys.executable, "-m", "ticdc_sync.commands.cli", "run", "--project", str(root)],
                 env={**os.environ, "SPARK_SUBMIT_OPTS": opts.strip()},
                 stdin=subprocess.DEVNULL,
             )

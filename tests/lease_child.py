@@ -3,7 +3,7 @@
     python -m tests.lease_child WAREHOUSE DIR [TTL] [WAIT]
 
 `start` and `result` are how tests drive it. Waits until DIR/go exists (so that every racer starts at once), then takes the lease
-(`ticdc_sync.lease.RunLease`) and prints one line: `WON <holder>` or `REFUSED <message>`.
+(`ticdc_sync.warehouse.lease.RunLease`) and prints one line: `WON <holder>` or `REFUSED <message>`.
 The winner holds the lease (renewing it, and checking it as a run does before each commit)
 until DIR/release exists, then releases it and exits 0; if it finds the lease lost it
 prints `LOST <message>` and exits 3. A refused racer exits 1.
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from ticdc_sync.lease import LeaseHeld, LeaseLost, RunLease
+from ticdc_sync.warehouse.lease import LeaseHeld, LeaseLost, RunLease
 
 DEADLINE_SECONDS = 300
 ROOT = Path(__file__).resolve().parents[1]

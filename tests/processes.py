@@ -1,6 +1,6 @@
 """Kill a process started by a test together with everything it started, at once.
 
-`ticdc-sync` starts Spark's JVM in a session of its own (`ticdc_sync.spark.jvm_output`: the
+`ticdc-sync` starts Spark's JVM in a session of its own (`ticdc_sync.spark.runtime.jvm_output`: the
 terminal's Ctrl-C must not reach it), so killing the CLI's process group misses the JVM,
 which would then exit on its own when its stdin closes, finishing what it was doing.
 Descendants are found through /proc (Linux); elsewhere only the process group is killed.

@@ -37,7 +37,7 @@ DRIVER_TIMEOUT_S = 900
 
 
 def executor_classpath() -> str:
-    from ticdc_sync.spark.session import cache_dir
+    from ticdc_sync.spark.runtime.session import cache_dir
 
     # Only the connectors and what Spark itself lacks: the whole Ivy folder also holds
     # old Jackson jars (via unitycatalog) that shadow Spark's and break it (NoSuchMethodError).
@@ -97,7 +97,7 @@ def _setup(spark, broker, cluster: StandaloneCluster, root: Path, seed: int):
 def _driver(cluster: StandaloneCluster, root: Path, log: Path) -> subprocess.Popen:
     with open(log, "ab") as fh:
         return subprocess.Popen(
-            [sys.executable, "-m", "ticdc_sync.cli", "run", "--project", str(root)],
+            [sys.executable, "-m", "ticdc_sync.commands.cli", "run", "--project", str(root)],
             stdout=fh,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from ticdc_sync.model import Transport, TransportKind
+from ticdc_sync.core.model import Transport, TransportKind
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "kafka.py"
 

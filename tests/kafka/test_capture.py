@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.kafka.helpers import produce, transport
-from ticdc_sync.model import Defaults, Output, Project, Protocol, Source
+from ticdc_sync.core.model import Defaults, Output, Project, Protocol, Source
 from ticdc_sync.spark.capture import capture, captured_next
-from ticdc_sync.spark.sources import read_capture_records
+from ticdc_sync.spark.transports.sources import read_capture_records
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

@@ -19,9 +19,9 @@ from testkit.history import HistoryConfig, encode, generate
 from tests.kafka.helpers import kafka_project, produce_records
 from tests.spark.engine_harness import load, read_target
 from tests.spark.truth import assert_table_equals, schema_sql
-from ticdc_sync.locations import warehouse_path
 from ticdc_sync.spark import runner
-from ticdc_sync.spark.staging import Staging
+from ticdc_sync.spark.staging.table import Staging
+from ticdc_sync.warehouse.locations import warehouse_path
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

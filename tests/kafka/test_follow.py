@@ -82,7 +82,15 @@ def test_follow_applies_arriving_messages_across_a_broker_restart(spark, tmp_pat
         env = {**os.environ, "TZ": "UTC", "PYTHONUNBUFFERED": "1", "SPARK_LOCAL_IP": "127.0.0.1"}
         with open(log, "wb") as fh:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "ticdc_sync.cli", "run", "--follow", "--project", str(root)],
+                [
+                    sys.executable,
+                    "-m",
+                    "ticdc_sync.commands.cli",
+                    "run",
+                    "--follow",
+                    "--project",
+                    str(root),
+                ],
                 stdout=fh,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

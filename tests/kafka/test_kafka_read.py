@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from tests.kafka.helpers import broker_module, produce, transport
-from ticdc_sync.errors import UserError
-from ticdc_sync.spark.kafka import latest_offsets, list_partitions, read_kafka_records
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.spark.transports.kafka import latest_offsets, list_partitions, read_kafka_records
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

@@ -122,4 +122,4 @@ def run_child(
 
 def cli(*args: str) -> list[str]:
     """`ticdc-sync ARGS` run by this interpreter from this checkout."""
-    return [sys.executable, "-m", "ticdc_sync.cli", *args]
+    return [sys.executable, "-m", "ticdc_sync.commands.cli", *args]

@@ -1,4 +1,4 @@
-"""`python -m ticdc_sync.spark.session --fetch DIR` fills a jar folder a run can use alone.
+"""`python -m ticdc_sync.spark.runtime.session --fetch DIR` fills a jar folder a run can use alone.
 
 The folder is filled from the Ivy cache (warm or not, TICDC_SYNC_JARS_DIR unset), then a
 new process starts a session with only that folder (TICDC_SYNC_JARS_DIR, no Maven
@@ -13,13 +13,13 @@ import sys
 import pytest
 
 from tests.runtime.helpers import child_env, run_child
-from ticdc_sync.spark.session import DELTA_PACKAGE, KAFKA_PACKAGE, TOKEN_PROVIDER
+from ticdc_sync.spark.runtime.session import DELTA_PACKAGE, KAFKA_PACKAGE, TOKEN_PROVIDER
 
 pytestmark = pytest.mark.spark
 
 USE_FOLDER = """
 import sys
-from ticdc_sync.spark.session import build_session
+from ticdc_sync.spark.runtime.session import build_session
 
 spark = build_session(None, kafka=True, extra_conf={
     "spark.master": "local[1]", "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "1"})
@@ -41,7 +41,7 @@ spark.stop()
 def test_fetched_folder_is_enough_for_a_session(tmp_path):
     jars = tmp_path / "jars"
     fetch = run_child(
-        [sys.executable, "-m", "ticdc_sync.spark.session", "--fetch", str(jars)],
+        [sys.executable, "-m", "ticdc_sync.spark.runtime.session", "--fetch", str(jars)],
         env=child_env(TICDC_SYNC_JARS_DIR=None),
     )
     assert fetch.returncode == 0

@@ -91,7 +91,7 @@ def repository() -> Iterator[tuple[str, list[float]]]:
 
 CHILD = """
 import sys
-from ticdc_sync.spark.session import build_session
+from ticdc_sync.spark.runtime.session import build_session
 settings, ivy, package = sys.argv[1:]
 spark = build_session(None, app_name="together", kafka=False,
     jars={"spark.jars.packages": package},

@@ -30,7 +30,7 @@ from tests.runtime.helpers import (
 )
 from tests.spark.engine_harness import canal_row, canal_watermark, make_project, write_captures
 from tests.unit.test_cli import assert_valid
-from ticdc_sync.cli import main
+from ticdc_sync.commands.cli import main
 
 pytestmark = pytest.mark.spark
 

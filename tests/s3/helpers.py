@@ -19,7 +19,7 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "s3.py"
 RESULT = "RESULT "  # the prefix of spark_job.py's one result line
-# What decides where and how a session reaches S3 (ticdc_sync/spark/storage.py, the AWS SDK):
+# What decides where and how a session reaches S3 (ticdc_sync/spark/runtime/storage.py, the AWS SDK):
 # a child gets the test server's, never the developer's.
 STORAGE_ENV = {
     "AWS_ENDPOINT_URL",

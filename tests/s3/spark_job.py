@@ -17,10 +17,10 @@ import json
 import sys
 from pathlib import Path
 
-from ticdc_sync import sqlgen
-from ticdc_sync.locations import join_uri, target_location
-from ticdc_sync.model import Output
-from ticdc_sync.spark.session import build_session
+from ticdc_sync.core import sqlgen
+from ticdc_sync.core.model import Output
+from ticdc_sync.spark.runtime.session import build_session
+from ticdc_sync.warehouse.locations import join_uri, target_location
 
 TARGET = "shop.orders"
 COLUMNS = [("id", "INT"), ("name", "STRING")]
@@ -129,7 +129,7 @@ def leftover(spark, warehouse: str) -> dict:
     (the test puts them there), as a run does (`staging.ensure_table`)."""
     from delta.tables import DeltaTable
 
-    from ticdc_sync.spark.staging import ensure_table
+    from ticdc_sync.spark.staging.table import ensure_table
 
     location = target_location(warehouse, LEFTOVER)
     ensure_table(spark, location, "id INT")

@@ -13,9 +13,9 @@ from deltalake import DeltaTable
 
 from tests.s3.helpers import job_env, run_job
 from tests.s3.spark_job import LEFTOVER, TARGET
-from ticdc_sync.lake import storage_options, table_uri
-from ticdc_sync.locations import target_location
-from ticdc_sync.sqlgen import COMMIT_TS
+from ticdc_sync.core.lake import storage_options, table_uri
+from ticdc_sync.core.sqlgen import COMMIT_TS
+from ticdc_sync.warehouse.locations import target_location
 
 pytestmark = pytest.mark.s3
 

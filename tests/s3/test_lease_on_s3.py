@@ -1,4 +1,4 @@
-"""The run lease (ticdc_sync/lease.py) in an `s3a://` warehouse on the local S3 server.
+"""The run lease (ticdc_sync/warehouse/lease.py) in an `s3a://` warehouse on the local S3 server.
 
 Racing processes (`tests/lease_child.py`) get their keys and endpoint from the environment
 only; exactly one wins, because delta-rs commits each lease change with a conditional
@@ -13,8 +13,8 @@ import pytest
 
 from tests import lease_child
 from tests.s3.helpers import job_env
-from ticdc_sync.errors import UserError
-from ticdc_sync.lease import RunLease
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.warehouse.lease import RunLease
 
 pytestmark = pytest.mark.s3
 

@@ -9,10 +9,10 @@ import pytest
 from deltalake import CommitProperties, write_deltalake
 
 from tests.s3.helpers import STORAGE_ENV
-from ticdc_sync import warehouse
-from ticdc_sync.lake import LakeTable, storage_options, table_uri
-from ticdc_sync.locations import state_location
-from ticdc_sync.staged import SourceTally, to_user_metadata
+from ticdc_sync.core.lake import LakeTable, storage_options, table_uri
+from ticdc_sync.core.staged import SourceTally, to_user_metadata
+from ticdc_sync.warehouse import read as warehouse
+from ticdc_sync.warehouse.locations import state_location
 
 pytestmark = pytest.mark.s3
 

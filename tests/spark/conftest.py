@@ -13,7 +13,7 @@ import pytest
 os.environ["TZ"] = "UTC"
 time.tzset()
 
-from ticdc_sync.spark.session import build_session  # noqa: E402 (after the TZ pin)
+from ticdc_sync.spark.runtime.session import build_session  # noqa: E402 (after the TZ pin)
 
 
 @pytest.fixture(scope="session")

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.processes import kill_tree
-from ticdc_sync.locations import target_location
-from ticdc_sync.model import Project
+from ticdc_sync.core.model import Project
 from ticdc_sync.project import load_project
+from ticdc_sync.warehouse.locations import target_location
 
 PROFILES = """\
 test:
@@ -96,7 +96,7 @@ def load(root: Path) -> Project:
 
 
 def read_target(spark, project: Project, name: str, order_by: str = "1") -> list[dict]:
-    from ticdc_sync.locations import warehouse_path
+    from ticdc_sync.warehouse.locations import warehouse_path
 
     loc = target_location(warehouse_path(project), name)
     df = spark.read.format("delta").load(loc)
@@ -127,7 +127,7 @@ def collect_each(frames: Sequence) -> list[list[dict]]:
 
 
 def target_schema(spark, project: Project, name: str) -> list[tuple[str, str]]:
-    from ticdc_sync.locations import warehouse_path
+    from ticdc_sync.warehouse.locations import warehouse_path
 
     loc = target_location(warehouse_path(project), name)
     df = spark.read.format("delta").load(loc)
@@ -197,7 +197,7 @@ def as_staged_columns(state, df):
 
 
 # The first lines a run prints once its real work begins: staging is done, or an apply starts
-# (`ticdc_sync.spark.batch`, the executor's progress).
+# (`ticdc_sync.spark.staging.batch`, the executor's progress).
 WORK_STARTED = ("read+decode", "apply")
 
 
@@ -226,7 +226,7 @@ def start_cli(
     (stdout and stderr) piped as text."""
     base = os.environ if env is None else env
     return subprocess.Popen(
-        [sys.executable, "-m", "ticdc_sync.cli", *args],
+        [sys.executable, "-m", "ticdc_sync.commands.cli", *args],
         cwd=cwd,
         env={**base, "TZ": "UTC", "PYTHONUNBUFFERED": "1"},
         stdout=subprocess.PIPE,
@@ -285,8 +285,8 @@ def run_and_kill(
 
 
 # Lines a run prints as its work moves from step to step: staging begins, staging is done,
-# the resolve, the applies begin, a target is applied (`ticdc_sync.spark.progress`,
-# `ticdc_sync.spark.batch`, the executor's line per target).
+# the resolve, the applies begin, a target is applied (`ticdc_sync.spark.runtime.progress`,
+# `ticdc_sync.spark.staging.batch`, the executor's line per target).
 STEP_LINES = (
     ("progress: stage ",),
     ("read+decode",),

@@ -15,7 +15,7 @@ import polars as pl
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
 
-from ticdc_sync.spark.delta_log import table_exists
+from ticdc_sync.spark.runtime.delta_log import table_exists
 
 Table = tuple[list[str], list[tuple]]
 
@@ -92,6 +92,6 @@ def reader_features(location: str) -> set[str]:
 
 def features(spark, location: str) -> set[str]:
     """The table features as Spark lists them."""
-    from ticdc_sync.sqlgen import table_ref
+    from ticdc_sync.core.sqlgen import table_ref
 
     return set(spark.sql(f"DESCRIBE DETAIL {table_ref(location)}").first()["tableFeatures"])

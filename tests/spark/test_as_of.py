@@ -21,13 +21,13 @@ import pytest
 from testkit.history import HistoryConfig, encode, generate
 from tests.spark.engine_harness import collect_each, load, make_project, write_captures
 from tests.spark.truth import assert_table_equals, schema_sql
-from ticdc_sync import cli
-from ticdc_sync import snapshot as snap
-from ticdc_sync.errors import UserError
+from ticdc_sync.commands import cli
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.read import snapshot as snap
 from ticdc_sync.spark import runner
 from ticdc_sync.spark.as_of import as_of, register_views
 from ticdc_sync.spark.engine import SparkEngine
-from ticdc_sync.spark.state import State
+from ticdc_sync.spark.staging.state import State
 
 pytestmark = pytest.mark.spark
 
@@ -38,7 +38,7 @@ def _records(chunk):
 
 def _stage_only(spark, project) -> None:
     """Stage what the captures hold after the staged positions, without applying it."""
-    from ticdc_sync.locations import warehouse_path
+    from ticdc_sync.warehouse.locations import warehouse_path
 
     engine = SparkEngine(project, spark, State(spark, warehouse_path(project)), out=lambda s: None)
     for source in project.sources:
@@ -172,7 +172,8 @@ def test_latest_views_and_refusals(spark, tmp_path):
 
 
 def test_a_run_records_a_sync_point_readers_read_with_time_travel(spark, tmp_path):
-    from ticdc_sync import status, sync_points
+    from ticdc_sync.commands import status
+    from ticdc_sync.read import sync_points
 
     history = generate(
         HistoryConfig(seed=5, transactions=30, partitions=3, dispatch="index-value", ddl_count=0)

@@ -25,10 +25,10 @@ from tests.spark.engine_harness import (
     write_captures,
 )
 from tests.spark.truth import assert_table_equals, schema_sql
-from ticdc_sync import snapshot as snap
-from ticdc_sync import sync_points
-from ticdc_sync.errors import UserError
-from ticdc_sync.lake import LakeTable
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.lake import LakeTable
+from ticdc_sync.read import snapshot as snap
+from ticdc_sync.read import sync_points
 from ticdc_sync.spark import runner
 from ticdc_sync.spark.as_of import as_of
 

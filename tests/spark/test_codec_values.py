@@ -16,12 +16,13 @@ import pytest
 
 from tests.shared_paths import SHARED, needs_shared
 from tests.spark._encoders import canal, debezium, go_quote, open_frames
-from ticdc_sync import codecs, datatypes, events
+from ticdc_sync import codecs
 from ticdc_sync.codecs.infer import parse_mysql_type
-from ticdc_sync.model import Protocol, Source, SourceOptions
-from ticdc_sync.spark.decode import decode_records, with_row_maps
-from ticdc_sync.sqlgen import sql_string as lit
-from ticdc_sync.upstream import Column
+from ticdc_sync.core import datatypes, events
+from ticdc_sync.core.model import Protocol, Source, SourceOptions
+from ticdc_sync.core.sqlgen import sql_string as lit
+from ticdc_sync.core.upstream import Column
+from ticdc_sync.spark.staging.decode import decode_records, with_row_maps
 
 pytestmark = pytest.mark.spark
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ticdc_sync import table_features
+from ticdc_sync.core.sqlgen import table_ref
 from ticdc_sync.ddl import apply_statement, delta_sql, parse_ddl, parse_schema_sql
-from ticdc_sync.sqlgen import table_ref
+from ticdc_sync.plan import table_features
 
 pytestmark = pytest.mark.spark
 

@@ -26,9 +26,9 @@ from tests.spark.engine_harness import (
     write_captures,
 )
 from ticdc_sync import ddl as ddl_mod
-from ticdc_sync.cli import main as cli_main
+from ticdc_sync.commands.cli import main as cli_main
+from ticdc_sync.core.upstream import TableSchema
 from ticdc_sync.spark import runner
-from ticdc_sync.upstream import TableSchema
 
 pytestmark = pytest.mark.spark
 

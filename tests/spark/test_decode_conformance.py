@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.shared_paths import SHARED, needs_shared
-from ticdc_sync import events
-from ticdc_sync.model import Protocol, Source
-from ticdc_sync.spark.decode import decode_records, with_row_maps
+from ticdc_sync.core import events
+from ticdc_sync.core.model import Protocol, Source
+from ticdc_sync.spark.staging.decode import decode_records, with_row_maps
 
 pytestmark = [pytest.mark.spark, needs_shared]
 

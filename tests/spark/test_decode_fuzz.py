@@ -14,9 +14,9 @@ import struct
 import pytest
 
 from tests.spark._encoders import canal, debezium, open_frames
-from ticdc_sync import events
-from ticdc_sync.model import Protocol, Source
-from ticdc_sync.spark.decode import decode_records
+from ticdc_sync.core import events
+from ticdc_sync.core.model import Protocol, Source
+from ticdc_sync.spark.staging.decode import decode_records
 
 pytestmark = pytest.mark.spark
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from ticdc_sync.spark.conf import commit_marker
-from ticdc_sync.spark.delta_log import checksum_facts, newest_commit_info
-from ticdc_sync.sqlgen import table_ref
-from ticdc_sync.window import Marker
+from ticdc_sync.core.sqlgen import table_ref
+from ticdc_sync.core.window import Marker
+from ticdc_sync.spark.runtime.conf import commit_marker
+from ticdc_sync.spark.runtime.delta_log import checksum_facts, newest_commit_info
 
 pytestmark = pytest.mark.spark
 
@@ -82,9 +82,9 @@ def test_a_create_killed_before_its_first_commit_is_done_again(spark, tmp_path):
     and CREATE TABLE IF NOT EXISTS does nothing there; the next run creates the target."""
     from tests.jvm_archive import _records
     from tests.spark.engine_harness import load, make_project, read_target, write_captures
-    from ticdc_sync.locations import target_location, warehouse_path
     from ticdc_sync.spark import runner
-    from ticdc_sync.spark.delta_log import has_commit, table_exists
+    from ticdc_sync.spark.runtime.delta_log import has_commit, table_exists
+    from ticdc_sync.warehouse.locations import target_location, warehouse_path
 
     schema = "CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(10));\n"
     root = make_project(tmp_path / "p", protocol="canal-json", schema_sql=schema)
@@ -103,9 +103,9 @@ def test_a_create_killed_before_its_first_commit_is_done_again(spark, tmp_path):
 def test_a_state_table_whose_create_was_killed_is_created_again(spark, tmp_path):
     """The same for the state tables: a log without a commit is made a table by the next
     run's first open."""
-    from ticdc_sync.locations import state_location
-    from ticdc_sync.spark.delta_log import has_commit
-    from ticdc_sync.spark.state import State
+    from ticdc_sync.spark.runtime.delta_log import has_commit
+    from ticdc_sync.spark.staging.state import State
+    from ticdc_sync.warehouse.locations import state_location
 
     wh = str(tmp_path / "wh")
     events = state_location(wh, "events")

@@ -8,9 +8,9 @@ import pytest
 
 from tests.spark.engine_harness import canal_row, load, make_project, read_target, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
-from ticdc_sync import warehouse
 from ticdc_sync.plan import build_plan
 from ticdc_sync.spark import runner
+from ticdc_sync.warehouse import read as warehouse
 
 pytestmark = pytest.mark.spark
 

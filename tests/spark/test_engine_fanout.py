@@ -16,10 +16,10 @@ import pytest
 
 from tests.spark.engine_harness import load, make_project, read_target, write_captures
 from tests.spark.test_ddl_engine_kinds import Upstream
-from ticdc_sync.locations import target_location, warehouse_path
+from ticdc_sync.core.sqlgen import table_ref
 from ticdc_sync.spark import runner
-from ticdc_sync.spark.conf import MARKER_COMMIT_CONF
-from ticdc_sync.sqlgen import table_ref
+from ticdc_sync.spark.runtime.conf import MARKER_COMMIT_CONF
+from ticdc_sync.warehouse.locations import target_location, warehouse_path
 
 pytestmark = pytest.mark.spark
 

@@ -15,9 +15,9 @@ import pytest
 from tests.spark.engine_harness import canal_row, load, make_project, read_target, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
 from tests.spark.test_engine_canal_basic import ddl
-from ticdc_sync.locations import target_location, warehouse_path
+from ticdc_sync.core.window import Marker
 from ticdc_sync.spark import runner
-from ticdc_sync.window import Marker
+from ticdc_sync.warehouse.locations import target_location, warehouse_path
 
 pytestmark = pytest.mark.spark
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.spark.engine_harness import canal_row, load, make_project, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
-from ticdc_sync import status
+from ticdc_sync.commands import status
 from ticdc_sync.spark import runner
 
 pytestmark = pytest.mark.spark

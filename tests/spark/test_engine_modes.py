@@ -361,10 +361,10 @@ SEG2 = [(40, 1, "U", "c"), (45, 3, "D", None), (50, 2, "U", "y"), (50, 4, "U", "
 
 @pytest.mark.parametrize("mode", ["history", "soft_delete"])
 def test_a_segment_applied_again_changes_nothing(spark, tmp_path, mode):
-    from ticdc_sync.model import Mode
-    from ticdc_sync.spark import mode_rows
-    from ticdc_sync.sqlgen import create_table_sql, table_ref
-    from ticdc_sync.sqlgen_history import MERGE_SQL, mode_columns
+    from ticdc_sync.core.model import Mode
+    from ticdc_sync.core.sqlgen import create_table_sql, table_ref
+    from ticdc_sync.core.sqlgen_history import MERGE_SQL, mode_columns
+    from ticdc_sync.spark.apply import mode_rows
 
     m = Mode(mode)
     ref = table_ref(str(tmp_path / "t"))
@@ -438,7 +438,7 @@ def test_loaded_rows_start_live_at_the_snapshot(spark, tmp_path, mode):
     assert runner.run(project, spark=spark, out=lambda s: None) == 0
     # polars, delta-rs and DuckDB read the mode's columns as Spark does.
     from tests.spark import readers as R
-    from ticdc_sync.locations import target_location, warehouse_path
+    from ticdc_sync.warehouse.locations import target_location, warehouse_path
 
     loc = target_location(warehouse_path(project), "t")
     assert R.reader_features(loc) <= {"timestampNtz"}

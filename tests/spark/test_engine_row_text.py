@@ -17,13 +17,13 @@ import pytest
 from tests.spark._encoders import canal, debezium
 from tests.spark.engine_harness import canal_row, load, make_project, read_target, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
-from ticdc_sync import events
-from ticdc_sync.locations import state_location, warehouse_path
-from ticdc_sync.model import Protocol, Source
+from ticdc_sync.core import events
+from ticdc_sync.core.model import Protocol, Source
+from ticdc_sync.core.sqlgen import table_ref
 from ticdc_sync.spark import runner
-from ticdc_sync.spark.decode import decode_records, with_row_maps
-from ticdc_sync.spark.staging import STAGED_SCHEMA
-from ticdc_sync.sqlgen import table_ref
+from ticdc_sync.spark.staging.decode import decode_records, with_row_maps
+from ticdc_sync.spark.staging.table import STAGED_SCHEMA
+from ticdc_sync.warehouse.locations import state_location, warehouse_path
 
 pytestmark = pytest.mark.spark
 

@@ -13,11 +13,11 @@ import pytest
 from tests.spark.engine_harness import canal_row as canal
 from tests.spark.engine_harness import canal_watermark as wm
 from tests.spark.engine_harness import load, make_project, read_target, write_captures
-from ticdc_sync import lease as lease_mod
-from ticdc_sync.lease import LeaseHeld, LeaseLost, RunLease
-from ticdc_sync.locations import target_location, warehouse_path
+from ticdc_sync.core.sqlgen import create_table_sql, merge_sql, table_ref
 from ticdc_sync.spark import runner
-from ticdc_sync.sqlgen import create_table_sql, merge_sql, table_ref
+from ticdc_sync.warehouse import lease as lease_mod
+from ticdc_sync.warehouse.lease import LeaseHeld, LeaseLost, RunLease
+from ticdc_sync.warehouse.locations import target_location, warehouse_path
 
 pytestmark = pytest.mark.spark
 

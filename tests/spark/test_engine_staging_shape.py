@@ -16,10 +16,10 @@ from tests.spark.engine_harness import (
     write_captures,
 )
 from tests.spark.engine_harness import canal_watermark as wm
-from ticdc_sync.locations import state_location, warehouse_path
+from ticdc_sync.core.sqlgen import table_ref
 from ticdc_sync.spark import runner
-from ticdc_sync.spark.staging import Staging
-from ticdc_sync.sqlgen import table_ref
+from ticdc_sync.spark.staging.table import Staging
+from ticdc_sync.warehouse.locations import state_location, warehouse_path
 
 pytestmark = pytest.mark.spark
 
@@ -103,8 +103,8 @@ def test_has_data_files_follows_the_snapshot(spark, tmp_path):
     (a deletion vector keeps the file), and the same answer as listing the files once
     every row is deleted. The count is read from the version's checksum file, and is the
     one DESCRIBE DETAIL gives; without checksum files, DESCRIBE DETAIL answers."""
-    from ticdc_sync.spark.delta_log import checksum_num_files, has_data_files
-    from ticdc_sync.sqlgen import table_ref
+    from ticdc_sync.core.sqlgen import table_ref
+    from ticdc_sync.spark.runtime.delta_log import checksum_num_files, has_data_files
 
     loc = str(tmp_path / "t")
     ref = table_ref(loc)
@@ -139,7 +139,7 @@ def test_has_data_files_follows_the_snapshot(spark, tmp_path):
 def test_staging_statistics_cover_only_the_columns_events_are_selected_by(spark, tmp_path):
     """A new staging table keeps file statistics for its selection columns only; one an
     older ticdc-sync created without the property gains it on the next run."""
-    from ticdc_sync.spark.staging import STAGED_PROPERTIES, STAGED_SCHEMA
+    from ticdc_sync.spark.staging.table import STAGED_PROPERTIES, STAGED_SCHEMA
 
     def stats_columns(wh: str) -> str | None:
         loc = state_location(wh, "events")

@@ -16,8 +16,8 @@ import pytest
 from tests.example_tables import PREFIXES, differences
 from tests.spark import readers as R
 from tests.spark.engine_harness import load
-from ticdc_sync import cli
-from ticdc_sync.locations import target_location, warehouse_path
+from ticdc_sync.commands import cli
+from ticdc_sync.warehouse.locations import target_location, warehouse_path
 
 pytestmark = pytest.mark.spark
 

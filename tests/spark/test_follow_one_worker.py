@@ -21,12 +21,12 @@ from tests.spark.engine_harness import canal_row, load, make_project, read_targe
 from tests.spark.engine_harness import canal_watermark as wm
 from tests.spark.test_lag_budget import now_ts
 from tests.spark.test_plan_is_program import MT, ddl
-from ticdc_sync.locations import state_location, target_location, warehouse_path
-from ticdc_sync.loop import StopRequest
+from ticdc_sync.core.sqlgen import table_ref
+from ticdc_sync.core.staged import from_user_metadata
+from ticdc_sync.core.window import Marker
+from ticdc_sync.run.loop import StopRequest
 from ticdc_sync.spark import runner
-from ticdc_sync.sqlgen import table_ref
-from ticdc_sync.staged import from_user_metadata
-from ticdc_sync.window import Marker
+from ticdc_sync.warehouse.locations import state_location, target_location, warehouse_path
 
 pytestmark = pytest.mark.spark
 

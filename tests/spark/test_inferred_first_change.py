@@ -84,9 +84,9 @@ def test_hundreds_of_new_tables_in_one_batch_each_take_their_first_metadata(spar
     """A changefeed's first poll over a database of many tables: 300 tables first seen in
     one batch, each with a later change of other metadata staged before its first (and 30
     whose first change carries no metadata), all found in the lookup's two queries."""
-    from ticdc_sync.events import EVENT_SCHEMA, KIND_ROW
-    from ticdc_sync.spark.staged_batch import new_table_metadata
-    from ticdc_sync.spark.staging import Staging
+    from ticdc_sync.core.events import EVENT_SCHEMA, KIND_ROW
+    from ticdc_sync.spark.staging.staged_batch import new_table_metadata
+    from ticdc_sync.spark.staging.table import Staging
 
     def row(offset, tbl, ts, meta):
         cols = [None] * 23

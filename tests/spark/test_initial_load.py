@@ -12,8 +12,8 @@ from testkit.encode import make_tso
 from tests.processes import kill_tree
 from tests.spark.engine_harness import canal_row, load, make_project, read_target, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
+from ticdc_sync.core.upstream import Column, TableSchema
 from ticdc_sync.spark import runner
-from ticdc_sync.upstream import Column, TableSchema
 
 pytestmark = pytest.mark.spark
 
@@ -226,14 +226,14 @@ def test_every_type_in_every_dialect_loads_exactly(spark, tmp_path):
 
 
 def _history_marker(spark, location):
-    from ticdc_sync.window import Marker
+    from ticdc_sync.core.window import Marker
 
     rows = spark.sql(f"DESCRIBE HISTORY delta.`{location}`").collect()
     return [Marker.from_user_metadata(r["userMetadata"]) for r in rows]
 
 
 def test_bad_rows_fail_naming_file_and_line_and_nothing_is_committed(spark, tmp_path):
-    from ticdc_sync.locations import target_location, warehouse_path
+    from ticdc_sync.warehouse.locations import target_location, warehouse_path
 
     rows = [{"id": i, "v": f"v{i}", "n": Decimal(i)} for i in range(1, 7)]
     root = project_with_export(tmp_path, rows, DumplingFlags(filetype="csv", rows_per_file=3))
@@ -319,7 +319,7 @@ def test_kill_9_during_the_load_then_run_again(spark, tmp_path):
     import sys
     import time
 
-    from ticdc_sync.locations import target_location, warehouse_path
+    from ticdc_sync.warehouse.locations import target_location, warehouse_path
 
     n = 60_000
     rows = [{"id": i, "v": f"v{i % 97}", "n": Decimal(i) / 4} for i in range(n)]
@@ -337,7 +337,7 @@ def test_kill_9_during_the_load_then_run_again(spark, tmp_path):
     table = target_location(warehouse_path(project), "t")
     env = dict(os.environ, TZ="UTC", PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ticdc_sync.cli", "run", "--project", str(root)],
+        [sys.executable, "-m", "ticdc_sync.commands.cli", "run", "--project", str(root)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=env,
@@ -370,7 +370,7 @@ def test_kill_9_during_the_load_then_run_again(spark, tmp_path):
 
 
 def test_reload_a_target_from_a_newer_export(spark, tmp_path, capsys):
-    from ticdc_sync import cli
+    from ticdc_sync.commands import cli
 
     root = project_with_export(tmp_path, [{"id": 1, "v": "a", "n": None}])
     write_captures(
@@ -430,7 +430,7 @@ def test_unescape_undoes_every_backslash_escape_exactly(spark):
 
     from pyspark.sql import functions as F
 
-    from ticdc_sync.spark.load import unescape
+    from ticdc_sync.spark.apply.load import unescape
 
     named = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
     plain = ["a", "n", "Z", "0", '"', ",", "'", "\xe9", "\xff", "\x01", "$", "1"]
@@ -514,8 +514,8 @@ def test_spark_csv_reading_is_used_only_where_it_equals_the_exact_parser(spark, 
 
     from pyspark.sql import functions as F
 
-    from ticdc_sync.model import DumplingOptions, ExportFiletype
-    from ticdc_sync.spark.load import fast_csv, parse_fields
+    from ticdc_sync.core.model import DumplingOptions, ExportFiletype
+    from ticdc_sync.spark.apply.load import fast_csv, parse_fields
 
     o = DumplingOptions(filetype=ExportFiletype.CSV, **dialect)
     assert fast_csv(o)

@@ -6,7 +6,8 @@ import pytest
 
 from tests.spark.engine_harness import canal_row, load, make_project, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
-from ticdc_sync.spark import labels, runner
+from ticdc_sync.spark import runner
+from ticdc_sync.spark.runtime import labels
 
 pytestmark = pytest.mark.spark
 

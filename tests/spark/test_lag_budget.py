@@ -17,8 +17,8 @@ import pytest
 from tests.spark.engine_harness import canal_row, load, make_project, read_target, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
 from tests.spark.test_plan_is_program import MT, ddl
-from ticdc_sync import status
-from ticdc_sync.loop import StopRequest
+from ticdc_sync.commands import status
+from ticdc_sync.run.loop import StopRequest
 from ticdc_sync.spark import runner
 
 pytestmark = pytest.mark.spark

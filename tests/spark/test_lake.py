@@ -1,4 +1,4 @@
-"""`ticdc_sync.lake` answers what Spark answers, on tables Spark wrote: targets as ticdc-sync
+"""`ticdc_sync.core.lake` answers what Spark answers, on tables Spark wrote: targets as ticdc-sync
 creates them (column mapping, type widening, deletion vectors, timestampNtz, column
 defaults), after a MERGE with a marker, a widening, a rename and an OPTIMIZE; the staging
 table with its map and array columns; tables delta-rs refuses to load (read from
@@ -23,15 +23,15 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.spark.engine_harness import as_staged_columns
-from ticdc_sync import lake
-from ticdc_sync.errors import UserError
-from ticdc_sync.locations import legacy_path_segment, state_location, target_location
-from ticdc_sync.spark.conf import commit_marker, session_conf
-from ticdc_sync.spark.delta_log import latest_user_metadata
-from ticdc_sync.spark.staging import Staging
-from ticdc_sync.sqlgen import create_table_sql, table_ref
-from ticdc_sync.staged import from_user_metadata
-from ticdc_sync.window import Marker
+from ticdc_sync.core import lake
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.sqlgen import create_table_sql, table_ref
+from ticdc_sync.core.staged import from_user_metadata
+from ticdc_sync.core.window import Marker
+from ticdc_sync.spark.runtime.conf import commit_marker, session_conf
+from ticdc_sync.spark.runtime.delta_log import latest_user_metadata
+from ticdc_sync.spark.staging.table import Staging
+from ticdc_sync.warehouse.locations import legacy_path_segment, state_location, target_location
 
 pytestmark = pytest.mark.spark
 

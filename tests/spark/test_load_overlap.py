@@ -31,9 +31,9 @@ from testkit.dumpling import DumplingFlags, write_export
 from testkit.history import Scripted, encode
 from tests.spark.engine_harness import PROFILES, load, read_target, write_captures
 from tests.spark.truth import assert_table_equals
-from ticdc_sync.locations import target_location, warehouse_path
+from ticdc_sync.core.upstream import Column, TableSchema
 from ticdc_sync.spark import runner
-from ticdc_sync.upstream import Column, TableSchema
+from ticdc_sync.warehouse.locations import target_location, warehouse_path
 
 pytestmark = pytest.mark.spark
 

@@ -13,8 +13,10 @@ import pytest
 
 from tests.spark.engine_harness import canal_row, load, make_project, read_target, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
-from ticdc_sync.spark import batch, rows, runner
-from ticdc_sync.spark.conf import CODEGEN_FACTORY, WHOLE_STAGE_CODEGEN, session_conf
+from ticdc_sync.spark import runner
+from ticdc_sync.spark.apply import rows
+from ticdc_sync.spark.runtime.conf import CODEGEN_FACTORY, WHOLE_STAGE_CODEGEN, session_conf
+from ticdc_sync.spark.staging import batch
 
 pytestmark = pytest.mark.spark
 

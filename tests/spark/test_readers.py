@@ -23,9 +23,10 @@ from testkit.encode import RowChange
 from tests.spark import readers as R
 from tests.spark.engine_harness import load, make_project, write_captures
 from tests.spark.test_ddl_engine_kinds import Upstream
-from ticdc_sync.cli import main as cli_main
-from ticdc_sync.locations import legacy_path_segment, target_location, warehouse_path
-from ticdc_sync.spark import ddl_commit, runner
+from ticdc_sync.commands.cli import main as cli_main
+from ticdc_sync.spark import runner
+from ticdc_sync.spark.apply import ddl_commit
+from ticdc_sync.warehouse.locations import legacy_path_segment, target_location, warehouse_path
 
 pytestmark = pytest.mark.spark
 

@@ -19,8 +19,9 @@ from testkit.history import HistoryConfig, encode, generate
 from tests.spark.engine_harness import load, make_project, read_target, write_captures
 from tests.spark.test_engine_fanout import TABLES, commits, land
 from tests.spark.truth import assert_table_equals, schema_sql
-from ticdc_sync.spark import runner, shared_window
-from ticdc_sync.spark.shared_window import SharedWindow, Windows, split
+from ticdc_sync.spark import runner
+from ticdc_sync.spark.apply import shared_window
+from ticdc_sync.spark.apply.shared_window import SharedWindow, Windows, split
 
 pytestmark = pytest.mark.spark
 

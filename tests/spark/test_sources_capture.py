@@ -9,10 +9,11 @@ import pytest
 
 from tests.spark.engine_harness import canal_row, load, make_project, read_target
 from tests.spark.engine_harness import canal_watermark as wm
-from ticdc_sync.errors import UserError
-from ticdc_sync.locations import state_location, warehouse_path
-from ticdc_sync.spark import batch, runner
-from ticdc_sync.spark.sources import broken_lines_error, read_capture_records
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.spark import runner
+from ticdc_sync.spark.staging import batch
+from ticdc_sync.spark.transports.sources import broken_lines_error, read_capture_records
+from ticdc_sync.warehouse.locations import state_location, warehouse_path
 
 pytestmark = pytest.mark.spark
 
@@ -233,8 +234,8 @@ def test_a_cut_line_with_good_positions_is_named_by_file_and_line(spark, tmp_pat
 def test_the_split_model_packs_files_as_spark_does(spark, tmp_path):
     # The model's task count is Spark's own for the same files and split size, so its
     # choice of split is made on what Spark will really run.
-    from ticdc_sync.spark.conf import session_conf
-    from ticdc_sync.spark.splits import MIB, OPEN_COST, pack
+    from ticdc_sync.spark.runtime.conf import session_conf
+    from ticdc_sync.spark.transports.splits import MIB, OPEN_COST, pack
 
     line = _line(0, 1, "x" * 200) + "\n"
     files = []

@@ -11,11 +11,11 @@ import pytest
 from pyspark.sql import functions as F
 
 from tests.spark.engine_harness import as_staged_columns
-from ticdc_sync import warehouse
-from ticdc_sync.lake import LakeTable
-from ticdc_sync.spark.conf import user_metadata
-from ticdc_sync.spark.staging import Staging
-from ticdc_sync.staged import STAGED_KEY, SourceTally, read_carried
+from ticdc_sync.core.lake import LakeTable
+from ticdc_sync.core.staged import STAGED_KEY, SourceTally, read_carried
+from ticdc_sync.spark.runtime.conf import user_metadata
+from ticdc_sync.spark.staging.table import Staging
+from ticdc_sync.warehouse import read as warehouse
 
 pytestmark = pytest.mark.spark
 

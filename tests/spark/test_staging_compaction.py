@@ -21,8 +21,8 @@ from pyspark.sql import functions as F
 
 from tests.compaction_child import BATCH_EVENTS, SOURCE, batch
 from tests.processes import kill_tree
-from ticdc_sync.spark.compaction import Compactor
-from ticdc_sync.spark.staging import Staging
+from ticdc_sync.spark.staging.compaction import Compactor
+from ticdc_sync.spark.staging.table import Staging
 
 pytestmark = pytest.mark.spark
 

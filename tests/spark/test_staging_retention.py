@@ -13,11 +13,11 @@ import pytest
 from tests.spark.engine_harness import canal_row, load, make_project, read_target, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
 from tests.spark.test_plan_is_program import MT, ddl
-from ticdc_sync import warehouse
-from ticdc_sync.locations import warehouse_path
 from ticdc_sync.plan import build_plan
 from ticdc_sync.spark import runner
-from ticdc_sync.spark.staging import Staging
+from ticdc_sync.spark.staging.table import Staging
+from ticdc_sync.warehouse import read as warehouse
+from ticdc_sync.warehouse.locations import warehouse_path
 
 pytestmark = pytest.mark.spark
 

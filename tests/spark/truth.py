@@ -10,7 +10,7 @@ from typing import Any
 
 from testkit import values as V
 from testkit.history import json_value
-from ticdc_sync.upstream import Column, TableSchema
+from ticdc_sync.core.upstream import Column, TableSchema
 
 
 def schema_sql(schema: TableSchema) -> str:

@@ -16,17 +16,11 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ticdc_sync.core.model import Protocol, Source, TableEntry
+from ticdc_sync.core.staged import PartitionTally, SourceTally
+from ticdc_sync.core.upstream import Column, TableSchema
+from ticdc_sync.core.window import DdlEvent, Marker
 from ticdc_sync.ddl.timeline import DdlGroup
-from ticdc_sync.engine import (
-    ApplyJob,
-    ApplyOutcome,
-    StageOutcome,
-    Started,
-    SyncPoint,
-    TableSpan,
-    TrimOutcome,
-)
-from ticdc_sync.model import Protocol, Source, TableEntry
 from ticdc_sync.plan.model import (
     BLOCKED,
     OP_COPY_FROM,
@@ -37,10 +31,16 @@ from ticdc_sync.plan.model import (
     TargetDdl,
     TargetPlan,
 )
-from ticdc_sync.staged import PartitionTally, SourceTally
-from ticdc_sync.upstream import Column, TableSchema
-from ticdc_sync.warehouse_state import SourceState, TargetState, WarehouseState
-from ticdc_sync.window import DdlEvent, Marker
+from ticdc_sync.run.engine import (
+    ApplyJob,
+    ApplyOutcome,
+    StageOutcome,
+    Started,
+    SyncPoint,
+    TableSpan,
+    TrimOutcome,
+)
+from ticdc_sync.warehouse.state import SourceState, TargetState, WarehouseState
 
 T0 = 1_700_000_000_000  # wall time of the tests' upstream, ms
 

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from ticdc_sync import as_of as ao
-from ticdc_sync.errors import UserError
-from ticdc_sync.window import Marker
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.window import Marker
+from ticdc_sync.read import as_of as ao
 
 
 def _meta(m: Marker) -> str:
@@ -82,7 +82,7 @@ def test_staging_floor_refuses_trimmed_changes():
 
 
 def test_tally_keeps_how_far_it_was_trimmed():
-    from ticdc_sync.staged import SourceTally, from_user_metadata, to_user_metadata
+    from ticdc_sync.core.staged import SourceTally, from_user_metadata, to_user_metadata
 
     t = SourceTally()
     assert (
@@ -115,7 +115,7 @@ def test_versions_lost_to_vacuum_and_log_cleanup_are_not_reachable(tmp_path):
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
-    from ticdc_sync.lake import LakeTable
+    from ticdc_sync.core.lake import LakeTable
 
     path = str(tmp_path / "t")
     conf = {"delta.logRetentionDuration": "interval 0 seconds"}

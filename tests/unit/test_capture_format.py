@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ticdc_sync.capture_format import record_line
-from ticdc_sync.errors import UserError
-from ticdc_sync.model import Defaults, Output, Project
+from ticdc_sync.core.capture_format import record_line
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.model import Defaults, Output, Project
 from ticdc_sync.spark.capture import capture, captured_next
 
 
@@ -43,7 +43,7 @@ def test_capture_needs_a_kafka_transport(tmp_path):
 
 
 def test_a_line_round_trips_and_stays_one_line():
-    from ticdc_sync.capture_format import parse_line
+    from ticdc_sync.core.capture_format import parse_line
 
     cases = [
         (0, 5, 1700000000123, b'{"a":1}', '{"v":"ü\\n\u2028\u2029\x85"}'.encode()),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ticdc_sync.cli import main
+from ticdc_sync.commands.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 SHOP = REPO / "projects_example" / "shop"
@@ -91,7 +91,7 @@ def test_init_scaffold_validates_and_plans(
 def test_crash_exits_3_with_traceback(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import ticdc_sync.cli as cli
+    import ticdc_sync.commands.cli as cli
 
     def boom(args: object) -> int:
         raise RuntimeError("boom")
@@ -128,7 +128,7 @@ def test_pure_commands_never_import_pyspark(tmp_path: Path) -> None:
     code = textwrap.dedent(
         f"""
         import sys
-        from ticdc_sync.cli import main
+        from ticdc_sync.commands.cli import main
         rcs = [
             main(["init", {str(tmp_path / "p")!r}]),
             main(["validate", "--project", {str(tmp_path / "p")!r}]),
@@ -182,7 +182,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 def test_every_flag_and_argument_has_help() -> None:
     import argparse
 
-    from ticdc_sync.cli import build_parser
+    from ticdc_sync.commands.cli import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -255,14 +255,14 @@ def test_second_run_is_refused_before_spark_starts(tmp_path: Path) -> None:
     # never starts (nothing of it in the log, and the error is the last line).
     import os
 
-    from ticdc_sync.lease import RunLease, read_lease
+    from ticdc_sync.warehouse.lease import RunLease, read_lease
 
     root = tmp_path / "shop"
     shutil.copytree(SHOP, root, ignore=GENERATED)
     wh = str(root / "warehouse")
     with RunLease(wh, out=lambda s: None):
         res = subprocess.run(
-            [sys.executable, "-m", "ticdc_sync.cli", "run", "--project", str(root)],
+            [sys.executable, "-m", "ticdc_sync.commands.cli", "run", "--project", str(root)],
             capture_output=True,
             text=True,
             cwd=REPO,

@@ -7,8 +7,8 @@ import struct
 from ticdc_sync import codecs
 from ticdc_sync.codecs import canal_json, debezium, infer, open_protocol
 from ticdc_sync.codecs.open_framing import split_open_protocol
-from ticdc_sync.model import Protocol, SourceOptions
-from ticdc_sync.upstream import Column
+from ticdc_sync.core.model import Protocol, SourceOptions
+from ticdc_sync.core.upstream import Column
 
 
 def _frame(*parts: bytes) -> bytes:

@@ -6,9 +6,9 @@ import io
 import threading
 from pathlib import Path
 
-from ticdc_sync.console import Console, log_file
-from ticdc_sync.interrupts import Interrupts
-from ticdc_sync.progress import PhaseStatus, duration, render, size
+from ticdc_sync.core.console import Console, log_file
+from ticdc_sync.core.interrupts import Interrupts
+from ticdc_sync.core.progress import PhaseStatus, duration, render, size
 
 
 class Tty(io.StringIO):

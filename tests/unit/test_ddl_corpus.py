@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from tests.shared_paths import SHARED, needs_shared
+from ticdc_sync.core.model import Defaults, Output, Project
+from ticdc_sync.core.upstream import TableSchema
 from ticdc_sync.ddl import parse_ddl, parse_schema_sql
 from ticdc_sync.ddl.statements import Unknown
 from ticdc_sync.ddl.timeline import replay_script
 from ticdc_sync.ddl.tokens import split_statements
-from ticdc_sync.model import Defaults, Output, Project
-from ticdc_sync.upstream import TableSchema
 
 pytestmark = needs_shared
 

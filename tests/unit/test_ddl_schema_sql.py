@@ -7,8 +7,8 @@ import glob
 import pytest
 
 from tests.shared_paths import SHARED, needs_shared
+from ticdc_sync.core.errors import DdlError
 from ticdc_sync.ddl import parse_schema_sql
-from ticdc_sync.errors import DdlError
 
 CORPUS = str(SHARED / "corpus/canal-ddl-meta")
 

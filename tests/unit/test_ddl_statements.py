@@ -8,6 +8,8 @@ import pytest
 
 from tests.shared_paths import SHARED, needs_shared
 from ticdc_sync import ddl
+from ticdc_sync.core.errors import DdlError
+from ticdc_sync.core.model import DdlKind, Defaults, Output, Project
 from ticdc_sync.ddl import (
     AddColumn,
     ChangeColumnType,
@@ -42,8 +44,6 @@ from ticdc_sync.ddl.statements import (
     Unknown,
 )
 from ticdc_sync.ddl.timeline import replay_script
-from ticdc_sync.errors import DdlError
-from ticdc_sync.model import DdlKind, Defaults, Output, Project
 
 CORPUS = SHARED / "corpus/canal-ddl-meta"
 BASE = """CREATE TABLE shop.t (

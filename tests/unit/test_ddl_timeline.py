@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ticdc_sync.ddl import parse_schema_sql
-from ticdc_sync.ddl.timeline import build
-from ticdc_sync.model import (
+from ticdc_sync.core.model import (
     DdlOverride,
     Defaults,
     Output,
@@ -16,8 +14,10 @@ from ticdc_sync.model import (
     Source,
     TableEntry,
 )
-from ticdc_sync.upstream import Version, key
-from ticdc_sync.window import DdlEvent
+from ticdc_sync.core.upstream import Version, key
+from ticdc_sync.core.window import DdlEvent
+from ticdc_sync.ddl import parse_schema_sql
+from ticdc_sync.ddl.timeline import build
 
 
 def project(seed_sql: str = "", overrides: tuple[DdlOverride, ...] = ()) -> Project:

@@ -21,7 +21,7 @@ from types import ModuleType
 
 import pytest
 
-from ticdc_sync.cli import build_parser
+from ticdc_sync.commands.cli import build_parser
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"

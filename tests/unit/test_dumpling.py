@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from testkit.dumpling import DumplingFlags, create_table_sql, metadata_text, write_export
-from ticdc_sync import dumpling
+from ticdc_sync.codecs import dumpling_export as dumpling
+from ticdc_sync.core.model import DumplingOptions, ExportFiletype
+from ticdc_sync.core.upstream import Column, TableSchema
 from ticdc_sync.ddl import parse_schema_sql
-from ticdc_sync.model import DumplingOptions, ExportFiletype
-from ticdc_sync.upstream import Column, TableSchema
 
 TS = 445644800004909736
 C = Column

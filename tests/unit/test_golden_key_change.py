@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from ticdc_sync.core.model import Defaults, Output, Project, Protocol, Source, TableEntry
+from ticdc_sync.core.staged import PartitionTally, SourceTally
+from ticdc_sync.core.window import DdlEvent, Marker
 from ticdc_sync.ddl import parse_schema_sql
-from ticdc_sync.model import Defaults, Output, Project, Protocol, Source, TableEntry
 from ticdc_sync.plan import build_plan, render_json, render_text
 from ticdc_sync.plan.model import Plan
 from ticdc_sync.plan.steps import Rows
-from ticdc_sync.staged import PartitionTally, SourceTally
-from ticdc_sync.warehouse_state import SourceState, TargetState, WarehouseState
-from ticdc_sync.window import DdlEvent, Marker
+from ticdc_sync.warehouse.state import SourceState, TargetState, WarehouseState
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden"

@@ -40,7 +40,7 @@ def test_example_plan_matches_golden(tmp_path: Path, args: list[str], golden: st
     shutil.copytree(SHOP, shop, ignore=shutil.ignore_patterns("warehouse", "target"))
     env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(REPO)}
     got = subprocess.run(
-        [sys.executable, "-m", "ticdc_sync.cli", "plan", "--project", str(shop), *args],
+        [sys.executable, "-m", "ticdc_sync.commands.cli", "plan", "--project", str(shop), *args],
         capture_output=True,
         env=env,
         cwd=tmp_path,

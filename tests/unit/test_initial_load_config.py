@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from testkit.dumpling import DumplingFlags, write_export
-from ticdc_sync import cli
-from ticdc_sync.errors import ProjectError
-from ticdc_sync.model import DumplingOptions, ExportFiletype
+from ticdc_sync.commands import cli
+from ticdc_sync.core.errors import ProjectError
+from ticdc_sync.core.model import DumplingOptions, ExportFiletype
+from ticdc_sync.core.upstream import Column, TableSchema
 from ticdc_sync.project import load_project
-from ticdc_sync.upstream import Column, TableSchema
 
 PROFILES = "t:\n  target: dev\n  outputs:\n    dev:\n      transport: {type: files}\n"
 TS = 445644800004909736

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ticdc_sync.errors import UserError
-from ticdc_sync.model import Transport, TransportKind
-from ticdc_sync.spark.kafka import client_options, redact, spark_options
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.model import Transport, TransportKind
+from ticdc_sync.spark.transports.kafka import client_options, redact, spark_options
 
 
 def _t(bootstrap: str | None = "b:9092", **opts: str) -> Transport:

@@ -1,4 +1,4 @@
-"""`ticdc_sync.lake` without a JVM: it imports no pyspark, maps locations and environment to
+"""`ticdc_sync.core.lake` without a JVM: it imports no pyspark, maps locations and environment to
 what delta-rs opens, spells types as Spark does, and reads tables delta-rs wrote."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pyarrow as pa
 import pytest
 from deltalake import CommitProperties, write_deltalake
 
-from ticdc_sync import lake
-from ticdc_sync.errors import UserError
+from ticdc_sync.core import lake
+from ticdc_sync.core.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,7 +22,7 @@ def test_importing_lake_imports_no_pyspark() -> None:
     code = textwrap.dedent(
         """
         import sys
-        import ticdc_sync.lake
+        import ticdc_sync.core.lake
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark", "delta", "py4j"))
         assert not loaded, loaded
         print("PURE-OK")

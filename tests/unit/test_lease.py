@@ -1,4 +1,4 @@
-"""The run lease (ticdc_sync/lease.py) on a local warehouse, with real processes.
+"""The run lease (ticdc_sync/warehouse/lease.py) on a local warehouse, with real processes.
 
 Racers are separate Python processes (`tests/lease_child.py`) that start at one signal;
 exactly one of them may hold the lease. A holder killed with SIGKILL is taken over at once
@@ -15,8 +15,8 @@ import threading
 import pytest
 
 from tests import lease_child
-from ticdc_sync import lease as lease_mod
-from ticdc_sync.lease import LeaseHeld, LeaseLost, RunLease, read_lease
+from ticdc_sync.warehouse import lease as lease_mod
+from ticdc_sync.warehouse.lease import LeaseHeld, LeaseLost, RunLease, read_lease
 
 
 def _race(tmp_path, n: int, **kw):
@@ -156,9 +156,9 @@ def test_check_active_guards_only_while_a_run_holds_a_lease(tmp_path):
 
 def test_status_says_who_holds_the_lease(tmp_path, capsys):
     from tests.unit.test_project import copy_shop
-    from ticdc_sync import cli
-    from ticdc_sync.locations import warehouse_path
+    from ticdc_sync.commands import cli
     from ticdc_sync.project import load_project
+    from ticdc_sync.warehouse.locations import warehouse_path
 
     root = copy_shop(tmp_path)
     wh = warehouse_path(load_project(root))

@@ -34,16 +34,17 @@ def _probe(path: str, source: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     "source",
     [
-        "from ticdc_sync import routing\n\nprint(routing)\n",
-        "from ticdc_sync.routing import merge_keys\n\nprint(merge_keys)\n",
-        "import ticdc_sync.table_features\n\nprint(ticdc_sync.table_features)\n",
-        "from ticdc_sync.table_features import create_properties\n\nprint(create_properties)\n",
+        "from ticdc_sync.project import routing\n\nprint(routing)\n",
+        "from ticdc_sync.project.routing import merge_keys\n\nprint(merge_keys)\n",
+        "import ticdc_sync.plan.table_features\n\nprint(ticdc_sync.plan.table_features)\n",
+        "from ticdc_sync.plan.table_features import create_properties\n\nprint(create_properties)\n",
         "from ticdc_sync.plan import policy\n\nprint(policy)\n",
         "from ticdc_sync.plan.policy import decide\n\nprint(decide)\n",
     ],
 )
-def test_spark_may_not_import_what_decides(source: str) -> None:
-    r = _probe("ticdc_sync/spark/probe.py", source)
+@pytest.mark.parametrize("folder", ["spark", "spark/apply", "spark/staging"])
+def test_spark_may_not_import_what_decides(source: str, folder: str) -> None:
+    r = _probe(f"ticdc_sync/{folder}/probe.py", source)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "TID251" in r.stdout and "the engine carries out the plan" in r.stdout
 
@@ -57,7 +58,9 @@ def test_spark_may_import_pyspark_and_the_plan() -> None:
 def test_the_core_may_not_import_pyspark_but_may_decide() -> None:
     r = _probe("ticdc_sync/plan/probe.py", "import pyspark\n\nprint(pyspark)\n")
     assert r.returncode == 1 and "only ticdc_sync/spark/ may import pyspark" in r.stdout
-    r = _probe("ticdc_sync/plan/probe.py", "from ticdc_sync import routing\n\nprint(routing)\n")
+    r = _probe(
+        "ticdc_sync/plan/probe.py", "from ticdc_sync.project import routing\n\nprint(routing)\n"
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ticdc_sync.locations import (
+from ticdc_sync.warehouse.locations import (
     find_target,
     legacy_path_segment,
     path_segment,

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.unit.loop_fakes import T0, Clock, Fake, Inline, Spec, Threads, source, ts
-from ticdc_sync.engine import ApplyOutcome, StageOutcome
-from ticdc_sync.errors import Fatal
-from ticdc_sync.loop import LoopResult, Settings, StopRequest, run_loop
+from ticdc_sync.core.errors import Fatal
+from ticdc_sync.run.engine import ApplyOutcome, StageOutcome
+from ticdc_sync.run.loop import LoopResult, Settings, StopRequest, run_loop
 
 
 def run(
@@ -580,7 +580,7 @@ def test_an_unavailable_source_is_read_again_after_a_backoff() -> None:
 
 
 def _empty():
-    from ticdc_sync.staged import SourceTally
+    from ticdc_sync.core.staged import SourceTally
 
     return SourceTally()
 

@@ -6,11 +6,11 @@ import json
 import shutil
 from pathlib import Path
 
+from ticdc_sync.core.staged import PartitionTally, SourceTally
+from ticdc_sync.core.window import DdlEvent, Marker
 from ticdc_sync.plan import build_plan, render_json, render_text
 from ticdc_sync.project import load_project
-from ticdc_sync.staged import PartitionTally, SourceTally
-from ticdc_sync.warehouse_state import SourceState, TargetState, WarehouseState
-from ticdc_sync.window import DdlEvent, Marker
+from ticdc_sync.warehouse.state import SourceState, TargetState, WarehouseState
 
 REPO = Path(__file__).resolve().parents[2]
 SHOP = REPO / "projects_example" / "shop"

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from ticdc_sync.model import FeatureUse
+from ticdc_sync.core.model import FeatureUse
+from ticdc_sync.core.staged import PartitionTally, SourceTally
+from ticdc_sync.core.window import DdlEvent, Marker
 from ticdc_sync.plan import build_plan, render_json, render_text
 from ticdc_sync.plan.model import OP_REBUILD, OP_SQL
 from ticdc_sync.project import load_project
-from ticdc_sync.staged import PartitionTally, SourceTally
-from ticdc_sync.warehouse_state import SourceState, TargetState, WarehouseState
-from ticdc_sync.window import DdlEvent, Marker
+from ticdc_sync.warehouse.state import SourceState, TargetState, WarehouseState
 
 SHOP = Path(__file__).resolve().parents[2] / "projects_example" / "shop"
 CREATED = ("appendOnly", "invariants", "timestampNtz")  # as Spark lists them
@@ -224,7 +224,7 @@ def test_switching_a_feature_off_drops_it_and_on_enables_it_again(tmp_path: Path
 
 
 def test_table_features_are_checked_by_the_schema(tmp_path: Path) -> None:
-    from ticdc_sync.errors import UserError
+    from ticdc_sync.core.errors import UserError
 
     with pytest.raises(UserError) as e:
         _project(tmp_path, features="    column_mapping: sometimes\n    deletion_vector: false\n")

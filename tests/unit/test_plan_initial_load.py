@@ -10,15 +10,15 @@ import pytest
 
 from testkit.dumpling import DumplingFlags, write_export
 from testkit.encode import make_tso
-from ticdc_sync.errors import PlanError
+from ticdc_sync.core.errors import PlanError
+from ticdc_sync.core.staged import PartitionTally, SourceTally
+from ticdc_sync.core.upstream import Column, TableSchema
+from ticdc_sync.core.window import DdlEvent, Marker
 from ticdc_sync.plan import build_plan, render_json, render_text
 from ticdc_sync.plan.steps import Create, Ddl, LoadRows, Rows
 from ticdc_sync.project import load_project
-from ticdc_sync.staged import PartitionTally, SourceTally
-from ticdc_sync.upstream import Column, TableSchema
-from ticdc_sync.warehouse import read_state
-from ticdc_sync.warehouse_state import TargetState
-from ticdc_sync.window import DdlEvent, Marker
+from ticdc_sync.warehouse.read import read_state
+from ticdc_sync.warehouse.state import TargetState
 
 MS = 1_700_000_000_000
 S = make_tso(MS + 10_000)

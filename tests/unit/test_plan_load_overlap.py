@@ -13,15 +13,15 @@ import pytest
 
 from testkit.dumpling import DumplingFlags, write_export
 from testkit.encode import make_tso
-from ticdc_sync.dumpling import check_exports
-from ticdc_sync.errors import PlanError
+from ticdc_sync.codecs.dumpling_export import check_exports
+from ticdc_sync.core.errors import PlanError
+from ticdc_sync.core.staged import PartitionTally, SourceTally
+from ticdc_sync.core.upstream import Column, TableSchema
+from ticdc_sync.core.window import DdlEvent
 from ticdc_sync.plan import build_plan, render_json, render_text
 from ticdc_sync.plan.steps import Create, Halt, LoadRows, Rows
 from ticdc_sync.project import load_project
-from ticdc_sync.staged import PartitionTally, SourceTally
-from ticdc_sync.upstream import Column, TableSchema
-from ticdc_sync.warehouse import read_state
-from ticdc_sync.window import DdlEvent
+from ticdc_sync.warehouse.read import read_state
 
 MS = 1_700_000_000_000
 PROFILES = "t:\n  target: dev\n  outputs:\n    dev:\n      transport: {type: files}\n"
@@ -243,9 +243,9 @@ def test_once_loaded_the_export_is_not_needed_for_the_tables_gone_by_its_snapsho
     """The schema history's record of the load stands in for the export's snapshot."""
     import shutil
 
-    from ticdc_sync.upstream import Version, key
-    from ticdc_sync.warehouse_state import TargetState
-    from ticdc_sync.window import Marker
+    from ticdc_sync.core.upstream import Version, key
+    from ticdc_sync.core.window import Marker
+    from ticdc_sync.warehouse.state import TargetState
 
     root = _project(tmp_path)
     project = load_project(root)

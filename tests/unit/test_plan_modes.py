@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from ticdc_sync.errors import ProjectError
-from ticdc_sync.model import Mode
+from ticdc_sync.core.errors import ProjectError
+from ticdc_sync.core.model import Mode
+from ticdc_sync.core.staged import PartitionTally, SourceTally
+from ticdc_sync.core.window import DdlEvent, Marker
 from ticdc_sync.plan import build_plan, render_json, render_text
 from ticdc_sync.plan.model import OP_BACKFILL, OP_SQL
 from ticdc_sync.project import load_project
-from ticdc_sync.staged import PartitionTally, SourceTally
-from ticdc_sync.warehouse_state import SourceState, TargetState, WarehouseState
-from ticdc_sync.window import DdlEvent, Marker
+from ticdc_sync.warehouse.state import SourceState, TargetState, WarehouseState
 
 REPO = Path(__file__).resolve().parents[2]
 SHOP = REPO / "projects_example" / "shop"

@@ -9,8 +9,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from ticdc_sync.errors import ProjectError
-from ticdc_sync.model import Action, DdlKind, Protocol, TransportKind
+from ticdc_sync.core.errors import ProjectError
+from ticdc_sync.core.model import Action, DdlKind, Protocol, TransportKind
 from ticdc_sync.project import json_schema, load_project, load_yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -469,7 +469,7 @@ def test_a_default_target_lag_that_is_not_a_duration_is_an_error_at_its_line(
     ],
 )
 def test_durations_read_and_shown(tmp_path: Path, text: str | int, ms: int) -> None:
-    from ticdc_sync.durations import parse_ms, render_ms
+    from ticdc_sync.core.durations import parse_ms, render_ms
 
     assert parse_ms(text) == ms
     assert parse_ms(render_ms(ms)) == ms
@@ -481,7 +481,7 @@ def test_durations_read_and_shown(tmp_path: Path, text: str | int, ms: int) -> N
 
 
 def test_durations_are_shown_in_their_largest_whole_unit() -> None:
-    from ticdc_sync.durations import render_ms
+    from ticdc_sync.core.durations import render_ms
 
     assert [render_ms(ms) for ms in (0, 1, 500, 1000, 90_000, 60_000, 5_400_000, 86_400_000)] == [
         "0",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ticdc_sync.retention import trim_bound
+from ticdc_sync.warehouse.retention import trim_bound
 
 DAY_MS = 86_400_000
 

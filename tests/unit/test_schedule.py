@@ -8,14 +8,14 @@ import random
 
 import pytest
 
-from ticdc_sync.schedule import (
+from ticdc_sync.plan.workers import apply_workers
+from ticdc_sync.run.schedule import (
     MAX_BACKOFF_MS,
     MAX_SPANS,
     Candidate,
     Need,
     Scheduler,
     Spans,
-    apply_workers,
     over_lag,
     staging_lag_ms,
     staleness_ms,

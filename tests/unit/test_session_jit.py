@@ -4,7 +4,7 @@ profile or in SPARK_SUBMIT_OPTS."""
 
 from __future__ import annotations
 
-from ticdc_sync.spark.session import DRIVER_JIT_OPTIONS, jit_options
+from ticdc_sync.spark.runtime.session import DRIVER_JIT_OPTIONS, jit_options
 
 KEY = "spark.driver.extraJavaOptions"
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import random
 
-from ticdc_sync.spark.splits import MIB, OPEN_COST, SPARK_DEFAULT, best_split, finish, pack
+from ticdc_sync.spark.transports.splits import (
+    MIB,
+    OPEN_COST,
+    SPARK_DEFAULT,
+    best_split,
+    finish,
+    pack,
+)
 
 
 def test_packing_replays_spark_on_the_benchmark_layout():

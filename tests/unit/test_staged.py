@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ticdc_sync.staged import (
+from ticdc_sync.core.staged import (
     INCREMENT_FIELDS,
     PartitionTally,
     SourceTally,

@@ -3,7 +3,7 @@ and values with tabs or line breaks kept on one line."""
 
 from __future__ import annotations
 
-from ticdc_sync.status import format_rows, render
+from ticdc_sync.commands.status import format_rows, render
 
 
 def target(name: str, **kw) -> dict:

@@ -1,4 +1,4 @@
-"""An S3 warehouse's Spark settings come from the environment (ticdc_sync/spark/storage.py):
+"""An S3 warehouse's Spark settings come from the environment (ticdc_sync/spark/runtime/storage.py):
 the S3A connector of Spark's own Hadoop, endpoint, region, http, addressing, credentials.
 No JVM: these check the settings; tests/s3 checks that a session built with them works."""
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ticdc_sync.errors import UserError
-from ticdc_sync.model import Output
-from ticdc_sync.spark import storage
-from ticdc_sync.spark.session import jar_conf, with_profile_conf
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.model import Output
+from ticdc_sync.spark.runtime import storage
+from ticdc_sync.spark.runtime.session import jar_conf, with_profile_conf
 
 H = "spark.hadoop.fs.s3a."
 LOCAL = {

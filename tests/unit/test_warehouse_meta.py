@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from ticdc_sync import warehouse
-from ticdc_sync.lake import LakeTable
+from ticdc_sync.core.lake import LakeTable
+from ticdc_sync.warehouse import read as warehouse
 
 META = pa.map_(pa.string(), pa.string())
 

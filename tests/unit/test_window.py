@@ -8,13 +8,13 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from ticdc_sync.core.model import Defaults, Output, Project, Protocol, Source, TableEntry
+from ticdc_sync.core.staged import PartitionTally, SourceTally
+from ticdc_sync.core.window import DdlEvent, Marker, dedupe_ddl
 from ticdc_sync.ddl import parse_schema_sql
-from ticdc_sync.model import Defaults, Output, Project, Protocol, Source, TableEntry
 from ticdc_sync.plan import build_plan
 from ticdc_sync.plan.steps import Ddl, Rows
-from ticdc_sync.staged import PartitionTally, SourceTally
-from ticdc_sync.warehouse_state import SourceState, TargetState, WarehouseState
-from ticdc_sync.window import DdlEvent, Marker, dedupe_ddl
+from ticdc_sync.warehouse.state import SourceState, TargetState, WarehouseState
 
 SEED = parse_schema_sql("CREATE TABLE db.t (id INT PRIMARY KEY, c0 INT)", None, "s.sql")[0]
 PROJECT = Project(

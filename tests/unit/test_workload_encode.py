@@ -22,8 +22,8 @@ from testkit.encode import (
 )
 from testkit.gojson import go_quote_inner
 from tests.shared_paths import SHARED, needs_shared
+from ticdc_sync.core.upstream import Column, TableSchema
 from ticdc_sync.ddl import parse_schema_sql
-from ticdc_sync.upstream import Column, TableSchema
 
 CORPUS = SHARED / "corpus"
 DBZ = CORPUS / "tiflow" / "debezium-testdata"

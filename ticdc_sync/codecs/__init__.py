@@ -1,6 +1,6 @@
 """Per-protocol value conversion (raw text -> Delta values) as Spark SQL text, and dispatch.
 
-`ticdc_sync.spark.decode` stages each column value as raw text; at apply time the engine
+`ticdc_sync.spark.staging.decode` stages each column value as raw text; at apply time the engine
 asks `value_sql(protocol, col, raw, options)` for the expression that converts it to
 `datatypes.delta_type(col)` and `fits_sql(...)` for the check that it converted without
 loss. `infer` builds upstream columns from protocol metadata when no DDL history exists.
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from ticdc_sync.model import Protocol, SourceOptions
-from ticdc_sync.upstream import Column
+from ticdc_sync.core.model import Protocol, SourceOptions
+from ticdc_sync.core.upstream import Column
 
 
 def module_for(protocol: Protocol | str) -> ModuleType:

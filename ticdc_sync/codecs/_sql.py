@@ -1,7 +1,7 @@
 """Spark SQL text fragments shared by the per-protocol value converters.
 
 Every function here takes a Spark SQL expression (text) that yields the column's raw text
-(as staged by `ticdc_sync.spark.decode`: JSON quoting removed, numbers as their literal
+(as staged by `ticdc_sync.spark.staging.decode`: JSON quoting removed, numbers as their literal
 text) and returns a new expression (text). Nothing here touches Spark; the engine puts the
 text into `selectExpr`/`MERGE`. Expressions never raise on bad input (no ANSI casts, no
 `decode`/`encode` on invalid input): a value that cannot be converted becomes NULL and the
@@ -10,9 +10,9 @@ matching `fits_sql` is false, so the engine can report or quarantine it.
 
 from __future__ import annotations
 
-from ticdc_sync import datatypes
-from ticdc_sync.sqlgen import sql_string
-from ticdc_sync.upstream import Column
+from ticdc_sync.core import datatypes
+from ticdc_sync.core.sqlgen import sql_string
+from ticdc_sync.core.upstream import Column
 
 TWO_64 = "18446744073709551616"
 

@@ -7,10 +7,10 @@ once the table's schema is known. Every Canal value is a JSON string (codec fact
 
 from __future__ import annotations
 
-from ticdc_sync import datatypes
 from ticdc_sync.codecs import _sql
-from ticdc_sync.model import SourceOptions
-from ticdc_sync.upstream import Column
+from ticdc_sync.core import datatypes
+from ticdc_sync.core.model import SourceOptions
+from ticdc_sync.core.upstream import Column
 
 
 def value_sql(col: Column, raw: str, options: SourceOptions) -> str:

@@ -10,10 +10,10 @@ accepted too. Pure Python; never imports pyspark.
 
 from __future__ import annotations
 
-from ticdc_sync import datatypes
 from ticdc_sync.codecs import _sql
-from ticdc_sync.model import SourceOptions
-from ticdc_sync.upstream import Column
+from ticdc_sync.core import datatypes
+from ticdc_sync.core.model import SourceOptions
+from ticdc_sync.core.upstream import Column
 
 _NUM_RE = r"^\s*-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?\s*$"
 

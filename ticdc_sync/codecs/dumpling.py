@@ -5,21 +5,21 @@ numbers as their text; DECIMAL exact; dates, DATETIME and TIME as `Time.String()
 `Duration.String()` text; TIMESTAMP as wall clock in the export session's time zone; YEAR
 as digits; ENUM as the member name and SET as member names joined by commas (not the index
 and bitmask Canal-JSON carries); BIT as its bytes, big-endian; BINARY/VARBINARY/BLOB as raw
-bytes; text and JSON as UTF-8. The reader (`spark/load.py`) undoes the file's quoting and
+bytes; text and JSON as UTF-8. The reader (`spark/apply/load.py`) undoes the file's quoting and
 escapes and hands every value over as ISO-8859-1 text: one character per byte of the value,
 so binary values come through byte for byte, as in Canal-JSON (codec facts 1.2).
 
 `value_sql` / `fits_sql` have the signatures of the other codecs; the row typing of
-`spark/rows.py` uses them for the load exactly as for change events. Pure Python: builds
+`spark/apply/rows.py` uses them for the load exactly as for change events. Pure Python: builds
 text, never imports pyspark.
 """
 
 from __future__ import annotations
 
-from ticdc_sync import datatypes
 from ticdc_sync.codecs import _sql
-from ticdc_sync.model import SourceOptions
-from ticdc_sync.upstream import Column
+from ticdc_sync.core import datatypes
+from ticdc_sync.core.model import SourceOptions
+from ticdc_sync.core.upstream import Column
 
 
 def written_bare(col: Column) -> bool:

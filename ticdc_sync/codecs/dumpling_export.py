@@ -21,7 +21,7 @@ kept aside with the reason (`Export.unreadable`): the plan refuses the targets t
 it, and the others load. Anything else wrong with the folder makes the whole export unreadable.
 
 This module lists the folder and reads its small files (`metadata`, the schema files); it
-never reads data rows (Spark does, `spark/load.py`) and never imports pyspark.
+never reads data rows (Spark does, `spark/apply/load.py`) and never imports pyspark.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ticdc_sync.core.errors import DdlError, Issue, UserError
+from ticdc_sync.core.model import DumplingOptions, ExportFiletype, InitialLoad, Project
+from ticdc_sync.core.upstream import Key, TableSchema, key
 from ticdc_sync.ddl.create_table import GENERATED
-from ticdc_sync.errors import DdlError, Issue, UserError
-from ticdc_sync.model import DumplingOptions, ExportFiletype, InitialLoad, Project
-from ticdc_sync.upstream import Key, TableSchema, key
 
 METADATA = "metadata"
 # Compression suffixes Dumpling writes (--compress gzip|zstd|snappy) and Spark's codec names.
@@ -191,7 +191,7 @@ class _Folder:
     layer, so an export in the warehouse's store needs no other credentials)."""
 
     def __init__(self, location: str, shown: str) -> None:
-        from ticdc_sync import lake
+        from ticdc_sync.core import lake
 
         self.location = location.rstrip("/")
         self.shown = shown

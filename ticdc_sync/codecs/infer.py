@@ -13,9 +13,9 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
-from ticdc_sync import datatypes
-from ticdc_sync.model import Protocol
-from ticdc_sync.upstream import Column, TableSchema
+from ticdc_sync.core import datatypes
+from ticdc_sync.core.model import Protocol
+from ticdc_sync.core.upstream import Column, TableSchema
 
 # Types whose Delta mapping or value conversion depends on parameters.
 _NEEDS_PARAMS = ("decimal", "bit", "enum", "set")

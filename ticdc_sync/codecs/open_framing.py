@@ -1,6 +1,6 @@
 """Open Protocol batch framing (codec facts 2.1): one Kafka record -> per-event JSON texts.
 
-Pure Python, used inside Spark by `ticdc_sync.spark.decode` (Arrow `mapInArrow`) and by
+Pure Python, used inside Spark by `ticdc_sync.spark.staging.decode` (Arrow `mapInArrow`) and by
 tests. Never raises on bad input: framing problems come back as an error string so the
 record becomes a `bad` event. Must not parse the event JSON (Spark's from_json does).
 """

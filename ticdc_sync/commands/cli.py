@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ticdc_sync import __version__
-from ticdc_sync.console import PROGRESS_MODES, Console, log_file
-from ticdc_sync.errors import ProjectError, UserError
-from ticdc_sync.interrupts import EXIT_INTERRUPTED
+from ticdc_sync.core.console import PROGRESS_MODES, Console, log_file
+from ticdc_sync.core.errors import ProjectError, UserError
+from ticdc_sync.core.interrupts import EXIT_INTERRUPTED
 
 if TYPE_CHECKING:  # an annotation only: importlib.resources.abc is new in Python 3.11
     from importlib.resources.abc import Traversable
@@ -111,7 +111,7 @@ def _copy_tree(src: Traversable, dest: Path, name: str) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from ticdc_sync.dumpling import check_exports
+    from ticdc_sync.codecs.dumpling_export import check_exports
 
     p = _load(args)
     issues = check_exports(p)
@@ -128,7 +128,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from ticdc_sync.plan import build_plan, render_json, render_text
-    from ticdc_sync.warehouse import read_state
+    from ticdc_sync.warehouse.read import read_state
 
     project = _load(args)
     if args.out:
@@ -204,7 +204,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     import json
 
-    from ticdc_sync import status
+    from ticdc_sync.commands import status
 
     if args.quarantine is not None and args.quarantine < 1:
         raise UserError(f"--quarantine {args.quarantine}: give a number of records, 1 or more")
@@ -217,7 +217,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         _out(status.render(rep))
     if args.show:
         from ticdc_sync.plan import build_plan
-        from ticdc_sync.warehouse import read_state
+        from ticdc_sync.warehouse.read import read_state
 
         status.show_rows(build_plan(project, read_state(project)), args.show, _out)
     if args.fail_over_lag and rep["over_lag"]:
@@ -228,7 +228,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_snapshot(args: argparse.Namespace) -> int:
     import json
 
-    from ticdc_sync import snapshot
+    from ticdc_sync.read import snapshot
 
     project = _load(args)
     s = snapshot.snapshot(project, args.as_of, args.select or ())

@@ -15,16 +15,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ticdc_sync import lease, sync_points
-from ticdc_sync.as_of import newest_readable
-from ticdc_sync.events import KIND_DDL, KIND_ROW
-from ticdc_sync.lake import LakeTable
-from ticdc_sync.locations import state_location, warehouse_path
-from ticdc_sync.model import Project
+from ticdc_sync.core.events import KIND_DDL, KIND_ROW
+from ticdc_sync.core.lake import LakeTable
+from ticdc_sync.core.model import Project
 from ticdc_sync.plan import build_plan
 from ticdc_sync.plan.model import BLOCKED, Plan, TargetPlan
-from ticdc_sync.schedule import over_lag, staging_lag_ms, staleness_ms
-from ticdc_sync.warehouse import read_state
+from ticdc_sync.read import sync_points
+from ticdc_sync.read.as_of import newest_readable
+from ticdc_sync.run.schedule import over_lag, staging_lag_ms, staleness_ms
+from ticdc_sync.warehouse import lease
+from ticdc_sync.warehouse.locations import state_location, warehouse_path
+from ticdc_sync.warehouse.read import read_state
 
 Out = Callable[[str], None]
 FORMAT_VERSION = 1
@@ -147,7 +148,7 @@ def _sync_point(project: Project, now_ms: int) -> dict[str, Any] | None:
 
 
 def _run_lease(wh: str) -> dict[str, Any]:
-    """Who runs on the warehouse now (`ticdc_sync.lease`)."""
+    """Who runs on the warehouse now (`ticdc_sync.warehouse.lease`)."""
     found = lease.read_lease(wh)
     if found is None:
         return {"state": "none", "summary": "no run has taken it yet"}

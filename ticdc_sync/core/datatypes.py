@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from ticdc_sync.upstream import Column
+from ticdc_sync.core.upstream import Column
 
 INTEGER_TYPES = ("tinyint", "smallint", "mediumint", "int", "bigint")
 TEXT_TYPES = ("char", "varchar", "tinytext", "text", "mediumtext", "longtext")

@@ -1,6 +1,6 @@
 """The event model shared by all protocols: Kafka records in, staged events out.
 
-Every protocol decoder (in Spark: `ticdc_sync.spark.decode`) turns Kafka records of
+Every protocol decoder (in Spark: `ticdc_sync.spark.staging.decode`) turns Kafka records of
 `RECORD_SCHEMA` into rows of `EVENT_SCHEMA`. Those rows are what the engine stages in
 Delta, orders, collapses and applies. The schemas are Spark SQL DDL strings so that this
 module stays pure Python (`plan` prints them) while the Spark package parses them.

@@ -38,7 +38,7 @@ from deltalake import __version__ as DELTALAKE_VERSION
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
 
-from ticdc_sync.errors import UserError
+from ticdc_sync.core.errors import UserError
 
 T = TypeVar("T")
 

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ticdc_sync.upstream import TableSchema
+from ticdc_sync.core.upstream import TableSchema
 
 if sys.version_info >= (3, 11):
     from enum import StrEnum
@@ -310,12 +310,12 @@ class Output:
     spark_conf: dict[str, str] = field(default_factory=dict)
     jars_dir: str | None = None  # air-gapped: a folder of jars instead of Maven Central
     warehouse: str = "warehouse"  # path or URI where Delta tables and state live
-    # The warehouse's run lease (ticdc_sync/lease.py): its ttl, and how long a run waits
+    # The warehouse's run lease (ticdc_sync/warehouse/lease.py): its ttl, and how long a run waits
     # for it while another run holds it.
     run_lease_ttl: float = 120.0
     run_lease_wait: float = 0.0
     # Targets applied at once (`run.apply_workers`); None: from the Spark master
-    # (`schedule.apply_workers`).
+    # (`plan.workers.apply_workers`).
     apply_workers: int | None = None
     transport: Transport = field(default_factory=lambda: Transport(TransportKind.FILES, "captures"))
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ticdc_sync.model import Mode
-from ticdc_sync.sqlgen import COMMIT_TS, OP_COL, insert_sql, merge_sql, quote
+from ticdc_sync.core.model import Mode
+from ticdc_sync.core.sqlgen import COMMIT_TS, OP_COL, insert_sql, merge_sql, quote
 
 # soft_delete
 IS_DELETED = "_is_deleted"

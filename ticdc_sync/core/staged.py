@@ -11,7 +11,7 @@ written: a reader of the table's newest commit knows what is staged, resolved an
 without a job and without waiting for anything written after the commit. Commits written
 by earlier versions carried only what came before them; for those, what was staged since
 is found by offset (`offset > last_offset` per partition) and folded in. Pure Python: the
-aggregate query itself lives in `spark/staging.py`.
+aggregate query itself lives in `spark/staging/table.py`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ FORMAT_VERSION = 1
 # both versions read both kinds of commit right.
 OWN_EVENTS_KEY = "own_events"
 
-# Columns of one increment row, as `spark/staging.py` aggregates them per
+# Columns of one increment row, as `spark/staging/table.py` aggregates them per
 # (topic, partition, db, tbl) over newly staged events.
 INCREMENT_FIELDS = (
     "topic",

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ticdc_sync.datatypes import type_change
+from ticdc_sync.core.datatypes import type_change
+from ticdc_sync.core.model import DdlKind
+from ticdc_sync.core.upstream import TableSchema
 from ticdc_sync.ddl.statements import Position
-from ticdc_sync.model import DdlKind
-from ticdc_sync.upstream import TableSchema
 
 # -- Delta changes ------------------------------------------------------------------------------
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ticdc_sync.datatypes import normalize_base
+from ticdc_sync.core.datatypes import normalize_base
+from ticdc_sync.core.upstream import Column
 from ticdc_sync.ddl.tokens import ParseError, Parser
-from ticdc_sync.upstream import Column
 
 # -- types ---------------------------------------------------------------------------------
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ticdc_sync.core.upstream import TableSchema
 from ticdc_sync.ddl.columns import (
     ColumnDef,
     parse_column_def,
     parse_key_parts,
 )
 from ticdc_sync.ddl.tokens import ParseError, Parser
-from ticdc_sync.upstream import TableSchema
 
 # -- CREATE TABLE ---------------------------------------------------------------------------
 

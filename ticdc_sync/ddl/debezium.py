@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ticdc_sync.datatypes import normalize_base
+from ticdc_sync.core.datatypes import normalize_base
+from ticdc_sync.core.errors import DdlError
+from ticdc_sync.core.upstream import Column, TableSchema
 from ticdc_sync.ddl.columns import TypeSpec, make_column
 from ticdc_sync.ddl.tokens import ParseError
-from ticdc_sync.errors import DdlError
-from ticdc_sync.upstream import Column, TableSchema
 
 # -- Debezium tableChanges (codec facts 3.3) ----------------------------------------------------
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
-from ticdc_sync.datatypes import delta_type
-from ticdc_sync.sqlgen import sql_string
-from ticdc_sync.upstream import Column
+from ticdc_sync.core.datatypes import delta_type
+from ticdc_sync.core.sqlgen import sql_string
+from ticdc_sync.core.upstream import Column
 
 ZERO_DATE = re.compile(r"^0000-00-00")
 _INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")

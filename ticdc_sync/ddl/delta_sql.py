@@ -6,7 +6,8 @@ Pure Python (text only); no pyspark. Shared by `plan` (shown for review) and the
 
 from __future__ import annotations
 
-from ticdc_sync.datatypes import delta_type
+from ticdc_sync.core.datatypes import delta_type
+from ticdc_sync.core.sqlgen import create_table_sql, quote, sql_string
 from ticdc_sync.ddl.changes import (
     AddColumn,
     ChangeColumnType,
@@ -17,7 +18,6 @@ from ticdc_sync.ddl.changes import (
     RenameColumn,
     TruncateTarget,
 )
-from ticdc_sync.sqlgen import create_table_sql, quote, sql_string
 
 # -- Spark SQL --------------------------------------------------------------------------------
 

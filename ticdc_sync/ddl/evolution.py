@@ -9,7 +9,10 @@ I/O; renders no SQL (`delta_sql`) and decides no policy (`plan.policy`).
 
 from __future__ import annotations
 
-from ticdc_sync.datatypes import delta_type
+from ticdc_sync.core.datatypes import delta_type
+from ticdc_sync.core.errors import DdlError
+from ticdc_sync.core.model import DdlKind
+from ticdc_sync.core.upstream import Column, TableSchema
 from ticdc_sync.ddl import create_table
 from ticdc_sync.ddl.changes import (
     AddColumn,
@@ -60,9 +63,6 @@ from ticdc_sync.ddl.statements import (
     TruncateTable,
     Unknown,
 )
-from ticdc_sync.errors import DdlError
-from ticdc_sync.model import DdlKind
-from ticdc_sync.upstream import Column, TableSchema
 
 
 def _add_column_change(schema: TableSchema, col: Column, pos: Position | None) -> AddColumn:

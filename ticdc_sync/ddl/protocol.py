@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ticdc_sync.core.model import DdlKind
 from ticdc_sync.ddl.grammar import parse_statements
 from ticdc_sync.ddl.statements import (
     AlterDatabase,
@@ -28,7 +29,6 @@ from ticdc_sync.ddl.statements import (
     TruncateTable,
     Unknown,
 )
-from ticdc_sync.model import DdlKind
 
 # -- DDL messages -----------------------------------------------------------------------------
 

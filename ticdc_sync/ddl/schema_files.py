@@ -5,10 +5,10 @@ Pure Python; reads no files itself (the caller passes the text and its name).
 
 from __future__ import annotations
 
+from ticdc_sync.core.errors import DdlError
+from ticdc_sync.core.upstream import TableSchema
 from ticdc_sync.ddl.create_table import parse_create_table
 from ticdc_sync.ddl.tokens import ParseError, Parser, split_statements
-from ticdc_sync.errors import DdlError
-from ticdc_sync.upstream import TableSchema
 
 _IGNORED_IN_SCHEMA_FILES = ("SET", "DROP", "CREATE DATABASE", "CREATE SCHEMA", "LOCK", "UNLOCK")
 

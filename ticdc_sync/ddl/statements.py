@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ticdc_sync.sqlgen import quote
-from ticdc_sync.upstream import Column, TableSchema
+from ticdc_sync.core.sqlgen import quote
+from ticdc_sync.core.upstream import Column, TableSchema
 
 # -- ALTER TABLE clauses ----------------------------------------------------------------------
 

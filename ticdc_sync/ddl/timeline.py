@@ -16,6 +16,10 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ticdc_sync.core.errors import DdlError
+from ticdc_sync.core.model import DdlOverride, OverrideAction, Project
+from ticdc_sync.core.upstream import Key, TableSchema, Version, key
+from ticdc_sync.core.window import DdlEvent, dedupe_ddl
 from ticdc_sync.ddl.changes import CreateTarget, DeltaChange, DropTarget, NoOp, RenameTarget
 from ticdc_sync.ddl.debezium import schema_from_debezium_table
 from ticdc_sync.ddl.evolution import apply_statement, diff_schemas, statement_tables
@@ -31,10 +35,6 @@ from ticdc_sync.ddl.statements import (
     RenameTables,
     Unknown,
 )
-from ticdc_sync.errors import DdlError
-from ticdc_sync.model import DdlOverride, OverrideAction, Project
-from ticdc_sync.upstream import Key, TableSchema, Version, key
-from ticdc_sync.window import DdlEvent, dedupe_ddl
 
 
 @dataclass(frozen=True, slots=True)

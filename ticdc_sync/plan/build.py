@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ticdc_sync import routing
 from ticdc_sync.codecs.infer import schema_from_meta
+from ticdc_sync.core.model import Project, Source
+from ticdc_sync.core.upstream import Key, TableSchema, Version, key
 from ticdc_sync.ddl.timeline import Timeline
 from ticdc_sync.ddl.timeline import build as build_timeline
-from ticdc_sync.locations import warehouse_path
-from ticdc_sync.model import Project, Source
 from ticdc_sync.plan.loads import (
     Reloads,
     export_tables,
@@ -35,8 +34,9 @@ from ticdc_sync.plan.project_parts import (
     route_dicts,
 )
 from ticdc_sync.plan.target import target_plan
-from ticdc_sync.upstream import Key, TableSchema, Version, key
-from ticdc_sync.warehouse_state import SourceState, WarehouseState
+from ticdc_sync.project import routing
+from ticdc_sync.warehouse.locations import warehouse_path
+from ticdc_sync.warehouse.state import SourceState, WarehouseState
 
 
 def build_plan(

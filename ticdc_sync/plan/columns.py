@@ -7,7 +7,7 @@ Pure: never reads or writes anything.
 
 from __future__ import annotations
 
-from ticdc_sync import datatypes
+from ticdc_sync.core import datatypes
 from ticdc_sync.ddl import changes as ch
 from ticdc_sync.plan import policy
 from ticdc_sync.plan.model import READY, NextColumn, TargetPlan

@@ -7,11 +7,12 @@ given decision (a half-applied DDL resumes by part number). Never runs SQL.
 
 from __future__ import annotations
 
-from ticdc_sync import table_features as tf
+from ticdc_sync.core.sqlgen import sql_string
 from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl.delta_sql import delta_sql
 from ticdc_sync.ddl.timeline import DdlGroup, TableEffect
 from ticdc_sync.plan import policy
+from ticdc_sync.plan import table_features as tf
 from ticdc_sync.plan.model import (
     OP_BACKFILL,
     OP_COPY_FROM,
@@ -21,7 +22,6 @@ from ticdc_sync.plan.model import (
     OP_SQL,
     DeltaPart,
 )
-from ticdc_sync.sqlgen import sql_string
 
 
 def record_part(ref: str, ts: int) -> DeltaPart:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ticdc_sync import datatypes
-from ticdc_sync import table_features as tf
-from ticdc_sync.model import TableFeatures
+from ticdc_sync.core import datatypes
+from ticdc_sync.core.model import TableFeatures
+from ticdc_sync.core.upstream import TableSchema
+from ticdc_sync.plan import table_features as tf
 from ticdc_sync.plan.model import OP_CREATE, OP_SQL, DeltaPart, TargetDdl
-from ticdc_sync.upstream import TableSchema
 
 
 def feature_setting_parts(

@@ -15,15 +15,15 @@ import fnmatch
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ticdc_sync import routing
+from ticdc_sync.codecs.dumpling_export import Export
+from ticdc_sync.core.errors import PlanError
+from ticdc_sync.core.model import Project, Source
+from ticdc_sync.core.upstream import Key, Version, key
+from ticdc_sync.core.window import Marker
 from ticdc_sync.ddl.timeline import Timeline
-from ticdc_sync.dumpling import Export
-from ticdc_sync.errors import PlanError
-from ticdc_sync.model import Project, Source
 from ticdc_sync.plan.model import Load, LoadTable, TargetPlan
-from ticdc_sync.upstream import Key, Version, key
-from ticdc_sync.warehouse_state import SourceState, WarehouseState
-from ticdc_sync.window import Marker
+from ticdc_sync.project import routing
+from ticdc_sync.warehouse.state import SourceState, WarehouseState
 
 
 @dataclass

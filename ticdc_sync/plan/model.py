@@ -10,10 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ticdc_sync.ddl.changes import DeltaChange
-from ticdc_sync.ddl.timeline import DdlGroup, Timeline
-from ticdc_sync.dumpling import DataFile
-from ticdc_sync.model import (
+from ticdc_sync.codecs.dumpling_export import DataFile
+from ticdc_sync.core.model import (
     DEFAULT_TARGET_LAG_MS,
     BadMessagePolicy,
     DumplingOptions,
@@ -22,9 +20,11 @@ from ticdc_sync.model import (
     TableEntry,
     TableFeatures,
 )
+from ticdc_sync.core.upstream import TableSchema
+from ticdc_sync.core.window import Marker
+from ticdc_sync.ddl.changes import DeltaChange
+from ticdc_sync.ddl.timeline import DdlGroup, Timeline
 from ticdc_sync.plan.policy import Decision
-from ticdc_sync.upstream import TableSchema
-from ticdc_sync.window import Marker
 
 if TYPE_CHECKING:
     from ticdc_sync.plan.steps import Step

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ticdc_sync.core.model import Mode
+from ticdc_sync.core.sqlgen import quote
+from ticdc_sync.core.sqlgen_history import VALID_TO, mode_columns, mode_of_columns, truncate_sql
 from ticdc_sync.ddl import changes as ch
-from ticdc_sync.model import Mode
 from ticdc_sync.plan import policy
 from ticdc_sync.plan.ddl_parts import change_parts
 from ticdc_sync.plan.model import OP_BACKFILL, OP_SQL, DeltaPart
-from ticdc_sync.sqlgen import quote
-from ticdc_sync.sqlgen_history import VALID_TO, mode_columns, mode_of_columns, truncate_sql
 
 
 def extra_columns(mode: Mode) -> tuple[tuple[str, str], ...]:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ticdc_sync import table_features
+from ticdc_sync.core.model import Action, DdlKind, FeatureUse, Project, TableEntry
 from ticdc_sync.ddl.changes import ChangeColumnType, DeltaChange
-from ticdc_sync.model import Action, DdlKind, FeatureUse, Project, TableEntry
+from ticdc_sync.plan import table_features
 
 ADDITIVE = "additive"
 DESTRUCTIVE = "destructive"

@@ -13,10 +13,10 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ticdc_sync.durations import render_ms
-from ticdc_sync.model import DdlKind, Mode, Project, TableEntry, TransportKind
-from ticdc_sync.schedule import apply_workers
-from ticdc_sync.secrets import IN_PLANS, redacted
+from ticdc_sync.core.durations import render_ms
+from ticdc_sync.core.model import DdlKind, Mode, Project, TableEntry, TransportKind
+from ticdc_sync.core.secrets import IN_PLANS, redacted
+from ticdc_sync.plan.workers import apply_workers
 
 
 def project_digest(project: Project) -> str:

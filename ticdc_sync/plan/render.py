@@ -15,9 +15,11 @@ import hashlib
 import json
 from typing import Any
 
-from ticdc_sync import datatypes
-from ticdc_sync.durations import render_ms
-from ticdc_sync.model import Mode
+from ticdc_sync.core import datatypes
+from ticdc_sync.core.durations import render_ms
+from ticdc_sync.core.model import Mode
+from ticdc_sync.core.sqlgen import COMMIT_TS, create_table_sql, table_ref
+from ticdc_sync.core.sqlgen_history import MERGE_SQL
 from ticdc_sync.plan import policy
 from ticdc_sync.plan.model import (
     BLOCKED,
@@ -33,8 +35,6 @@ from ticdc_sync.plan.model import (
     TargetPlan,
 )
 from ticdc_sync.plan.steps import Create, Ddl, Features, Halt, LoadRows, Rows, Step, Stop
-from ticdc_sync.sqlgen import COMMIT_TS, create_table_sql, table_ref
-from ticdc_sync.sqlgen_history import MERGE_SQL
 
 WAREHOUSE_PLACEHOLDER = "<warehouse>"
 SOURCE_VIEW = "__ticdc_sync_source"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ticdc_sync.errors import UserError
+from ticdc_sync.core.errors import UserError
 from ticdc_sync.plan.model import FORMAT_VERSION, Plan
 from ticdc_sync.plan.render import fingerprint, plan_dict
 

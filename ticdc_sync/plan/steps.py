@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ticdc_sync import routing
+from ticdc_sync.core.upstream import TableSchema
 from ticdc_sync.ddl.defaults import backfill_sql
 from ticdc_sync.ddl.timeline import Timeline
 from ticdc_sync.plan.model import BLOCKED, READY, DeltaPart, Load, TargetDdl, TargetPlan
-from ticdc_sync.upstream import TableSchema
+from ticdc_sync.project import routing
 
 Properties = tuple[tuple[str, str], ...]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ticdc_sync.core.model import FeatureUse, TableFeatures
 from ticdc_sync.ddl.changes import (
     AddColumn,
     ChangeColumnType,
@@ -17,7 +18,6 @@ from ticdc_sync.ddl.changes import (
     DropColumn,
     RenameColumn,
 )
-from ticdc_sync.model import FeatureUse, TableFeatures
 
 COLUMN_MAPPING = "columnMapping"
 TYPE_WIDENING = "typeWidening"

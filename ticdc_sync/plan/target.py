@@ -17,13 +17,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from ticdc_sync import datatypes, routing
-from ticdc_sync import table_features as tf
+from ticdc_sync.codecs.dumpling_export import data_columns
+from ticdc_sync.core import datatypes
+from ticdc_sync.core.model import Project, Source, TableFeatures
+from ticdc_sync.core.sqlgen import table_ref
+from ticdc_sync.core.upstream import Key, TableSchema, key
 from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl.timeline import Timeline
-from ticdc_sync.dumpling import data_columns
-from ticdc_sync.locations import target_location
-from ticdc_sync.model import Project, Source, TableFeatures
+from ticdc_sync.plan import table_features as tf
 from ticdc_sync.plan.columns import next_columns
 from ticdc_sync.plan.features import (
     create_properties,
@@ -43,9 +44,9 @@ from ticdc_sync.plan.model import (
 from ticdc_sync.plan.modes import extra_columns, mode_mismatch
 from ticdc_sync.plan.steps import Halt, Properties, target_steps
 from ticdc_sync.plan.target_ddl import target_ddl
-from ticdc_sync.sqlgen import table_ref
-from ticdc_sync.upstream import Key, TableSchema, key
-from ticdc_sync.warehouse_state import TargetState, WarehouseState
+from ticdc_sync.project import routing
+from ticdc_sync.warehouse.locations import target_location
+from ticdc_sync.warehouse.state import TargetState, WarehouseState
 
 
 def target_plan(

@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ticdc_sync import routing
+from ticdc_sync.core.model import Project, Source
+from ticdc_sync.core.upstream import Key, key
 from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl.timeline import DdlGroup, TableEffect, Timeline
-from ticdc_sync.model import Project, Source
 from ticdc_sync.plan import policy
 from ticdc_sync.plan.ddl_parts import record_part, rename_in, rename_out
 from ticdc_sync.plan.model import BLOCKED, HELD, READY, WAITING, ChangeStep, TargetDdl
 from ticdc_sync.plan.modes import keeps_fused_rows, mode_change
-from ticdc_sync.upstream import Key, key
+from ticdc_sync.project import routing
 
 
 def target_ddl(

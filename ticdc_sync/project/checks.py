@@ -10,11 +10,11 @@ from __future__ import annotations
 import fnmatch
 from pathlib import Path
 
-from ticdc_sync.errors import Issue
-from ticdc_sync.model import Output, Protocol, Source, TableEntry, TransportKind
+from ticdc_sync.core.errors import Issue
+from ticdc_sync.core.model import Output, Protocol, Source, TableEntry, TransportKind
+from ticdc_sync.core.upstream import TableSchema
 from ticdc_sync.project.context import Ctx
 from ticdc_sync.project.yaml_lines import line_of
-from ticdc_sync.upstream import TableSchema
 
 
 def _is_glob(text: str) -> bool:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ticdc_sync.errors import Issue
-from ticdc_sync.model import Source, TableEntry
+from ticdc_sync.core.errors import Issue
+from ticdc_sync.core.model import Source, TableEntry
 from ticdc_sync.project.schema_check import schema_issues
 from ticdc_sync.project.yaml_lines import ENV_MISSING, interpolate, line_of, load_yaml
 

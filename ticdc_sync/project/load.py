@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from ticdc_sync.durations import parse_ms
-from ticdc_sync.errors import Issue, ProjectError
-from ticdc_sync.model import Output, Project, Source, TableEntry
+from ticdc_sync.core.durations import parse_ms
+from ticdc_sync.core.errors import Issue, ProjectError
+from ticdc_sync.core.model import Output, Project, Source, TableEntry
 from ticdc_sync.project.checks import (
     capture_folder_warnings,
     check_source_refs,

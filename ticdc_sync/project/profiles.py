@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ticdc_sync.errors import Issue
-from ticdc_sync.model import Output, Transport, TransportKind
+from ticdc_sync.core.errors import Issue
+from ticdc_sync.core.model import Output, Transport, TransportKind
 from ticdc_sync.project.context import PROJECT_FILE, Ctx, check_file
 from ticdc_sync.project.yaml_lines import interpolate, line_of
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ticdc_sync.model import Project, TableEntry
-from ticdc_sync.upstream import TableSchema
+from ticdc_sync.core.model import Project, TableEntry
+from ticdc_sync.core.upstream import TableSchema
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 import jsonschema
 
-from ticdc_sync.errors import Issue
+from ticdc_sync.core.errors import Issue
 from ticdc_sync.project.yaml_lines import key_path, line_of
 
 _SCHEMA: dict[str, Any] | None = None

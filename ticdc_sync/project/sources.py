@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ticdc_sync.errors import Issue
-from ticdc_sync.model import (
+from ticdc_sync.core.errors import Issue
+from ticdc_sync.core.model import (
     DumplingOptions,
     ExportFiletype,
     InitialLoad,

@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ticdc_sync.durations import parse_ms
-from ticdc_sync.errors import DdlError, Issue
-from ticdc_sync.model import (
+from ticdc_sync.core.durations import parse_ms
+from ticdc_sync.core.errors import DdlError, Issue
+from ticdc_sync.core.model import (
     DEFAULT_DDL_POLICY,
     Action,
     BadMessagePolicy,
@@ -27,9 +27,9 @@ from ticdc_sync.model import (
     TableEntry,
     TableFeatures,
 )
+from ticdc_sync.core.upstream import TableSchema
 from ticdc_sync.project.context import Ctx
 from ticdc_sync.project.yaml_lines import line_of
-from ticdc_sync.upstream import TableSchema
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from ticdc_sync.errors import Issue
+from ticdc_sync.core.errors import Issue
 
 ENV_MISSING = "environment variable"
 _ENV = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

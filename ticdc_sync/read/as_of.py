@@ -22,14 +22,14 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.model import Mode
+from ticdc_sync.core.window import Marker
 from ticdc_sync.ddl.changes import AddColumn
 from ticdc_sync.ddl.timeline import Timeline
-from ticdc_sync.errors import UserError
-from ticdc_sync.model import Mode
 from ticdc_sync.plan.model import OP_BACKFILL, OP_RECORD, OP_SQL, TargetDdl, TargetPlan
 from ticdc_sync.plan.policy import APPLY, NONE, SKIP
 from ticdc_sync.plan.steps import Ddl, Features, Rows, Step, Stop, segment, target_steps
-from ticdc_sync.window import Marker
 
 LATEST = "latest"
 # A TSO's physical part is milliseconds since the epoch, above 18 logical bits (codec facts 1.1).

@@ -22,17 +22,17 @@ from typing import Any
 
 from deltalake import DeltaTable
 
-from ticdc_sync import as_of as ao
-from ticdc_sync.errors import UserError
-from ticdc_sync.events import KIND_DDL, KIND_EMPTY, KIND_ROW, KIND_WATERMARK
-from ticdc_sync.lake import LakeTable, spark_type
-from ticdc_sync.locations import state_location, warehouse_path
-from ticdc_sync.model import Project
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.events import KIND_DDL, KIND_EMPTY, KIND_ROW, KIND_WATERMARK
+from ticdc_sync.core.lake import LakeTable, spark_type
+from ticdc_sync.core.model import Project
+from ticdc_sync.core.sqlgen import COMMIT_TS, quote
 from ticdc_sync.plan import build_plan
 from ticdc_sync.plan.model import Plan, TargetPlan
-from ticdc_sync.sqlgen import COMMIT_TS, quote
-from ticdc_sync.warehouse import read_state
-from ticdc_sync.warehouse_state import WarehouseState
+from ticdc_sync.read import as_of as ao
+from ticdc_sync.warehouse.locations import state_location, warehouse_path
+from ticdc_sync.warehouse.read import read_state
+from ticdc_sync.warehouse.state import WarehouseState
 
 FORMAT_VERSION = 1
 

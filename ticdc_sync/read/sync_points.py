@@ -14,11 +14,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ticdc_sync import as_of as ao
-from ticdc_sync.engine import SyncPoint
-from ticdc_sync.lake import LakeTable
-from ticdc_sync.locations import find_target, state_location, warehouse_path
-from ticdc_sync.model import Project
+from ticdc_sync.core.lake import LakeTable
+from ticdc_sync.core.model import Project
+from ticdc_sync.read import as_of as ao
+from ticdc_sync.run.engine import SyncPoint
+from ticdc_sync.warehouse.locations import find_target, state_location, warehouse_path
 
 TABLE = "sync_points"
 # Spark DDL of the table's columns, in order.

@@ -11,13 +11,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ticdc_sync.model import Source
+from ticdc_sync.core.model import Source
+from ticdc_sync.core.staged import SourceTally
+from ticdc_sync.core.upstream import Key, Version
+from ticdc_sync.core.window import DdlEvent
 from ticdc_sync.plan.model import SourcePlan, TargetPlan
 from ticdc_sync.plan.steps import Step
-from ticdc_sync.staged import SourceTally
-from ticdc_sync.upstream import Key, Version
-from ticdc_sync.warehouse_state import TargetState, WarehouseState
-from ticdc_sync.window import DdlEvent
+from ticdc_sync.warehouse.state import TargetState, WarehouseState
 
 StopCheck = Callable[[], bool]
 

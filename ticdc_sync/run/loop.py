@@ -35,7 +35,12 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from ticdc_sync.engine import (
+from ticdc_sync.core.errors import Fatal
+from ticdc_sync.core.model import Source
+from ticdc_sync.core.upstream import Key, Version, key
+from ticdc_sync.core.window import dedupe_ddl
+from ticdc_sync.plan.model import BLOCKED, HELD, READY, Plan, SourcePlan, TargetPlan
+from ticdc_sync.run.engine import (
     ApplyJob,
     ApplyOutcome,
     Engine,
@@ -44,12 +49,8 @@ from ticdc_sync.engine import (
     SyncPoint,
     TrimOutcome,
 )
-from ticdc_sync.errors import Fatal
-from ticdc_sync.loop_results import LoopResult, PollSummary, SourceRun, TargetRun
-from ticdc_sync.model import Source
-from ticdc_sync.plan.model import BLOCKED, HELD, READY, Plan, SourcePlan, TargetPlan
-from ticdc_sync.retention import trim_bound
-from ticdc_sync.schedule import (
+from ticdc_sync.run.results import LoopResult, PollSummary, SourceRun, TargetRun
+from ticdc_sync.run.schedule import (
     MAX_BACKOFF_MS,
     Candidate,
     Need,
@@ -59,9 +60,8 @@ from ticdc_sync.schedule import (
     staging_lag_ms,
     staleness_ms,
 )
-from ticdc_sync.upstream import Key, Version, key
-from ticdc_sync.warehouse_state import SourceState, WarehouseState
-from ticdc_sync.window import dedupe_ddl
+from ticdc_sync.warehouse.retention import trim_bound
+from ticdc_sync.warehouse.state import SourceState, WarehouseState
 
 Out = Callable[[str], None]
 Replan = Callable[[WarehouseState], Plan]
@@ -76,7 +76,7 @@ class Settings:
     """What a run loop is asked to do."""
 
     sources: Sequence[Source]
-    workers: int  # targets applied at once (`schedule.apply_workers`)
+    workers: int  # targets applied at once (`plan.workers.apply_workers`)
     follow: bool = False
     # --follow: the stager's rest between two polls, from the end of one to the start of
     # the next. From the end, not the start: a poll slower than this (on cores the applies

@@ -20,19 +20,15 @@ stand just before it: until then this one applies only what comes before the ren
 the other one becomes due at once. In *drain* mode (a plain run, or the end of a bounded
 `--follow`), everything pending is due now and the lag is ignored, most behind first.
 
-Also here: the staleness measures `status` and run_results show, and the default number
-of apply workers. Pure: no clock (callers pass "now"), no threads, no I/O, no pyspark.
+Also here: the staleness measures `status` and run_results show.
+Pure: no clock (callers pass "now"), no threads, no I/O, no pyspark.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# Default apply workers: past a few, more threads only queue more jobs for the same
-# executors and hold more query plans in the driver.
-MAX_DEFAULT_WORKERS = 4
 # Weight of the newest apply duration in a target's expected apply time.
 EWMA_ALPHA = 0.3
 # Ranges of pending commit_ts kept per upstream table (the closest two merge beyond it).
@@ -46,42 +42,6 @@ _NEVER = float("inf")
 def wall_ms(ts: int) -> int:
     """A TSO's physical part: milliseconds since the epoch (codec facts 1.1)."""
     return max(ts, 0) >> 18
-
-
-# --------------------------------------------------------------------------- workers
-
-_LOCAL = re.compile(r"^local(?:\[\s*(\*|\d+)\s*(?:,\s*\d+\s*)?\])?$")
-_LOCAL_CLUSTER = re.compile(r"^local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]$")
-
-
-def apply_workers(setting: int | None, master: str, cpus: int | None) -> tuple[int, str]:
-    """How many targets `run` applies at once, and why: the profile's `run.apply_workers`,
-    else the cores of the Spark master (`local[N]`: N; `local[*]`: `cpus`, this machine's),
-    at most MAX_DEFAULT_WORKERS; a cluster master: MAX_DEFAULT_WORKERS."""
-    if setting is not None:
-        return setting, "run.apply_workers in the profile"
-    text = master.strip()
-    m = _LOCAL.match(text)
-    if m is not None:
-        n = m.group(1)
-        if n is None:
-            return 1, "local: 1 core"
-        if n == "*":
-            cores = max(1, cpus or 1)
-            return min(MAX_DEFAULT_WORKERS, cores), (
-                f"local[*]: {cores} core(s) here, at most {MAX_DEFAULT_WORKERS}"
-            )
-        cores = max(1, int(n))
-        return min(MAX_DEFAULT_WORKERS, cores), (
-            f"{text}: {cores} core(s), at most {MAX_DEFAULT_WORKERS}"
-        )
-    m = _LOCAL_CLUSTER.match(text)
-    if m is not None:
-        cores = max(1, int(m.group(1)) * int(m.group(2)))
-        return min(MAX_DEFAULT_WORKERS, cores), (
-            f"{text}: {cores} core(s), at most {MAX_DEFAULT_WORKERS}"
-        )
-    return MAX_DEFAULT_WORKERS, f"a cluster master: {MAX_DEFAULT_WORKERS} by default"
 
 
 # --------------------------------------------------------------------------- pending changes

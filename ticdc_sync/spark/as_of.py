@@ -25,13 +25,13 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ticdc_sync import as_of as ao
-from ticdc_sync import snapshot as snap
-from ticdc_sync.errors import UserError
-from ticdc_sync.locations import state_location, warehouse_path
-from ticdc_sync.model import Project
-from ticdc_sync.spark.rows import TargetWriter
-from ticdc_sync.sqlgen import COMMIT_TS, OP_COL, quote
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.model import Project
+from ticdc_sync.core.sqlgen import COMMIT_TS, OP_COL, quote
+from ticdc_sync.read import as_of as ao
+from ticdc_sync.read import snapshot as snap
+from ticdc_sync.spark.apply.rows import TargetWriter
+from ticdc_sync.warehouse.locations import state_location, warehouse_path
 
 
 @dataclass(frozen=True)

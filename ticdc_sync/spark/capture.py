@@ -1,10 +1,10 @@
 """`ticdc-sync capture`: record Kafka topics into capture files (DESIGN.md §1), appending.
 
 Writes `<out>/<topic>/part-<partition>.jsonl`, one record a line, in the exact line format
-of `ticdc_sync.capture_format.record_line` (sorted keys, `"encoding": "base64"` with
+of `ticdc_sync.core.capture_format.record_line` (sorted keys, `"encoding": "base64"` with
 both key and value base64 when either is not UTF-8). A second capture appends only records after
 the highest offset the topic's capture files already hold, per partition; a partition whose
-next records Kafka no longer has is an error (ticdc_sync.spark.kafka), never a silent gap.
+next records Kafka no longer has is an error (ticdc_sync.spark.transports.kafka), never a silent gap.
 
 Lines are written by the driver: records are range-partitioned by (partition, offset) into
 chunks of about CHUNK_RECORDS and fetched one chunk at a time with `toLocalIterator`, so the
@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from ticdc_sync.capture_format import record_line
-from ticdc_sync.errors import UserError
-from ticdc_sync.model import Project, TransportKind
-from ticdc_sync.spark import kafka
+from ticdc_sync.core.capture_format import record_line
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.model import Project, TransportKind
+from ticdc_sync.spark.transports import kafka
 
 CHUNK_RECORDS = 50_000
 
@@ -153,7 +153,7 @@ def capture(
         raise UserError("--max-records must be 0 or more")
     own = spark is None
     if own:
-        from ticdc_sync.spark.session import build_session
+        from ticdc_sync.spark.runtime.session import build_session
 
         spark = build_session(
             project.output, app_name="ticdc-sync-capture", kafka=True, jvm_output=jvm_output

@@ -19,8 +19,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from ticdc_sync import warehouse
-from ticdc_sync.engine import (
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.model import Project, Source, TransportKind
+from ticdc_sync.plan.steps import Create, Ddl, LoadRows
+from ticdc_sync.run.engine import (
     ApplyJob,
     ApplyOutcome,
     StageOutcome,
@@ -30,19 +32,18 @@ from ticdc_sync.engine import (
     TableSpan,
     TrimOutcome,
 )
-from ticdc_sync.errors import UserError
-from ticdc_sync.model import Project, Source, TransportKind
-from ticdc_sync.plan.steps import Create, Ddl, LoadRows
-from ticdc_sync.spark import fanout, labels, staged_batch
-from ticdc_sync.spark.batch import labels_phase, resolve_bad_records, stage_source
-from ticdc_sync.spark.compaction import Compactor
-from ticdc_sync.spark.executor import END, StepRunner, summary_line
-from ticdc_sync.spark.rows import TargetWriter
-from ticdc_sync.spark.shared_window import Windows
-from ticdc_sync.spark.state import State
+from ticdc_sync.spark.apply.executor import END, StepRunner, summary_line
+from ticdc_sync.spark.apply.rows import TargetWriter
+from ticdc_sync.spark.apply.shared_window import Windows
+from ticdc_sync.spark.runtime import fanout, labels
+from ticdc_sync.spark.staging import staged_batch
+from ticdc_sync.spark.staging.batch import labels_phase, resolve_bad_records, stage_source
+from ticdc_sync.spark.staging.compaction import Compactor
+from ticdc_sync.spark.staging.state import State
+from ticdc_sync.warehouse import read as warehouse
 
 if TYPE_CHECKING:
-    from ticdc_sync.spark.progress import RunProgress
+    from ticdc_sync.spark.runtime.progress import RunProgress
 
 Out = Callable[[str], None]
 
@@ -63,7 +64,7 @@ class SparkEngine:
         on_step: Callable[[str, str | None], None] | None = None,
         on_first_apply: Callable[[], None] | None = None,
     ) -> None:
-        from ticdc_sync.spark.progress import RunProgress
+        from ticdc_sync.spark.runtime.progress import RunProgress
 
         self.project = project
         self.spark = spark
@@ -196,7 +197,7 @@ class SparkEngine:
         """Why a `--follow` run could not read Kafka (it tries again later), or None."""
         if not self.follow or self.project.output.transport.kind is not TransportKind.KAFKA:
             return None
-        from ticdc_sync.spark.kafka import is_unavailable
+        from ticdc_sync.spark.transports.kafka import is_unavailable
 
         if not is_unavailable(self.project.output.transport, e):
             return None
@@ -298,8 +299,8 @@ class SparkEngine:
         """Append the sync point's rows (`sync_points.rows`: each target's Delta version at
         its TSO, read from the target's log after its commits) to the warehouse's
         `sync_points` table in one commit."""
-        from ticdc_sync import sync_points
-        from ticdc_sync.spark.conf import before_commit
+        from ticdc_sync.read import sync_points
+        from ticdc_sync.spark.runtime.conf import before_commit
 
         found = sync_points.rows(self.project, point)
         if not found:
@@ -319,8 +320,8 @@ def _may_trim(state, source: str, bound: int) -> bool:
     delta-rs, which answers from the files' statistics without a Spark job (the staged
     events of a warehouse younger than the retention never are); where it cannot answer,
     the trim runs and finds out itself."""
-    from ticdc_sync.events import KIND_EMPTY, KIND_ROW, KIND_WATERMARK
-    from ticdc_sync.lake import LakeTable
+    from ticdc_sync.core.events import KIND_EMPTY, KIND_ROW, KIND_WATERMARK
+    from ticdc_sync.core.lake import LakeTable
 
     where = [
         ("source", "=", source),

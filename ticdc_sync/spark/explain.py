@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ticdc_sync import datatypes
-from ticdc_sync.model import Project
+from ticdc_sync.core import datatypes
+from ticdc_sync.core.model import Project
 from ticdc_sync.plan.model import Plan
 
 Emit = Callable[[str, str], None]  # (section title, text)
@@ -47,13 +47,13 @@ def explain(
 ) -> int:
     from pyspark.sql import functions as F
 
+    from ticdc_sync.core.sqlgen import table_ref
+    from ticdc_sync.core.sqlgen_history import MERGE_SQL
     from ticdc_sync.plan.steps import segment
-    from ticdc_sync.spark.decode import decode_records
-    from ticdc_sync.spark.rows import SOURCE_VIEW, TargetWriter
+    from ticdc_sync.spark.apply.rows import SOURCE_VIEW, TargetWriter
     from ticdc_sync.spark.runner import run_session
-    from ticdc_sync.spark.sources import read_records
-    from ticdc_sync.sqlgen import table_ref
-    from ticdc_sync.sqlgen_history import MERGE_SQL
+    from ticdc_sync.spark.staging.decode import decode_records
+    from ticdc_sync.spark.transports.sources import read_records
 
     spark = spark or run_session(project, jvm_output)
     for sp in plan.sources:

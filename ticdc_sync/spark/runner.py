@@ -1,6 +1,6 @@
 """`ticdc-sync run`: stage what the sources hold, build the plan, execute it.
 
-First the run takes the warehouse's run lease (`ticdc_sync.lease`), before Spark starts, so
+First the run takes the warehouse's run lease (`ticdc_sync.warehouse.lease`), before Spark starts, so
 that a second run anywhere is refused (or waits) at once; it holds the lease to the end.
 Per run (or micro-batch with `--follow`): read each source's records after the staged
 positions (capture files or Kafka), decode them in Spark and append them to the staging
@@ -28,20 +28,20 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ticdc_sync.errors import UserError
-from ticdc_sync.model import Project, TransportKind
-from ticdc_sync.spark.batch import Out
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.model import Project, TransportKind
+from ticdc_sync.spark.staging.batch import Out
 
 if TYPE_CHECKING:
-    from ticdc_sync.console import Console
-    from ticdc_sync.interrupts import Interrupts
-    from ticdc_sync.loop import LoopResult, StopRequest
-    from ticdc_sync.spark.progress import RunProgress
+    from ticdc_sync.core.console import Console
+    from ticdc_sync.core.interrupts import Interrupts
+    from ticdc_sync.run.loop import LoopResult, StopRequest
+    from ticdc_sync.spark.runtime.progress import RunProgress
 
 
 def run_session(project: Project, jvm_output: Callable[[str], None] | None = None):
     """The session for `project`'s profile output; the JVM's output to `jvm_output`."""
-    from ticdc_sync.spark.session import build_session
+    from ticdc_sync.spark.runtime.session import build_session
 
     spark = build_session(
         project.output,
@@ -83,11 +83,11 @@ def run(
     their export (`plan.build_plan`). `stop_request`: lets the caller stop the run as the
     first Ctrl-C does (a notebook, a test: `StopRequest.request()` from any thread).
     Returns the exit code: 0, 1 (errors), 130 (interrupted)."""
-    from ticdc_sync.interrupts import Interrupts
-    from ticdc_sync.lease import RunLease
-    from ticdc_sync.locations import warehouse_path
-    from ticdc_sync.loop import LoopResult, StopRequest
-    from ticdc_sync.spark.progress import RunProgress
+    from ticdc_sync.core.interrupts import Interrupts
+    from ticdc_sync.run.loop import LoopResult, StopRequest
+    from ticdc_sync.spark.runtime.progress import RunProgress
+    from ticdc_sync.warehouse.lease import RunLease
+    from ticdc_sync.warehouse.locations import warehouse_path
 
     if out is None:
         out = console.detail if console is not None else print
@@ -164,8 +164,8 @@ def run(
 
 def _check_saved_plan(project: Project, text: str, where: str, **reloading) -> dict:
     """The saved plan, if a plan made now (before anything is staged) is that plan."""
-    from ticdc_sync import warehouse
     from ticdc_sync.plan import build_plan, check_saved, load_saved
+    from ticdc_sync.warehouse import read as warehouse
 
     saved = load_saved(text, where)
     check_saved(saved, build_plan(project, warehouse.read_state(project), **reloading), where)
@@ -196,13 +196,13 @@ class _Run:
 def _run_locked(r: _Run, spark) -> int:
     """The run loop (`loop.run_loop`) over a Spark engine: plain runs stage once and apply
     everything resolved; `--follow` polls until stopped."""
-    from ticdc_sync.interrupts import EXIT_INTERRUPTED
-    from ticdc_sync.loop import Settings, run_loop
+    from ticdc_sync.core.interrupts import EXIT_INTERRUPTED
     from ticdc_sync.plan.project_parts import output_dict
-    from ticdc_sync.spark import labels
+    from ticdc_sync.run.loop import Settings, run_loop
+    from ticdc_sync.spark.apply.executor import selected
     from ticdc_sync.spark.engine import SparkEngine
-    from ticdc_sync.spark.executor import selected
-    from ticdc_sync.spark.state import State
+    from ticdc_sync.spark.runtime import labels
+    from ticdc_sync.spark.staging.state import State
 
     t0 = time.monotonic()
     if spark is None:
@@ -213,7 +213,7 @@ def _run_locked(r: _Run, spark) -> int:
     r.progress.attach(spark)
     with labels.phase(spark, "open state"), r.progress.phase("open state", groups=["open state"]):
         state = State(spark, r.warehouse)
-    # The plan decides how many targets are applied at once (`schedule.apply_workers`).
+    # The plan decides how many targets are applied at once (`plan.workers.apply_workers`).
     workers = int(output_dict(r.project)["apply_workers"])
     replan = _Replan(r)
     engine = SparkEngine(
@@ -303,7 +303,7 @@ class _Replan:
     def __call__(self, ws):
         from ticdc_sync.plan import build_plan
         from ticdc_sync.plan.saved import hold_unreviewed
-        from ticdc_sync.spark.executor import selected
+        from ticdc_sync.spark.apply.executor import selected
 
         r = self.r
         if not self.first:

@@ -41,9 +41,9 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-from ticdc_sync.errors import Fatal, UserError
-from ticdc_sync.lake import storage_options, table_uri
-from ticdc_sync.locations import state_location
+from ticdc_sync.core.errors import Fatal, UserError
+from ticdc_sync.core.lake import storage_options, table_uri
+from ticdc_sync.warehouse.locations import state_location
 
 Out = Callable[[str], None]
 
@@ -419,7 +419,7 @@ class RunLease:
                     row.to_arrow(),
                     mode="error",
                     name="ticdc-sync run lease",
-                    description="One ticdc-sync run at a time per warehouse (ticdc_sync/lease.py)",
+                    description="One ticdc-sync run at a time per warehouse (ticdc_sync/warehouse/lease.py)",
                     configuration=TABLE_PROPERTIES,
                     storage_options=self.options,
                     commit_properties=props,

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from ticdc_sync.model import Project
+from ticdc_sync.core.model import Project
 
 _SAFE_SEGMENT = re.compile(r"[^A-Za-z0-9_.\-]")
 

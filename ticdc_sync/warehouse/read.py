@@ -10,17 +10,18 @@ never writes.
 
 from __future__ import annotations
 
-from ticdc_sync import dumpling, routing
-from ticdc_sync.dumpling import Export
-from ticdc_sync.events import KIND_BAD, KIND_DDL, KIND_ROW, KIND_WATERMARK
-from ticdc_sync.lake import LakeTable
-from ticdc_sync.locations import find_target, state_location
-from ticdc_sync.locations import warehouse_path as _warehouse_path
-from ticdc_sync.model import Project
-from ticdc_sync.staged import SourceTally, read_carried
-from ticdc_sync.upstream import Key, TableSchema, Version, key
-from ticdc_sync.warehouse_state import SourceState, TargetState, WarehouseState
-from ticdc_sync.window import DdlEvent, Marker, staged_order
+from ticdc_sync.codecs import dumpling_export as dumpling
+from ticdc_sync.codecs.dumpling_export import Export
+from ticdc_sync.core.events import KIND_BAD, KIND_DDL, KIND_ROW, KIND_WATERMARK
+from ticdc_sync.core.lake import LakeTable
+from ticdc_sync.core.model import Project
+from ticdc_sync.core.staged import SourceTally, read_carried
+from ticdc_sync.core.upstream import Key, TableSchema, Version, key
+from ticdc_sync.core.window import DdlEvent, Marker, staged_order
+from ticdc_sync.project import routing
+from ticdc_sync.warehouse.locations import find_target, state_location
+from ticdc_sync.warehouse.locations import warehouse_path as _warehouse_path
+from ticdc_sync.warehouse.state import SourceState, TargetState, WarehouseState
 
 # The schema history marks a dropped (or renamed-away) table with its last schema and this
 # comment (written by older versions too).

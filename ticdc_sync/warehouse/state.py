@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ticdc_sync.dumpling import Export
-from ticdc_sync.staged import SourceTally
-from ticdc_sync.upstream import Key, Version
-from ticdc_sync.window import DdlEvent, Marker
+from ticdc_sync.codecs.dumpling_export import Export
+from ticdc_sync.core.staged import SourceTally
+from ticdc_sync.core.upstream import Key, Version
+from ticdc_sync.core.window import DdlEvent, Marker
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from ticdc_sync.errors import BlockedError
-from ticdc_sync.locations import find_target
+from ticdc_sync.core.errors import BlockedError
+from ticdc_sync.core.sqlgen import COMMIT_TS, quote, sql_string, table_ref
+from ticdc_sync.core.upstream import key
+from ticdc_sync.core.window import Marker
 from ticdc_sync.plan.model import (
     OP_BACKFILL,
     OP_COPY_FROM,
@@ -23,11 +25,9 @@ from ticdc_sync.plan.model import (
     DeltaPart,
     TargetDdl,
 )
-from ticdc_sync.spark.conf import commit_marker
-from ticdc_sync.spark.delta_log import has_data_files, table_exists
-from ticdc_sync.sqlgen import COMMIT_TS, quote, sql_string, table_ref
-from ticdc_sync.upstream import key
-from ticdc_sync.window import Marker
+from ticdc_sync.spark.runtime.conf import commit_marker
+from ticdc_sync.spark.runtime.delta_log import has_data_files, table_exists
+from ticdc_sync.warehouse.locations import find_target
 
 # The schema history marks a table that is gone (dropped, renamed away) with its last
 # schema and this comment (`warehouse.DROPPED` reads it).
@@ -75,7 +75,7 @@ def apply_features(w, marker: Marker, parts: tuple[DeltaPart, ...]) -> None:
 def _record_history(w, d: TargetDdl) -> None:
     """The upstream versions this DDL made, for the tables of this target (upstream truth:
     a resumed run or another target may record the same version again; readers keep one)."""
-    from ticdc_sync.upstream import TableSchema
+    from ticdc_sync.core.upstream import TableSchema
 
     rows = []
     mine = {key(db, t) for db, t in w.plan.upstreams}
@@ -94,7 +94,7 @@ def _record_history(w, d: TargetDdl) -> None:
 
 def _check_caught_up(w, source_target: str, ts: int) -> None:
     """Rows move in from `source_target` as of just before `ts`: it must have got there."""
-    from ticdc_sync.spark.delta_log import target_marker
+    from ticdc_sync.spark.runtime.delta_log import target_marker
 
     loc = find_target(w.state.warehouse, source_target, lambda p: table_exists(w.spark, p))
     if not table_exists(w.spark, loc):

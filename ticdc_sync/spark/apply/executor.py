@@ -17,8 +17,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from ticdc_sync.errors import BlockedError, UserError
-from ticdc_sync.lease import LeaseLost
+from ticdc_sync.core.errors import BlockedError, UserError
+from ticdc_sync.core.window import Marker
 from ticdc_sync.plan.model import TargetPlan
 from ticdc_sync.plan.steps import (
     Create,
@@ -31,10 +31,10 @@ from ticdc_sync.plan.steps import (
     Stop,
     end_ts,
 )
-from ticdc_sync.spark import labels
-from ticdc_sync.spark.ddl_commit import apply_ddl, apply_features, blocked_error
-from ticdc_sync.spark.rows import TargetWriter
-from ticdc_sync.window import Marker
+from ticdc_sync.spark.apply.ddl_commit import apply_ddl, apply_features, blocked_error
+from ticdc_sync.spark.apply.rows import TargetWriter
+from ticdc_sync.spark.runtime import labels
+from ticdc_sync.warehouse.lease import LeaseLost
 
 Out = Callable[[str], None]
 END = 2**63 - 1
@@ -160,7 +160,7 @@ class StepRunner:
         elif isinstance(step, Features):
             apply_features(w, self.marker, step.parts)
         elif isinstance(step, LoadRows):
-            from ticdc_sync.spark import load
+            from ticdc_sync.spark.apply import load
 
             self.marker = load.load(w, step.load)
         elif isinstance(step, Rows):

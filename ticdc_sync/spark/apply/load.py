@@ -33,19 +33,20 @@ from collections.abc import Callable, Sequence
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ticdc_sync import datatypes
 from ticdc_sync.codecs import dumpling as dumpling_codec
-from ticdc_sync.dumpling import data_columns
-from ticdc_sync.errors import UserError
-from ticdc_sync.model import BadMessagePolicy, DumplingOptions, ExportFiletype, SourceOptions
+from ticdc_sync.codecs.dumpling_export import data_columns
+from ticdc_sync.core import datatypes
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.model import BadMessagePolicy, DumplingOptions, ExportFiletype, SourceOptions
+from ticdc_sync.core.sqlgen import COMMIT_TS, quote, sql_string
+from ticdc_sync.core.window import Marker
 from ticdc_sync.plan.loads import snapshot_ddl
 from ticdc_sync.plan.model import Load, LoadTable
-from ticdc_sync.spark import mode_rows, raised
-from ticdc_sync.spark.conf import commit_marker
-from ticdc_sync.spark.delta_log import table_exists
-from ticdc_sync.spark.row_typing import fit_error
-from ticdc_sync.sqlgen import COMMIT_TS, quote, sql_string
-from ticdc_sync.window import Marker
+from ticdc_sync.spark.apply import mode_rows
+from ticdc_sync.spark.apply.row_typing import fit_error
+from ticdc_sync.spark.runtime import raised
+from ticdc_sync.spark.runtime.conf import commit_marker
+from ticdc_sync.spark.runtime.delta_log import table_exists
 
 # Marks the message of a failed load row so that the driver can find the line; fields are
 # separated by \x1f (never in a path or a number).
@@ -99,7 +100,7 @@ def load(w, step_load: Load) -> Marker:
         if err is None:
             raise
         raise _located(spark, str(err), w.name) from None
-    from ticdc_sync.spark.rows import inserted_rows
+    from ticdc_sync.spark.apply.rows import inserted_rows
 
     n = inserted_rows(spark, w.location, marker)["num_inserted_rows"]
     w.result.inserted += n

@@ -20,9 +20,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ticdc_sync.model import Mode
-from ticdc_sync.sqlgen import COMMIT_TS, OP_COL, quote
-from ticdc_sync.sqlgen_history import (
+from ticdc_sync.core.model import Mode
+from ticdc_sync.core.sqlgen import COMMIT_TS, OP_COL, quote
+from ticdc_sync.core.sqlgen_history import (
     CLOSE,
     DELETED_AT,
     DELETED_TS,

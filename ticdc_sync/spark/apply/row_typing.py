@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from ticdc_sync.sqlgen import quote, sql_string
-from ticdc_sync.upstream import TableSchema
+from ticdc_sync.core.sqlgen import quote, sql_string
+from ticdc_sync.core.upstream import TableSchema
 
 
 class RawValues:

@@ -26,31 +26,12 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
-from ticdc_sync import codecs, datatypes
-from ticdc_sync.errors import UserError
-from ticdc_sync.events import KIND_ROW, OP_DELETE, OP_INSERT, OP_UPDATE
-from ticdc_sync.model import BadMessagePolicy, Mode, Source
-from ticdc_sync.plan.model import TargetPlan
-from ticdc_sync.plan.steps import Properties, Rows, RowTable
-from ticdc_sync.spark import mode_rows, raised
-from ticdc_sync.spark.conf import INTERPRETED, before_commit, commit_marker, session_confs
-from ticdc_sync.spark.delta_log import (
-    checksum_facts,
-    clear_uncommitted_log,
-    data_size,
-    newest_commit_info,
-    table_exists,
-    target_marker,
-)
-from ticdc_sync.spark.row_typing import (
-    ROW_NAMES,
-    Images,
-    RawValues,
-    fit_error,
-    unknown_column_error,
-)
-from ticdc_sync.spark.state import State
-from ticdc_sync.sqlgen import (
+from ticdc_sync import codecs
+from ticdc_sync.core import datatypes
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.events import KIND_ROW, OP_DELETE, OP_INSERT, OP_UPDATE
+from ticdc_sync.core.model import BadMessagePolicy, Mode, Source
+from ticdc_sync.core.sqlgen import (
     COMMIT_TS,
     OP_COL,
     create_table_sql,
@@ -58,12 +39,33 @@ from ticdc_sync.sqlgen import (
     sql_string,
     table_ref,
 )
-from ticdc_sync.sqlgen_history import INSERT_SQL, MERGE_SQL
-from ticdc_sync.upstream import TableSchema
-from ticdc_sync.window import Marker
+from ticdc_sync.core.sqlgen_history import INSERT_SQL, MERGE_SQL
+from ticdc_sync.core.upstream import TableSchema
+from ticdc_sync.core.window import Marker
+from ticdc_sync.plan.model import TargetPlan
+from ticdc_sync.plan.steps import Properties, Rows, RowTable
+from ticdc_sync.spark.apply import mode_rows
+from ticdc_sync.spark.apply.row_typing import (
+    ROW_NAMES,
+    Images,
+    RawValues,
+    fit_error,
+    unknown_column_error,
+)
+from ticdc_sync.spark.runtime import raised
+from ticdc_sync.spark.runtime.conf import INTERPRETED, before_commit, commit_marker, session_confs
+from ticdc_sync.spark.runtime.delta_log import (
+    checksum_facts,
+    clear_uncommitted_log,
+    data_size,
+    newest_commit_info,
+    table_exists,
+    target_marker,
+)
+from ticdc_sync.spark.staging.state import State
 
 if TYPE_CHECKING:
-    from ticdc_sync.spark.shared_window import SharedWindow
+    from ticdc_sync.spark.apply.shared_window import SharedWindow
 
 SOURCE_VIEW = "__ticdc_sync_source"
 # The copy of each MERGE source lives on local disk, never in memory: a backlog is
@@ -84,7 +86,7 @@ class TargetResult:
     blocked: dict | None = None
     error: str | None = None
     quarantined: int = 0
-    loaded: int | None = None  # rows of an initial load (`spark/load.py`)
+    loaded: int | None = None  # rows of an initial load (`spark/apply/load.py`)
 
 
 class TargetWriter:

@@ -45,12 +45,12 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from ticdc_sync.events import KIND_ROW
+from ticdc_sync.core.events import KIND_ROW
 from ticdc_sync.plan.model import TargetPlan
 from ticdc_sync.plan.steps import Rows, end_ts
-from ticdc_sync.spark.labels import job_name
-from ticdc_sync.spark.rows import SOURCE_COPY, drop_checkpoint
-from ticdc_sync.spark.state import State
+from ticdc_sync.spark.apply.rows import SOURCE_COPY, drop_checkpoint
+from ticdc_sync.spark.runtime.labels import job_name
+from ticdc_sync.spark.staging.state import State
 
 Window = tuple[int, int]  # (lo, hi]: the commit_ts range of a segment
 Table = tuple[str, str]  # (db, tbl) as staged

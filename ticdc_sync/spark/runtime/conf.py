@@ -5,7 +5,7 @@ A target's progress marker and the staging tallies travel to Delta as the commit
 that commits is how a marker is recorded atomically with the data. Sessions are per
 thread of work (`fanout`), so blocks in different sessions do not see each other.
 Every ticdc-sync commit first asks `before_commit` whether the run still holds the
-warehouse's run lease (`ticdc_sync.lease`).
+warehouse's run lease (`ticdc_sync.warehouse.lease`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 
 from pyspark.sql import SparkSession
 
-from ticdc_sync.lease import check_active
-from ticdc_sync.window import Marker
+from ticdc_sync.core.window import Marker
+from ticdc_sync.warehouse.lease import check_active
 
 MARKER_COMMIT_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 

@@ -16,9 +16,9 @@ from typing import TypeVar
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
-from ticdc_sync.locations import is_local, local_path
-from ticdc_sync.sqlgen import table_ref
-from ticdc_sync.window import Marker
+from ticdc_sync.core.sqlgen import table_ref
+from ticdc_sync.core.window import Marker
+from ticdc_sync.warehouse.locations import is_local, local_path
 
 T = TypeVar("T")
 

@@ -18,8 +18,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from ticdc_sync.progress import PhaseStatus, render
-from ticdc_sync.spark import labels
+from ticdc_sync.core.progress import PhaseStatus, render
+from ticdc_sync.spark.runtime import labels
 
 _DONE = ("COMPLETE", "FAILED", "SKIPPED")
 
@@ -118,7 +118,7 @@ class RunProgress:
     def _intro(st: PhaseStatus) -> str:
         known = []
         if st.bytes_total is not None:
-            from ticdc_sync.progress import size
+            from ticdc_sync.core.progress import size
 
             known.append(f"{size(st.bytes_total)} of capture files")
         if st.targets_total is not None:

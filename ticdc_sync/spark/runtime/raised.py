@@ -4,7 +4,7 @@ exception back into a plain `UserError` with that message. Nothing else is trans
 
 from __future__ import annotations
 
-from ticdc_sync.errors import UserError
+from ticdc_sync.core.errors import UserError
 
 PREFIX = "ticdc-sync: "
 

@@ -4,7 +4,7 @@ The only place that decides which JVM jars a run uses. By default they come from
 Central through Spark's own Ivy resolution (`spark.jars.packages`, cached in ~/.ivy2.5.2),
 so a fresh machine needs nothing installed by hand. A profile `spark.jars_dir` or the
 environment variable TICDC_SYNC_JARS_DIR points at a folder of jars instead, for
-air-gapped clusters (`python -m ticdc_sync.spark.session --fetch DIR` fills one).
+air-gapped clusters (`python -m ticdc_sync.spark.runtime.session --fetch DIR` fills one).
 A session whose jars cannot be downloaded is retried once, then reported as a UserError
 naming the artifacts; while jars are still to download, one process at a time resolves
 them. With a local master, Python workers run the driver's interpreter.
@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ticdc_sync.errors import UserError
-from ticdc_sync.model import Output
-from ticdc_sync.spark import storage
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.model import Output
+from ticdc_sync.spark.runtime import storage
 
 try:
     import fcntl
@@ -151,7 +151,7 @@ def jar_conf(output: Output | None, kafka: bool) -> dict[str, str]:
         if not jars:
             raise UserError(
                 f"jar folder {folder} has no *.jar files (hint: fill it with "
-                f"`python -m ticdc_sync.spark.session --fetch {folder}` on a connected machine)"
+                f"`python -m ticdc_sync.spark.runtime.session --fetch {folder}` on a connected machine)"
             )
         storage.check_jar_folder(output, jars)
         return {"spark.jars": ",".join(jars)}
@@ -297,7 +297,7 @@ def _jars_unavailable(missing: list[str], conf: dict[str, str], logged: bool) ->
         f"(tried twice; Spark's messages {where} say why; Ivy home {ivy_home(conf)}) "
         "(hint: when they report a failed download, check network "
         "access to Maven Central, or to the repositories of your Ivy settings; to run "
-        "without downloads, fill a folder once with `python -m ticdc_sync.spark.session "
+        "without downloads, fill a folder once with `python -m ticdc_sync.spark.runtime.session "
         "--fetch DIR` on a connected machine and point `spark.jars_dir` in profiles.yml, "
         "or TICDC_SYNC_JARS_DIR, at it)"
     )
@@ -367,7 +367,7 @@ def build_session(
         launch_conf["spark.master"] = master
 
     def start():
-        from ticdc_sync.spark import jvm_output as jvm
+        from ticdc_sync.spark.runtime import jvm_output as jvm
 
         if jvm_output is not None and not jvm.gateway_running():
             jvm.launch(launch_conf, jvm_output)
@@ -446,5 +446,5 @@ if __name__ == "__main__":  # pragma: no cover - maintenance helper
         for p in fetch_all(Path(sys.argv[2]), s3=sys.argv[3:] == ["--s3"]):
             print(p)
     else:
-        print("usage: python -m ticdc_sync.spark.session --fetch DIR [--s3]")
+        print("usage: python -m ticdc_sync.spark.runtime.session --fetch DIR [--s3]")
         sys.exit(2)

@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ticdc_sync.errors import UserError
-from ticdc_sync.model import Output
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.model import Output
 
 # The Hadoop that pyspark 4.2.0 ships (its jars/hadoop-client-api-3.5.0.jar); a unit test
 # checks this against the installed pyspark. hadoop-aws must match it exactly: S3A calls
@@ -80,7 +80,7 @@ def check_jar_folder(output: Output | None, jars: Sequence[str]) -> None:
         folder = Path(jars[0]).parent if jars else "the jar folder"
         raise UserError(
             f"warehouse {output.warehouse} is on S3 but {folder} lacks {' and '.join(missing)} "
-            f"(hint: fill it with `python -m ticdc_sync.spark.session --fetch {folder} --s3` "
+            f"(hint: fill it with `python -m ticdc_sync.spark.runtime.session --fetch {folder} --s3` "
             "on a connected machine)"
         )
 

@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ticdc_sync.model import Project, TransportKind
+from ticdc_sync.core.model import Project, TransportKind
 
 if TYPE_CHECKING:
-    from ticdc_sync.spark.progress import RunProgress
+    from ticdc_sync.spark.runtime.progress import RunProgress
 
 Out = Callable[[str], None]
 
@@ -55,7 +55,7 @@ def kept_poll(records: int | None, capture_bytes: int | None) -> bool:
 
 
 def labels_phase(spark, text: str):
-    from ticdc_sync.spark import labels
+    from ticdc_sync.spark.runtime import labels
 
     return labels.phase(spark, text)
 
@@ -65,11 +65,11 @@ def stage_source(
 ) -> int:
     """Read the source's records after the staged positions, decode and stage them in one
     commit; the number of events staged."""
-    from ticdc_sync.spark import labels
-    from ticdc_sync.spark import sources as sources_mod
-    from ticdc_sync.spark.conf import INTERPRETED, session_confs
-    from ticdc_sync.spark.decode import decode_records
-    from ticdc_sync.spark.progress import RunProgress
+    from ticdc_sync.spark.runtime import labels
+    from ticdc_sync.spark.runtime.conf import INTERPRETED, session_confs
+    from ticdc_sync.spark.runtime.progress import RunProgress
+    from ticdc_sync.spark.staging.decode import decode_records
+    from ticdc_sync.spark.transports import sources as sources_mod
 
     progress = progress or RunProgress()
     phase = f"stage {source.name}"

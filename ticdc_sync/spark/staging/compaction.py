@@ -20,9 +20,9 @@ from collections.abc import Callable
 
 from pyspark.sql import SparkSession
 
-from ticdc_sync.engine import Compacted
-from ticdc_sync.spark import labels
-from ticdc_sync.spark.staging import COMPACT_ABOVE_FILES, Staging
+from ticdc_sync.run.engine import Compacted
+from ticdc_sync.spark.runtime import labels
+from ticdc_sync.spark.staging.table import COMPACT_ABOVE_FILES, Staging
 
 # Compaction shares the cores with staging and applies: weighted like the applies
 # (`fairscheduler.xml`), so that staging keeps its lead over it.

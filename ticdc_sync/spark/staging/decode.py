@@ -4,7 +4,7 @@
 collected. Canal-JSON and Debezium are parsed by Spark's `from_json` with fixed envelope
 schemas; their row images stay the JSON text of their objects (`before_json`/
 `after_json`), which apply parses with STRING fields: Spark renders non-string JSON tokens
-as their text, so values stay raw as the event conventions in `ticdc_sync.events` require.
+as their text, so values stay raw as the event conventions in `ticdc_sync.core.events` require.
 Open Protocol's images are built here, as MAP<STRING,STRING>.
 Open Protocol's binary batch framing (codec facts 2.1) is split by an Arrow-vectorized
 `mapInArrow` function into per-event JSON texts, which `from_json` then parses.
@@ -23,10 +23,10 @@ from collections.abc import Iterable, Iterator
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ticdc_sync import events
 from ticdc_sync.codecs.open_framing import split_open_protocol
-from ticdc_sync.model import Protocol, Source
-from ticdc_sync.sqlgen import sql_string
+from ticdc_sync.core import events
+from ticdc_sync.core.model import Protocol, Source
+from ticdc_sync.core.sqlgen import sql_string
 
 # ---------------------------------------------------------------------------- reasons
 

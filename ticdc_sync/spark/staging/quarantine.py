@@ -11,10 +11,10 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ticdc_sync.events import KIND_BAD
-from ticdc_sync.locations import state_location
-from ticdc_sync.spark.conf import before_commit
-from ticdc_sync.spark.staging import LazyTable, Staging
+from ticdc_sync.core.events import KIND_BAD
+from ticdc_sync.spark.runtime.conf import before_commit
+from ticdc_sync.spark.staging.table import LazyTable, Staging
+from ticdc_sync.warehouse.locations import state_location
 
 QUARANTINE_SCHEMA = (
     "`source` STRING, topic STRING, `partition` INT, `offset` BIGINT, idx INT, db STRING, "

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from ticdc_sync.locations import state_location
-from ticdc_sync.spark.conf import before_commit
-from ticdc_sync.spark.staging import LazyTable
+from ticdc_sync.spark.runtime.conf import before_commit
+from ticdc_sync.spark.staging.table import LazyTable
+from ticdc_sync.warehouse.locations import state_location
 
 SCHEMA_HISTORY_SCHEMA = (
     "db STRING, tbl STRING, commit_ts BIGINT, ddl STRING, schema_json STRING, `source` STRING"

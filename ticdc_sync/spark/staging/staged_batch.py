@@ -17,11 +17,11 @@ import operator
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from ticdc_sync.engine import TableSpan
-from ticdc_sync.events import KIND_DDL, KIND_ROW
-from ticdc_sync.spark.staging import StagedBatch, Staging
-from ticdc_sync.upstream import Key, key
-from ticdc_sync.window import DdlEvent, staged_order
+from ticdc_sync.core.events import KIND_DDL, KIND_ROW
+from ticdc_sync.core.upstream import Key, key
+from ticdc_sync.core.window import DdlEvent, staged_order
+from ticdc_sync.run.engine import TableSpan
+from ticdc_sync.spark.staging.table import StagedBatch, Staging
 
 Metadata = dict[Key, tuple[dict[str, str], tuple[str, ...]]]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from ticdc_sync.spark.quarantine import Quarantine
-from ticdc_sync.spark.schema_history import SchemaHistory
-from ticdc_sync.spark.staging import Staging
+from ticdc_sync.spark.staging.quarantine import Quarantine
+from ticdc_sync.spark.staging.schema_history import SchemaHistory
+from ticdc_sync.spark.staging.table import Staging
 
 
 class State:

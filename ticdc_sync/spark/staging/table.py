@@ -17,8 +17,8 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ticdc_sync.errors import UserError
-from ticdc_sync.events import (
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.events import (
     EVENT_FIELDS,
     EVENT_SCHEMA,
     KIND_BAD,
@@ -26,14 +26,15 @@ from ticdc_sync.events import (
     KIND_ROW,
     KIND_WATERMARK,
 )
-from ticdc_sync.locations import state_location
-from ticdc_sync.spark.conf import (
+from ticdc_sync.core.sqlgen import quote, sql_string, table_ref
+from ticdc_sync.core.staged import Carried, SourceTally, read_carried, to_user_metadata
+from ticdc_sync.spark.runtime.conf import (
     before_commit,
     session_confs,
     user_metadata,
     without_user_metadata,
 )
-from ticdc_sync.spark.delta_log import (
+from ticdc_sync.spark.runtime.delta_log import (
     TableFacts,
     checksum_facts,
     checksum_num_files,
@@ -42,9 +43,8 @@ from ticdc_sync.spark.delta_log import (
     latest_user_metadata,
     newest_version,
 )
-from ticdc_sync.spark.labels import job_name, read_job
-from ticdc_sync.sqlgen import quote, sql_string, table_ref
-from ticdc_sync.staged import Carried, SourceTally, read_carried, to_user_metadata
+from ticdc_sync.spark.runtime.labels import job_name, read_job
+from ticdc_sync.warehouse.locations import state_location
 
 STAGED_SCHEMA = "`source` STRING, " + EVENT_SCHEMA
 # An event's position: a record's (topic, partition, offset) and its index among the

@@ -23,10 +23,10 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ticdc_sync.errors import UserError
-from ticdc_sync.events import RECORD_SCHEMA
-from ticdc_sync.model import Transport
-from ticdc_sync.secrets import redacted
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.events import RECORD_SCHEMA
+from ticdc_sync.core.model import Transport
+from ticdc_sync.core.secrets import redacted
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

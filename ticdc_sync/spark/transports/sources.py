@@ -14,12 +14,12 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ticdc_sync.errors import UserError
-from ticdc_sync.events import RECORD_SCHEMA
-from ticdc_sync.model import Project, Source, TransportKind
-from ticdc_sync.spark import raised
-from ticdc_sync.spark.conf import session_conf
-from ticdc_sync.spark.splits import best_split
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.events import RECORD_SCHEMA
+from ticdc_sync.core.model import Project, Source, TransportKind
+from ticdc_sync.spark.runtime import raised
+from ticdc_sync.spark.runtime.conf import session_conf
+from ticdc_sync.spark.transports.splits import best_split
 
 CAPTURE_LINE_SCHEMA = (
     "partition INT, offset BIGINT, timestamp BIGINT, key STRING, value STRING, encoding STRING"
@@ -245,7 +245,7 @@ def read_records(
         return read_capture_records(
             spark, captures_root(project), source_topics(project, source), consumed
         )
-    from ticdc_sync.spark.kafka import read_kafka_records
+    from ticdc_sync.spark.transports.kafka import read_kafka_records
 
     topics = tuple(sorted(source.topics)) or None
     df, _ends = read_kafka_records(

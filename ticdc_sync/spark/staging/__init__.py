@@ -1,0 +1,7 @@
+"""Staging: a source's records decoded (`decode`) and appended to the staging table
+(`table`) one commit a poll (`batch`), what that commit added (`staged_batch`), bad records
+kept (`quarantine`), the schema history (`schema_history`), the state tables opened together
+(`state`), and the staging table's compaction (`compaction`).
+
+Imports `spark.transports`, `spark.runtime` and the pure floors; never `spark.apply`.
+"""
