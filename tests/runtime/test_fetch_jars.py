@@ -1,4 +1,4 @@
-"""`python -m ticdc_sync.spark.runtime.session --fetch DIR` fills a jar folder a run can use alone.
+"""`python -m ticdc_sync.spark --fetch DIR` fills a jar folder a run can use alone.
 
 The folder is filled from the Ivy cache (warm or not, TICDC_SYNC_JARS_DIR unset), then a
 new process starts a session with only that folder (TICDC_SYNC_JARS_DIR, no Maven
@@ -41,7 +41,7 @@ spark.stop()
 def test_fetched_folder_is_enough_for_a_session(tmp_path):
     jars = tmp_path / "jars"
     fetch = run_child(
-        [sys.executable, "-m", "ticdc_sync.spark.runtime.session", "--fetch", str(jars)],
+        [sys.executable, "-m", "ticdc_sync.spark", "--fetch", str(jars)],
         env=child_env(TICDC_SYNC_JARS_DIR=None),
     )
     assert fetch.returncode == 0

@@ -93,7 +93,7 @@ def test_failed_jar_download_is_retried_then_a_user_error(tmp_path, broken_repos
     error = proc.stderr.strip().splitlines()[-1]
     assert DELTA_PACKAGE in error
     assert "spark.jars_dir" in error and "TICDC_SYNC_JARS_DIR" in error
-    assert "python -m ticdc_sync.spark.runtime.session --fetch DIR" in error
+    assert "python -m ticdc_sync.spark --fetch DIR" in error
     group, artifact, version = DELTA_PACKAGE.split(":")
     pom = f"/maven2/{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.pom"
     # One download per JVM: the second is the retry.

@@ -4,7 +4,7 @@ The only place that decides which JVM jars a run uses. By default they come from
 Central through Spark's own Ivy resolution (`spark.jars.packages`, cached in ~/.ivy2.5.2),
 so a fresh machine needs nothing installed by hand. A profile `spark.jars_dir` or the
 environment variable TICDC_SYNC_JARS_DIR points at a folder of jars instead, for
-air-gapped clusters (`python -m ticdc_sync.spark.runtime.session --fetch DIR` fills one).
+air-gapped clusters (`python -m ticdc_sync.spark --fetch DIR` fills one).
 A session whose jars cannot be downloaded is retried once, then reported as a UserError
 naming the artifacts; while jars are still to download, one process at a time resolves
 them. With a local master, Python workers run the driver's interpreter.
@@ -151,7 +151,7 @@ def jar_conf(output: Output | None, kafka: bool) -> dict[str, str]:
         if not jars:
             raise UserError(
                 f"jar folder {folder} has no *.jar files (hint: fill it with "
-                f"`python -m ticdc_sync.spark.runtime.session --fetch {folder}` on a connected machine)"
+                f"`python -m ticdc_sync.spark --fetch {folder}` on a connected machine)"
             )
         storage.check_jar_folder(output, jars)
         return {"spark.jars": ",".join(jars)}
@@ -439,12 +439,3 @@ def fetch_all(dest: Path, s3: bool = False) -> list[Path]:
         target.write_bytes(src.read_bytes())
         out.append(target)
     return out
-
-
-if __name__ == "__main__":  # pragma: no cover - maintenance helper
-    if len(sys.argv) in (3, 4) and sys.argv[1] == "--fetch" and sys.argv[3:] in ([], ["--s3"]):
-        for p in fetch_all(Path(sys.argv[2]), s3=sys.argv[3:] == ["--s3"]):
-            print(p)
-    else:
-        print("usage: python -m ticdc_sync.spark.runtime.session --fetch DIR [--s3]")
-        sys.exit(2)

@@ -80,7 +80,7 @@ def check_jar_folder(output: Output | None, jars: Sequence[str]) -> None:
         folder = Path(jars[0]).parent if jars else "the jar folder"
         raise UserError(
             f"warehouse {output.warehouse} is on S3 but {folder} lacks {' and '.join(missing)} "
-            f"(hint: fill it with `python -m ticdc_sync.spark.runtime.session --fetch {folder} --s3` "
+            f"(hint: fill it with `python -m ticdc_sync.spark --fetch {folder} --s3` "
             "on a connected machine)"
         )
 
