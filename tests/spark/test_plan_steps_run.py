@@ -18,7 +18,7 @@ import pytest
 from tests.spark.engine_harness import canal_row, load, make_project, read_target, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
 from ticdc_sync.plan import build_plan, render_json, render_text
-from ticdc_sync.plan.steps import Ddl, Rows
+from ticdc_sync.plan.model import Ddl, Rows
 from ticdc_sync.run.engine import ApplyJob
 from ticdc_sync.spark.engine import SparkEngine
 from ticdc_sync.spark.staging.state import State

@@ -22,8 +22,7 @@ from ticdc_sync.core.staged import PartitionTally, SourceTally
 from ticdc_sync.core.window import DdlEvent, Marker
 from ticdc_sync.ddl import parse_schema_sql
 from ticdc_sync.plan import build_plan, render_json, render_text
-from ticdc_sync.plan.model import Plan
-from ticdc_sync.plan.steps import Rows
+from ticdc_sync.plan.model import Plan, Rows
 from ticdc_sync.warehouse.state import SourceState, TargetState, WarehouseState
 
 REPO = Path(__file__).resolve().parents[2]

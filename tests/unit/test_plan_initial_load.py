@@ -15,7 +15,7 @@ from ticdc_sync.core.staged import PartitionTally, SourceTally
 from ticdc_sync.core.upstream import Column, TableSchema
 from ticdc_sync.core.window import DdlEvent, Marker
 from ticdc_sync.plan import build_plan, render_json, render_text
-from ticdc_sync.plan.steps import Create, Ddl, LoadRows, Rows
+from ticdc_sync.plan.model import Create, Ddl, LoadRows, Rows
 from ticdc_sync.project import load_project
 from ticdc_sync.warehouse.read import read_state
 from ticdc_sync.warehouse.state import TargetState

@@ -19,7 +19,7 @@ from ticdc_sync.core.staged import PartitionTally, SourceTally
 from ticdc_sync.core.upstream import Column, TableSchema
 from ticdc_sync.core.window import DdlEvent
 from ticdc_sync.plan import build_plan, render_json, render_text
-from ticdc_sync.plan.steps import Create, Halt, LoadRows, Rows
+from ticdc_sync.plan.model import Create, Halt, LoadRows, Rows
 from ticdc_sync.project import load_project
 from ticdc_sync.warehouse.read import read_state
 

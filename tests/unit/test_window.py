@@ -13,7 +13,7 @@ from ticdc_sync.core.staged import PartitionTally, SourceTally
 from ticdc_sync.core.window import DdlEvent, Marker, dedupe_ddl
 from ticdc_sync.ddl import parse_schema_sql
 from ticdc_sync.plan import build_plan
-from ticdc_sync.plan.steps import Ddl, Rows
+from ticdc_sync.plan.model import Ddl, Rows
 from ticdc_sync.warehouse.state import SourceState, TargetState, WarehouseState
 
 SEED = parse_schema_sql("CREATE TABLE db.t (id INT PRIMARY KEY, c0 INT)", None, "s.sql")[0]

@@ -8,7 +8,7 @@ pyspark.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ticdc_sync.codecs.dumpling_export import DataFile
 from ticdc_sync.core.model import (
@@ -25,9 +25,6 @@ from ticdc_sync.core.window import Marker
 from ticdc_sync.ddl.changes import DeltaChange
 from ticdc_sync.ddl.timeline import DdlGroup, Timeline
 from ticdc_sync.plan.policy import Decision
-
-if TYPE_CHECKING:
-    from ticdc_sync.plan.steps import Step
 
 FORMAT_VERSION = 1
 
@@ -277,3 +274,116 @@ class Plan:
             (t.to_create and not t.absent) or t.pending or t.feature_parts or t.load is not None
             for t in self.targets
         )
+
+
+# --------------------------------------------------------------------------- a target's steps
+# What the run does to a target, in order (`plan.steps.target_steps` builds them).
+
+Properties = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Create:
+    """Create the target from a known schema (seed, history, inferred), with `properties`
+    (`table_features.create_properties`) as its TBLPROPERTIES."""
+
+    schema: TableSchema
+    properties: Properties = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    """Bring an existing target's table features to its `table_features` setting (DROP
+    FEATURE, or enable deletion vectors again): commits that keep the marker as it is."""
+
+    parts: tuple[DeltaPart, ...]
+
+
+@dataclass(frozen=True)
+class LoadRows:
+    """Load the target from a Dumpling export (`Load`): one commit, at its snapshot TSO."""
+
+    load: Load
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaSpan:
+    """Rows of one upstream table with lo < commit_ts <= hi are typed with `schema`; `fill`
+    gives the SQL literal (lowercased name -> SQL) of each target column it lacks that a
+    later schema of the segment adds (that ADD's backfill; any other lacking column is
+    NULL)."""
+
+    lo: int
+    hi: int
+    schema: TableSchema
+    fill: Properties = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RowTable:
+    """One upstream table's rows in a segment: the schema spans they are typed with."""
+
+    db: str
+    table: str
+    spans: tuple[SchemaSpan, ...]
+
+    @property
+    def upstream(self) -> str:
+        return f"{self.db}.{self.table}"
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """Apply the row changes with lo < commit_ts <= hi in one MERGE on `keys`, each upstream
+    table's rows typed by its `tables` entry (a table without a schema in the segment has no
+    entry: no rows to type). `error`: the segment cannot be merged (no keys, shards with
+    different keys, a key that is not a column); running it fails the target with it."""
+
+    lo: int
+    hi: int
+    keys: tuple[str, ...] = ()
+    keys_from: str = "none"
+    tables: tuple[RowTable, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ddl:
+    """Apply one DDL. `ahead`: moved before the rows that precede it (`fuse_additive`); its
+    commits then keep the marker's applied_ts, since those rows are not in the table yet."""
+
+    ddl: TargetDdl
+    ahead: bool = False
+
+    @property
+    def commit_ts(self) -> int:
+        return self.ddl.commit_ts
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """The target is blocked at this DDL."""
+
+    ddl: TargetDdl
+
+
+@dataclass(frozen=True, slots=True)
+class Halt:
+    """The target cannot start at all (`TargetPlan.refused`): nothing is created, loaded
+    or applied, and the run fails it with `reason`."""
+
+    reason: str
+
+
+Step = Create | Features | LoadRows | Rows | Ddl | Stop | Halt
+
+
+def end_ts(step: Step) -> int:
+    """The commit_ts a step brings its target to (-1 for a creation)."""
+    if isinstance(step, Rows):
+        return step.hi
+    if isinstance(step, LoadRows):
+        return step.load.snapshot_ts
+    if isinstance(step, (Ddl, Stop)):
+        return step.ddl.commit_ts
+    return -1  # Create, Features, Halt: before anything else

@@ -29,12 +29,19 @@ from ticdc_sync.plan.model import (
     OP_REBUILD,
     READY,
     WAITING,
+    Create,
+    Ddl,
+    Features,
+    Halt,
+    LoadRows,
     Plan,
+    Rows,
     SourcePlan,
+    Step,
+    Stop,
     TargetDdl,
     TargetPlan,
 )
-from ticdc_sync.plan.steps import Create, Ddl, Features, Halt, LoadRows, Rows, Step, Stop
 
 WAREHOUSE_PLACEHOLDER = "<warehouse>"
 SOURCE_VIEW = "__ticdc_sync_source"

@@ -90,8 +90,7 @@ def hold_unreviewed(plan: Plan, saved: dict[str, Any]) -> Plan:
     the next plan shows them for review."""
     from dataclasses import replace
 
-    from ticdc_sync.plan.model import HELD, READY
-    from ticdc_sync.plan.steps import Create
+    from ticdc_sync.plan.model import HELD, READY, Create
     from ticdc_sync.plan.target import with_steps
 
     reviewed = {

@@ -36,13 +36,15 @@ from ticdc_sync.plan.loads import gone_by
 from ticdc_sync.plan.model import (
     BLOCKED,
     DeltaPart,
+    Halt,
     Load,
+    Properties,
     TargetDdl,
     TargetPlan,
     snapshot_marker,
 )
 from ticdc_sync.plan.modes import extra_columns, mode_mismatch
-from ticdc_sync.plan.steps import Halt, Properties, target_steps
+from ticdc_sync.plan.steps import target_steps
 from ticdc_sync.plan.target_ddl import target_ddl
 from ticdc_sync.project import routing
 from ticdc_sync.warehouse.locations import target_location

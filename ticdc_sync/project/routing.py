@@ -1,7 +1,7 @@
 """Routing: which target an upstream table lands in, and with which merge keys.
 
 The one place these are decided (DESIGN.md §1 "tables/*.yml": first matching entry wins).
-The plan carries its answers (a row segment's keys, `plan.steps.Rows`) and the engine acts
+The plan carries its answers (a row segment's keys, `plan.model.Rows`) and the engine acts
 on them without asking again. Pure Python: never imports pyspark, reads no files.
 """
 

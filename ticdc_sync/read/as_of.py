@@ -27,9 +27,20 @@ from ticdc_sync.core.model import Mode
 from ticdc_sync.core.window import Marker
 from ticdc_sync.ddl.changes import AddColumn
 from ticdc_sync.ddl.timeline import Timeline
-from ticdc_sync.plan.model import OP_BACKFILL, OP_RECORD, OP_SQL, TargetDdl, TargetPlan
+from ticdc_sync.plan.model import (
+    OP_BACKFILL,
+    OP_RECORD,
+    OP_SQL,
+    Ddl,
+    Features,
+    Rows,
+    Step,
+    Stop,
+    TargetDdl,
+    TargetPlan,
+)
 from ticdc_sync.plan.policy import APPLY, NONE, SKIP
-from ticdc_sync.plan.steps import Ddl, Features, Rows, Step, Stop, segment, target_steps
+from ticdc_sync.plan.steps import segment, target_steps
 
 LATEST = "latest"
 # A TSO's physical part is milliseconds since the epoch, above 18 logical bits (codec facts 1.1).

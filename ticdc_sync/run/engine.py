@@ -15,8 +15,7 @@ from ticdc_sync.core.model import Source
 from ticdc_sync.core.staged import SourceTally
 from ticdc_sync.core.upstream import Key, Version
 from ticdc_sync.core.window import DdlEvent
-from ticdc_sync.plan.model import SourcePlan, TargetPlan
-from ticdc_sync.plan.steps import Step
+from ticdc_sync.plan.model import SourcePlan, Step, TargetPlan
 from ticdc_sync.warehouse.state import TargetState, WarehouseState
 
 StopCheck = Callable[[], bool]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ticdc_sync.core.errors import UserError
 from ticdc_sync.core.model import Project, Source, TransportKind
-from ticdc_sync.plan.steps import Create, Ddl, LoadRows
+from ticdc_sync.plan.model import Create, Ddl, LoadRows
 from ticdc_sync.run.engine import (
     ApplyJob,
     ApplyOutcome,

@@ -19,8 +19,7 @@ from collections.abc import Callable, Sequence
 
 from ticdc_sync.core.errors import BlockedError, UserError
 from ticdc_sync.core.window import Marker
-from ticdc_sync.plan.model import TargetPlan
-from ticdc_sync.plan.steps import (
+from ticdc_sync.plan.model import (
     Create,
     Ddl,
     Features,
@@ -29,6 +28,7 @@ from ticdc_sync.plan.steps import (
     Rows,
     Step,
     Stop,
+    TargetPlan,
     end_ts,
 )
 from ticdc_sync.spark.apply.ddl_commit import apply_ddl, apply_features, blocked_error
