@@ -9,7 +9,7 @@ into a target without data files). A value that does not fit its column, or a ro
 carries a column the upstream schema does not have, fails the MERGE or is quarantined, by
 the table's `on_bad_message`. Rows stay in Spark. Decides nothing the plan has not decided:
 each segment's schema spans and keys, the create properties and the bad-message policy are
-the plan's (`plan.steps.Rows`, `TargetPlan`); it never calls `routing` or `table_features`.
+the plan's (`plan.model.Rows`, `TargetPlan`); it never calls `routing` or `table_features`.
 The SQL that types a row image is `row_typing`; the rest stays one module because it is one
 class, `TargetWriter`, whose typing, bad-value handling, collapse and MERGE share one
 target's state.
@@ -18,11 +18,9 @@ target's state.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -42,9 +40,9 @@ from ticdc_sync.core.sqlgen import (
 from ticdc_sync.core.sqlgen_history import INSERT_SQL, MERGE_SQL
 from ticdc_sync.core.upstream import TableSchema
 from ticdc_sync.core.window import Marker
-from ticdc_sync.plan.model import TargetPlan
-from ticdc_sync.plan.steps import Properties, Rows, RowTable
+from ticdc_sync.plan.model import Properties, Rows, RowTable, TargetPlan
 from ticdc_sync.spark.apply import mode_rows
+from ticdc_sync.spark.apply.local_copies import SOURCE_COPY, drop_checkpoint
 from ticdc_sync.spark.apply.row_typing import (
     ROW_NAMES,
     Images,
@@ -68,10 +66,6 @@ if TYPE_CHECKING:
     from ticdc_sync.spark.apply.shared_window import SharedWindow
 
 SOURCE_VIEW = "__ticdc_sync_source"
-# The copy of each MERGE source lives on local disk, never in memory: a backlog is
-# unbounded, and building the in-memory columnar cache of a 5M-event window ran a 2 GB
-# driver out of heap (benchmarks/README.md). A disk block is written streaming.
-SOURCE_COPY = StorageLevel.DISK_ONLY
 
 
 @dataclass
@@ -629,14 +623,6 @@ def _interpreted_conf(source_rows: int | None) -> dict[str, str]:
     if source_rows is None or source_rows > SMALL_SOURCE_ROWS:
         return {}
     return dict(INTERPRETED)
-
-
-def drop_checkpoint(df: DataFrame) -> None:
-    """Free the disk blocks of a `localCheckpoint` now rather than when the JVM collects
-    the RDD (PySpark has no call for it; this is what Delta does with its own copy)."""
-    # Best effort: Spark's cleaner frees them later anyway.
-    with suppress(Exception):
-        df._jdf.queryExecution().analyzed().rdd().unpersist(False)  # type: ignore[attr-defined]
 
 
 # MERGE / INSERT metrics that are non-zero when the statement changed the table.

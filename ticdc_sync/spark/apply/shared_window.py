@@ -46,9 +46,8 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from ticdc_sync.core.events import KIND_ROW
-from ticdc_sync.plan.model import TargetPlan
-from ticdc_sync.plan.steps import Rows, end_ts
-from ticdc_sync.spark.apply.rows import SOURCE_COPY, drop_checkpoint
+from ticdc_sync.plan.model import Rows, TargetPlan, end_ts
+from ticdc_sync.spark.apply.local_copies import SOURCE_COPY, drop_checkpoint
 from ticdc_sync.spark.runtime.labels import job_name
 from ticdc_sync.spark.staging.state import State
 

@@ -1,0 +1,25 @@
+"""Local copies of a MERGE source or a shared window: on local disk, freed as soon as they
+are done with.
+
+Must not decide anything about rows: it only says where a copy lives and how it is freed.
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+
+# The copy of each MERGE source lives on local disk, never in memory: a backlog is
+# unbounded, and building the in-memory columnar cache of a 5M-event window ran a 2 GB
+# driver out of heap (benchmarks/README.md). A disk block is written streaming.
+SOURCE_COPY = StorageLevel.DISK_ONLY
+
+
+def drop_checkpoint(df: DataFrame) -> None:
+    """Free the disk blocks of a `localCheckpoint` now rather than when the JVM collects
+    the RDD (PySpark has no call for it; this is what Delta does with its own copy)."""
+    # Best effort: Spark's cleaner frees them later anyway.
+    with suppress(Exception):
+        df._jdf.queryExecution().analyzed().rdd().unpersist(False)  # type: ignore[attr-defined]
