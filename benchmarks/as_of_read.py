@@ -97,7 +97,7 @@ def _stage(spark, root: Path, cap: W.Capture, n: int) -> tuple[float, int]:
     """Stage pass `n` with `runner.run(follow=True)`, stopped once a poll has been
     summarized (it stages all the capture holds; nothing is due by its lag): (seconds,
     events staged). Refused when anything was applied."""
-    from run import point_captures
+    from bench_projects import point_captures
 
     from ticdc_sync.project import load_project
     from ticdc_sync.run.loop import StopRequest
@@ -136,7 +136,7 @@ def _stage(spark, root: Path, cap: W.Capture, n: int) -> tuple[float, int]:
 def measure_asof(spark, rows: int, repeat: int, tmp: Path) -> dict:
     """Per level: best of `repeat` of the fresh read and of the plain read, alternating;
     with every run's time and the counts checked."""
-    from run import make_project, point_captures
+    from bench_projects import make_project, point_captures
 
     from ticdc_sync.project import load_project
     from ticdc_sync.spark import runner

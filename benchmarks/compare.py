@@ -198,7 +198,7 @@ def this_checkout() -> Code:
 
 
 def make_project(root: Path, cap: W.Capture, event_log: Path, seed: bool) -> Path:
-    from run import make_project as base
+    from bench_projects import make_project as base
 
     base(root, cap)
     if not seed:

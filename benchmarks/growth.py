@@ -41,7 +41,7 @@ def _du(path: Path) -> int:
 
 
 def _run_pass(spark, root: Path, cap: W.Capture, n: int) -> tuple[float, list[str]]:
-    from run import point_captures
+    from bench_projects import point_captures
 
     from ticdc_sync.project import load_project
     from ticdc_sync.spark import runner
@@ -57,7 +57,7 @@ def _run_pass(spark, root: Path, cap: W.Capture, n: int) -> tuple[float, list[st
 
 
 def _check_counts(spark, root: Path, cap: W.Capture, n: int, what: str) -> None:
-    from run import target_counts
+    from bench_projects import target_counts
 
     want = cap.meta["passes"][n - 1]["live_rows"]
     got = target_counts(spark, root / "warehouse", cap.params.tables)
@@ -67,7 +67,7 @@ def _check_counts(spark, root: Path, cap: W.Capture, n: int, what: str) -> None:
 
 
 def measure_flat(spark, runs: int, events: int, tmp: Path) -> dict:
-    from run import make_project
+    from bench_projects import make_project
 
     from ticdc_sync.warehouse.locations import target_location
 
@@ -105,7 +105,7 @@ def measure_tables(spark, events: int, batch: int, tmp: Path, rounds: int = 2) -
     """The two table-count pairs, each measured `rounds` times, alternating (the order flips
     each round, so the JVM's warm-up and the host's load fall on both sides); each figure
     is the best of its runs, and every run's time is kept."""
-    from run import make_project
+    from bench_projects import make_project
 
     out: dict = {"events": events, "batch": batch, "rounds": rounds}
     # A `--follow`-sized batch into populated targets: pass 1 creates and fills them (not

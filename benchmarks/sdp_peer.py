@@ -215,7 +215,7 @@ def _first_error(log: Path) -> str:
 
 def run_ticdc_cli(cap: W.Capture, work: Path) -> dict:
     """`ticdc-sync run` on pass 1 as a user runs it (a subprocess, its own JVM)."""
-    from run import make_project
+    from bench_projects import make_project
 
     root = make_project(work / "ticdc", cap)
     env = {
@@ -245,7 +245,7 @@ def _secs(r: dict) -> str:
 
 def measure_peer(spark, cap: W.Capture, tmp: Path) -> dict:
     """Both runs, then each one's target row counts against the generator's live rows."""
-    from run import target_counts
+    from bench_projects import target_counts
 
     reason = why_not()
     if reason:
