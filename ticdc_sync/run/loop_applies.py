@@ -1,0 +1,187 @@
+"""The run loop's applies: each target as a candidate (what it waits for, what it needs
+first), due ones handed to free apply workers as `schedule` orders them, and each apply's
+outcome folded into the state and the results (`Applies`, a mixin of the loop).
+
+What an apply does is the plan's and the engine's; this decides only when. No pyspark.
+"""
+
+from __future__ import annotations
+
+import queue
+from concurrent.futures import Future
+from dataclasses import replace
+
+from ticdc_sync.core.errors import Fatal
+from ticdc_sync.plan.model import READY, TargetPlan
+from ticdc_sync.run.engine import ApplyJob, ApplyOutcome
+from ticdc_sync.run.loop_state import STICKY_BLOCK, LoopState, first_line, work_without_ts
+from ticdc_sync.run.schedule import Candidate, Need
+
+
+class Applies(LoopState):
+    def _candidate(self, t: TargetPlan) -> Candidate:
+        needs = None
+        for d in t.ddl:
+            if d.status == READY and d.rename_from and t.stop_ts is not None:
+                if d.commit_ts <= t.stop_ts:
+                    before = d.commit_ts - 1
+                    needs = Need(d.rename_from, before, self._oldest(t, before, (READY,)))
+                break
+        hit = self.blocked.get(t.name)
+        reported = hit is not None and (hit == STICKY_BLOCK or hit == t.blocked)
+        return Candidate(
+            name=t.name,
+            # A sync point due: every target of the source is due now, lag or not.
+            lag_ms=0 if t.source in self.sync_at else t.lag_ms,
+            at=self._at(t),
+            oldest=self._oldest(t, t.stop_ts, (READY,)),
+            work=work_without_ts(t, reported),
+            running=t.name in self.running,
+            blocked=reported,
+            needs=needs,
+            upto=t.stop_ts,
+            # What the engine checks before it copies this target's rows for a RENAME:
+            # its committed marker (a row segment without rows commits nothing).
+            stands=max(t.marker.applied_ts, t.marker.ddl_ts - 1),
+        )
+
+    def _candidates(self) -> list[Candidate]:
+        return [self._candidate(t) for t, _ in self._selected()]
+
+    def _dispatch(self) -> None:
+        free = self.workers - len(self.running)
+        if free <= 0 or self.halt:
+            return
+        pairs = {t.name: (t, sp) for t, sp in self._selected()}
+        cands = [self._candidate(t) for t, _ in pairs.values()]
+        # Every target due now, most urgent first; the first `free` start now. The others
+        # of each one's source are its peers: the engine may read their rows once.
+        due = self.sched.choose(cands, self._now_ms(), len(cands), drain=self.draining)
+        peers: dict[str, list[tuple[TargetPlan, int | None]]] = {}
+        for d in due:
+            t = pairs[d.name][0]
+            peers.setdefault(t.source, []).append((t, d.limit))
+        for d in due[:free]:
+            t, sp = pairs[d.name]
+            job = ApplyJob(t, sp, d.limit, tuple(peers[t.source]))
+            if d.limit is not None:
+                self._note_wait(t, d.limit)
+            self.running[t.name] = job
+            fut = self.pool.submit(self._apply, job)
+            fut.add_done_callback(lambda f, job=job: self._ended(job, f))
+
+    def _ended(self, job: ApplyJob, fut: Future) -> None:
+        # On the worker thread (or at once, for a pool that runs inline).
+        self.done.put((job, fut))
+        self.waiter.wake()
+
+    def _should_stop(self) -> bool:
+        return self.halt or self.stop.level >= 1
+
+    def _apply(self, job: ApplyJob) -> tuple[ApplyOutcome | None, str | None, float]:
+        """On a worker thread: the engine's outcome, or (None, why, seconds) for an error
+        that is this target's own. `Fatal` (and anything not an Exception) goes through."""
+        t0 = self.clock()
+        try:
+            return self.engine.apply(job, self._should_stop), None, self.clock() - t0
+        except Fatal:
+            raise
+        except Exception as e:  # noqa: BLE001 - the failure of this target only
+            return None, first_line(e), self.clock() - t0
+
+    def _harvest(self, final: bool = False) -> None:
+        while True:
+            try:
+                job, fut = self.done.get_nowait()
+            except queue.Empty:
+                return
+            name = job.target.name
+            self.running.pop(name, None)
+            if fut.cancelled():
+                continue
+            exc = fut.exception()
+            if exc is not None:
+                if self.fatal is None and not final:
+                    self.fatal = exc
+                self.halt = True
+                continue
+            outcome, why, seconds = fut.result()
+            if outcome is None:
+                outcome = self._failed(job, why or "failed", seconds)
+            self._record(job, outcome)
+
+    def _failed(self, job: ApplyJob, why: str, seconds: float) -> ApplyOutcome:
+        """An apply that raised: where its target stands is read again from the warehouse
+        (it may have committed some steps)."""
+        t = job.target
+        try:
+            # On the stager (after its step in flight): the read must not race a stage.
+            started = self.stager.submit(self.engine.read_state).result()
+            now = started.state.targets.get(t.name) or self.state.target(t.name)
+        except Exception:  # noqa: BLE001 - keep what was known; the error is reported
+            now = self.state.target(t.name)
+        return ApplyOutcome(
+            target=t.name,
+            state=now,
+            reached=now.marker.applied_ts,
+            error=f"target {t.name}: {why}",
+            seconds=seconds,
+        )
+
+    def _record(self, job: ApplyJob, o: ApplyOutcome) -> None:
+        t = job.target
+        before = (self.state.target(t.name), self._at(t))
+        self._fold_apply(job, o)
+        if (
+            o.error is None
+            and o.blocked is None
+            and not o.interrupted
+            and before == (o.state, self._at(t))
+        ):
+            # It was due, yet nothing moved: an engine that does not do what the plan says.
+            # Treated as a failure, so that it is not applied again and again at once.
+            o = replace(
+                o,
+                error=f"target {t.name}: its apply changed nothing (it stands at "
+                f"{before[1]}, its rows stop at {t.stop_ts})",
+            )
+        r = self._target_run(t)
+        r.applies += 1
+        r.applied_ts = o.state.marker.applied_ts if o.state.exists else None
+        r.inserted += o.inserted
+        r.updated += o.updated
+        r.deleted += o.deleted
+        r.merges += o.merges
+        r.quarantined += o.quarantined
+        if o.loaded is not None:
+            r.loaded = (r.loaded or 0) + o.loaded
+        r.ddl.extend(o.ddl)
+        r.seconds += o.seconds
+        r.interrupted = o.interrupted
+        if not o.interrupted and o.error is None:
+            self.acc.applied += 1
+        retry = self.sched.report(t.name, o.seconds, o.error is not None, self._now_ms())
+        if o.blocked is not None:
+            self.blocked[t.name] = t.blocked if t.blocked is not None else STICKY_BLOCK
+            self._error(o.blocked)
+            r.blocked = o.blocked
+        if o.error is not None:
+            r.error = o.error
+            again = ""
+            if self.s.follow and not self.draining and retry is not None:
+                again = f" (tried again in {(retry - self._now_ms()) / 1000:.0f}s)"
+            self._error(o.error, again)
+        elif not o.interrupted:
+            r.error = None
+
+    def _note_wait(self, t: TargetPlan, limit: int) -> None:
+        d = next(d for d in t.ddl if d.status == READY and d.rename_from)
+        r = self._target_run(t)
+        r.waits_for = d.rename_from
+        if (t.name, d.commit_ts) not in self.waits_noted:
+            self.waits_noted.add((t.name, d.commit_ts))
+            self.out(
+                f"  {t.name}: its RENAME TABLE at commit_ts {d.commit_ts} copies rows of "
+                f"{d.rename_from}, which has not applied up to {limit} yet: applied up to "
+                "there first"
+            )
