@@ -23,6 +23,8 @@ that cannot be read or whose value does not fit, naming the file and line (found
 second pass over that file only); `quarantine` keeps such lines in the quarantine table
 (replacing what an earlier attempt of the same load kept there) and loads the rest.
 Decides nothing: which targets load, from which files, is the plan's.
+It stays one module: Spark's CSV reading is kept only where the exact parser agrees with
+it, and the two parsers read best beside the check that joins them.
 """
 
 from __future__ import annotations
