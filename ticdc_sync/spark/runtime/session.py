@@ -91,6 +91,24 @@ def jit_options(conf: dict[str, str], submit_opts: str) -> dict[str, str]:
     return {"spark.driver.extraJavaOptions": f"{theirs} {DRIVER_JIT_OPTIONS}".strip()}
 
 
+# The driver's JVM runs in UTC whatever the machine's zone. Delta keeps a small table's file
+# list in its `.crc` file and, when the JVM's default zone (or the session's) is not UTC,
+# verifies that list with a state reconstruction at every commit: an INSERT measured 3 Spark
+# jobs instead of 1 under TZ=Asia/Shanghai (benchmarks/README.md). ticdc-sync decodes and
+# compares values in the session's zone (UTC, `DEFAULT_CONF`), never the JVM's, so the
+# JVM's default changes no value. A zone an operator gives the JVM wins (`time_zone_options`).
+DRIVER_TIME_ZONE = "-Duser.timezone=UTC"
+
+
+def time_zone_options(conf: dict[str, str], submit_opts: str) -> dict[str, str]:
+    """`conf`'s driver JVM options with `DRIVER_TIME_ZONE` added (after the others), or
+    nothing to change when those or `submit_opts` (SPARK_SUBMIT_OPTS) set `user.timezone`."""
+    theirs = conf.get("spark.driver.extraJavaOptions", "")
+    if "user.timezone" in theirs or "user.timezone" in submit_opts:
+        return {}
+    return {"spark.driver.extraJavaOptions": f"{theirs} {DRIVER_TIME_ZONE}".strip()}
+
+
 def cache_dir() -> Path:
     base = os.environ.get("TICDC_SYNC_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ticdc-sync"
@@ -336,7 +354,8 @@ def build_session(
     Precedence: DEFAULT_CONF < jar settings < storage settings (S3 warehouse, from the
     environment) < the profile's `spark.conf` (whose jar lists add to the jar settings,
     `with_profile_conf`) < `extra_conf`; then the driver's JIT options, unless those or
-    SPARK_SUBMIT_OPTS set JIT options (`jit_options`). The jar settings are `jars`
+    SPARK_SUBMIT_OPTS set JIT options (`jit_options`), and its time zone, UTC, unless they
+    set one (`time_zone_options`). The jar settings are `jars`
     if given, else `jar_conf`'s. Under `spark-submit` the master from the command line
     wins over the profile's. `jvm_output`: where the lines the JVM prints go (Ivy,
     log4j, the JVM), when this call starts the JVM (`jvm_output.launch`); else the
@@ -353,6 +372,7 @@ def build_session(
     if extra_conf:
         conf.update(extra_conf)
     conf.update(jit_options(conf, os.environ.get("SPARK_SUBMIT_OPTS", "")))
+    conf.update(time_zone_options(conf, os.environ.get("SPARK_SUBMIT_OPTS", "")))
     builder = SparkSession.builder.appName(app_name)
     submitted = "spark.master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "") or os.environ.get(
         "SPARK_SUBMIT_MASTER"
