@@ -12,6 +12,12 @@ in that range is replayed in the read (existing rows get its backfill value, as 
 apply's UPDATE gives them); any other DDL with a Delta change is refused, naming it; a DDL
 that changes nothing in Delta (an index, a comment, ...) is passed over.
 
+A target none of whose upstream tables existed at T (created or renamed in after it, dropped
+or renamed away at or before it, as the source's DDL timeline tells: `absent_at`) is not
+read at all: it is left out of the read and named with why (`Absent`), never a reason to
+refuse the other targets. Only a target whose table did exist at T and that has no version
+to read at T refuses (`no_version`).
+
 Pure: no I/O and no pyspark. `snapshot` reads the warehouse for it, `spark.as_of` reads rows.
 """
 
@@ -26,7 +32,7 @@ from ticdc_sync.core.errors import UserError
 from ticdc_sync.core.model import Mode
 from ticdc_sync.core.window import Marker
 from ticdc_sync.ddl.changes import AddColumn
-from ticdc_sync.ddl.timeline import Timeline
+from ticdc_sync.ddl.timeline import Existence, Timeline
 from ticdc_sync.plan.model import OP_BACKFILL, OP_RECORD, OP_SQL, TargetDdl, TargetPlan
 from ticdc_sync.plan.policy import APPLY, NONE, SKIP
 from ticdc_sync.plan.steps import Ddl, Features, Rows, Step, Stop, segment, target_steps
@@ -137,6 +143,81 @@ def resolve(value: int | str | dt.datetime, resolved: Mapping[str, int | None]) 
                 "yet (hint: use `latest`, or wait for TiCDC to resolve it)"
             )
     return AsOf(asked, str(value))
+
+
+# --------------------------------------------------------------------------- absent targets
+
+
+@dataclass(frozen=True, slots=True)
+class Absent:
+    """A target none of whose upstream tables existed at `tso`: a read leaves it out. `why`
+    tells each table's story; `gone_ts`: the DDL at or before `tso` that took its last table
+    away (None: it did not exist yet); `created_ts`: the first DDL after `tso` that brings
+    one of its tables (back) (None: none staged)."""
+
+    target: str
+    tso: int
+    why: str
+    gone_ts: int | None = None
+    created_ts: int | None = None
+
+    def message(self) -> str:
+        return (
+            f"target {self.target} did not exist upstream at TSO {self.tso} "
+            f"({wall_text(self.tso)}): {self.why}"
+        )
+
+
+def absent_at(t: TargetPlan, timeline: Timeline, tso: int) -> Absent | None:
+    """Target `t` at `tso` when none of its upstream tables existed at it, as its source's
+    DDL `timeline` tells (`Timeline.exists_at`; a table nothing names at or before `tso`
+    that the next DDL naming it creates or renames in did not exist yet either), else None.
+    A table the timeline says nothing about (known from a seed, an export or row metadata
+    only) counts as existing: the read needs a version of the target, and refuses without
+    one. The one decision of absence: reads, `snapshot` and `newest_readable` ask it here."""
+    whys: list[str] = []
+    gone: list[int] = []
+    back: list[int] = []
+    for db, tbl in t.upstreams:
+        turns = timeline.existence(db, tbl)
+        past = [x for x in turns if x.commit_ts <= tso]
+        ahead = next((x for x in turns if x.commit_ts > tso), None)
+        exists = timeline.exists_at(db, tbl, tso)
+        if exists is None and ahead is not None and ahead.exists:
+            exists = False
+        if exists is not False:
+            return None
+        name = f"{db}.{tbl}"
+        went = past[-1] if past and not past[-1].exists else None
+        comes = ahead if ahead is not None and ahead.exists else None
+        if comes is not None:
+            back.append(comes.commit_ts)
+        if went is not None:
+            gone.append(went.commit_ts)
+            text = f"{name} {_existence_text(went)}"
+            if comes is not None:
+                text += f" ({_existence_text(comes, again=True)})"
+        elif comes is not None:
+            text = f"{name} {_existence_text(comes)}"
+        else:
+            # Gone by its schema history alone (no staged DDL says how).
+            text = f"{name} had been dropped or renamed away"
+        whys.append(text)
+    if not whys:
+        return None  # no upstream table known: nothing says it is absent
+    return Absent(
+        t.name, tso, "; ".join(whys), max(gone) if gone else None, min(back) if back else None
+    )
+
+
+def _existence_text(x: Existence, again: bool = False) -> str:
+    """`created at TSO X`, `renamed in from db.t at TSO X`, `dropped ...`, `renamed to ...`."""
+    other = f"{x.other[0]}.{x.other[1]}" if x.other is not None else None
+    if x.exists:
+        how = "created" if other is None else f"renamed in from {other}"
+    else:
+        how = "dropped" if other is None else f"renamed to {other}"
+    return f"{how}{' again' if again else ''} at TSO {x.commit_ts}"
 
 
 # --------------------------------------------------------------------------- versions
@@ -329,14 +410,20 @@ def staging_floor_check(target: str, source: str, applied_ts: int, floor: int, t
 
 
 def no_version(target: str, tso: int, oldest: Version | None) -> UserError:
-    """Why target `target` has no readable version at `tso`."""
+    """Why target `target`, whose upstream table existed at `tso` (`absent_at` said so),
+    has no readable version at it."""
     if oldest is None:
         return UserError(f"as_of: target {target} has no Delta version yet (hint: run first)")
+    held = oldest.marker.applied_ts if oldest.marker else None
     return UserError(
         f"as_of: TSO {tso} ({wall_text(tso)}) is older than every readable version of "
-        f"target {target} (the oldest one reachable, {oldest.version}, holds applied ts "
-        f"{oldest.marker.applied_ts if oldest.marker else 'unknown'}; older log entries or "
-        "files are gone, or the target did not exist yet) (hint: read at a newer TSO)"
+        f"target {target}, although its upstream table existed then: the oldest version "
+        f"reachable, {oldest.version}, holds applied ts {held if held is not None else 'unknown'}"
+        "; the versions before it are gone (Delta log entries expired, or files vacuumed), or "
+        "the target started later (added to the project after that TSO, or loaded from an "
+        "export at a later snapshot) (hint: read at a TSO at or after "
+        f"{held if held is not None else 'its oldest version'}; to read further back, keep "
+        "more with `delta.logRetentionDuration` and `delta.deletedFileRetentionDuration`)"
     )
 
 
