@@ -101,20 +101,20 @@ def test_tally_keeps_how_far_it_was_trimmed():
     assert back is not None and back["s"].trimmed == 1234 and back["s"].copy().trimmed == 1234
 
 
+def _ddl(ts: int, op: str):
+    return NS(commit_ts=ts, parts=(NS(op=op),))
+
+
 def test_newest_readable_stops_before_an_unapplied_schema_change():
-    from types import SimpleNamespace as NS
-
-    def ddl(ts: int, op: str):
-        return NS(commit_ts=ts, parts=(NS(op=op),))
-
-    a = NS(name="a", exists=True, pending=(ddl(500, OP_RECORD),))  # an index: passed over
-    b = NS(name="b", exists=True, pending=(ddl(800, OP_SQL),))
-    assert ao.newest_readable({"s": 900, "t": 1000}, [a]) == (900, "source s's resolved TSO")
-    assert ao.newest_readable({"s": 900}, [a, b]) == (
+    # An index: passed over.
+    a = NS(name="a", source="s", upstreams=(), exists=True, pending=(_ddl(500, OP_RECORD),))
+    b = NS(name="b", source="s", upstreams=(), exists=True, pending=(_ddl(800, OP_SQL),))
+    assert ao.newest_readable({"s": 900, "t": 1000}, [a], {}) == (900, "source s's resolved TSO")
+    assert ao.newest_readable({"s": 900}, [a, b], {}) == (
         799,
         "target b: DDL at commit_ts 800 not applied yet",
     )
-    assert ao.newest_readable({"s": -1}, [a]) == (None, "source s has nothing resolved")
+    assert ao.newest_readable({"s": -1}, [a], {}) == (None, "source s has nothing resolved")
 
 
 def _project() -> Project:
@@ -205,6 +205,28 @@ def test_a_target_that_existed_without_a_readable_version_still_refuses():
     assert "hint: read at a TSO at or after 300" in err
 
 
+def test_newest_readable_passes_targets_absent_then_and_waits_for_created_ones():
+    tl = _history()
+    # items has not applied its DROP: a read after it leaves items out, so it holds nothing.
+    items = _target("items", pending=(_ddl(50, OP_SQL),))
+    assert ao.newest_readable({"src": 55}, [items], {"src": tl}) == (
+        55,
+        "source src's resolved TSO",
+    )
+    # orders is not created yet: a read as of 40 or later needs it; before, it is absent.
+    orders = _target("orders", exists=False, pending=(_ddl(40, OP_SQL),))
+    assert ao.newest_readable({"src": 55}, [items, orders], {"src": tl}) == (
+        39,
+        "target orders: not created yet (a run creates it)",
+    )
+    # A target whose table exists from the start and that no run has created: no TSO.
+    seeded = _target("seeded", exists=False)
+    assert ao.newest_readable({"src": 55}, [seeded], {"src": tl}) == (
+        None,
+        "target seeded: not created yet (a run creates it)",
+    )
+
+
 def test_versions_lost_to_vacuum_and_log_cleanup_are_not_reachable(tmp_path):
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
@@ -234,7 +256,7 @@ def test_a_read_replays_add_column_only():
     from types import SimpleNamespace as NS
 
     from ticdc_sync.ddl.changes import AddColumn, DropColumn
-    from ticdc_sync.plan.model import OP_BACKFILL, OP_REBUILD
+    from ticdc_sync.plan.model import OP_BACKFILL, OP_REBUILD, OP_RECORD, OP_SQL
 
     add = AddColumn("c", "STRING", backfill_sql="'d1'")
     apply, skip = NS(action="apply"), NS(action="skip")

@@ -16,7 +16,8 @@ A target none of whose upstream tables existed at T (created or renamed in after
 or renamed away at or before it, as the source's DDL timeline tells: `absent_at`) is not
 read at all: it is left out of the read and named with why (`Absent`), never a reason to
 refuse the other targets. Only a target whose table did exist at T and that has no version
-to read at T refuses (`no_version`).
+to read at T refuses (`no_version`). `newest_readable` (status's consistent read) makes the
+same decision.
 
 Pure: no I/O and no pyspark. `snapshot` reads the warehouse for it, `spark.as_of` reads rows.
 """
@@ -431,23 +432,49 @@ def no_version(target: str, tso: int, oldest: Version | None) -> UserError:
 
 
 def newest_readable(
-    resolved: Mapping[str, int | None], targets: Iterable[TargetPlan]
+    resolved: Mapping[str, int | None],
+    targets: Iterable[TargetPlan],
+    timelines: Mapping[str, Timeline],
 ) -> tuple[int | None, str]:
     """The newest TSO a read as of one TSO over every target can reach now, and what holds it
-    there: the lowest resolved TSO of the sources (`resolved`), or just before a DDL with a
-    Delta change that a target has not applied yet (a read does not replay it)."""
+    there: the lowest resolved TSO of the sources (`resolved`), or just before the first TSO
+    at which a target it must read cannot be read: a DDL with a Delta change the target has
+    not applied yet (a read does not replay it), or the DDL that brings the table of a target
+    not created yet. A target absent at a TSO (`absent_at`, over its source's timeline in
+    `timelines`) is left out of a read there, so it holds nothing there."""
     if not resolved:
         return None, "no source"
     for name, ts in sorted(resolved.items()):
         if ts is None or ts < 0:
             return None, f"source {name} has nothing resolved"
-    name, low = min(sorted(resolved.items()), key=lambda kv: kv[1] or 0)
-    best, why = int(low or 0), f"source {name}'s resolved TSO"
-    for t in targets:
-        if not t.exists:
-            continue
-        for d in t.pending:
-            if d.commit_ts - 1 < best and any(p.op != OP_RECORD for p in d.parts):
-                best = d.commit_ts - 1
-                why = f"target {t.name}: DDL at commit_ts {d.commit_ts} not applied yet"
-    return best, why
+    name, lowest = min(sorted(resolved.items()), key=lambda kv: kv[1] or 0)
+    low = int(lowest or 0)
+    chosen = list(targets)
+    empty = Timeline()
+
+    def timeline(t: TargetPlan) -> Timeline:
+        return timelines.get(t.source, empty)
+
+    # What a read can do changes only at a DDL a target has not applied (one that brings the
+    # table of a target not created yet among them): the candidates are the lowest resolved
+    # TSO and just before each of them, newest first.
+    cuts = {low} | {d.commit_ts - 1 for t in chosen for d in t.pending}
+    why = f"source {name}'s resolved TSO"
+    for tso in sorted((c for c in cuts if 0 <= c <= low), reverse=True):
+        held = next((h for t in chosen if (h := _holds(t, timeline(t), tso)) is not None), None)
+        if held is None:
+            return tso, why
+        why = held  # what holds the read back from every TSO above the next one tried
+    return None, why
+
+
+def _holds(t: TargetPlan, timeline: Timeline, tso: int) -> str | None:
+    """Why a read at `tso` cannot show target `t`, or None (it can, or leaves it out)."""
+    if absent_at(t, timeline, tso) is not None:
+        return None
+    if not t.exists:
+        return f"target {t.name}: not created yet (a run creates it)"
+    for d in t.pending:
+        if d.commit_ts <= tso and any(p.op != OP_RECORD for p in d.parts):
+            return f"target {t.name}: DDL at commit_ts {d.commit_ts} not applied yet"
+    return None
