@@ -8,6 +8,11 @@ the first change, between and on the applies, inside the staged window, the reso
 every target read as of the TSO equals the model's table at it, with its columns in order,
 the ADD COLUMN replayed by the read where it lies between a target's version and the TSO.
 TSOs beyond the resolved one are refused.
+
+A scripted history creates two tables late (one by RENAME TABLE, one by CREATE TABLE) and
+drops one: a read of every target as of a TSO before, between or after them answers for each
+target whose table existed then and names the others with why (`absent`), as `snapshot`,
+`register_views` and `status` do; a CREATE TABLE not applied yet refuses a read after it.
 """
 
 from __future__ import annotations
