@@ -170,8 +170,18 @@ class Timeline:
                     turns.append(Existence(g.commit_ts, False, new))
             # Only a net change counts: away and back (a swap), or in and away again (the
             # middle of a chain), leaves the table as it was before the group.
-            if turns and turns[0].exists == turns[-1].exists:
-                out.append(turns[-1])
+            if not turns or turns[0].exists != turns[-1].exists:
+                continue
+            turn = turns[-1]
+            if g.problem is None and turn.other is not None:
+                # A chain names its ends: a -> x, x -> c moves a to c.
+                net = g.renames()
+                if turn.exists:
+                    ends = [o for o, n in net.items() if n is not None and key(*n) == k]
+                    turn = Existence(turn.commit_ts, True, ends[0] if ends else turn.other)
+                else:
+                    turn = Existence(turn.commit_ts, False, net.get(k, turn.other))
+            out.append(turn)
         return out
 
     def created_here(self, db: str, table: str, before: int) -> bool:
