@@ -24,6 +24,7 @@ Pure: no I/O and no pyspark. `snapshot` reads the warehouse for it, `spark.as_of
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
@@ -459,13 +460,34 @@ def newest_readable(
     # table of a target not created yet among them): the candidates are the lowest resolved
     # TSO and just before each of them, newest first.
     cuts = {low} | {d.commit_ts - 1 for t in chosen for d in t.pending}
+    holds = [_Holds(t, timeline(t)) for t in chosen]
     why = f"source {name}'s resolved TSO"
     for tso in sorted((c for c in cuts if 0 <= c <= low), reverse=True):
-        held = next((h for t in chosen if (h := _holds(t, timeline(t), tso)) is not None), None)
+        held = next((h for x in holds if (h := x.at(tso)) is not None), None)
         if held is None:
             return tso, why
         why = held  # what holds the read back from every TSO above the next one tried
     return None, why
+
+
+class _Holds:
+    """`_holds` of one target at any TSO, asked once per stretch between the DDL that can
+    change it (its pending DDL, its tables coming or going): status over hundreds of targets
+    not created yet tries as many TSOs."""
+
+    def __init__(self, t: TargetPlan, timeline: Timeline) -> None:
+        self.t, self.timeline = t, timeline
+        points = {d.commit_ts for d in t.pending}
+        for db, tbl in t.upstreams:
+            points |= {x.commit_ts for x in timeline.existence(db, tbl)}
+        self.points = sorted(points)
+        self.known: dict[int, str | None] = {}
+
+    def at(self, tso: int) -> str | None:
+        stretch = bisect.bisect_right(self.points, tso)
+        if stretch not in self.known:
+            self.known[stretch] = _holds(self.t, self.timeline, tso)
+        return self.known[stretch]
 
 
 def _holds(t: TargetPlan, timeline: Timeline, tso: int) -> str | None:
