@@ -1,15 +1,23 @@
 """The pure part of reading as of a TSO (`as_of`): what a request means, which version holds
-the state at or before it, and the refusals."""
+the state at or before it, which targets are absent at it (their upstream tables did not
+exist then), and the refusals."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+from pathlib import Path
+from types import SimpleNamespace as NS
 
 import pytest
 
 from ticdc_sync.core.errors import UserError
-from ticdc_sync.core.window import Marker
+from ticdc_sync.core.model import Defaults, Output, Project, Protocol, Source, TableEntry
+from ticdc_sync.core.window import DdlEvent, Marker
+from ticdc_sync.ddl import parse_schema_sql
+from ticdc_sync.ddl.timeline import Timeline
+from ticdc_sync.ddl.timeline import build as build_timeline
+from ticdc_sync.plan.model import OP_RECORD, OP_SQL
 from ticdc_sync.read import as_of as ao
 
 
@@ -93,22 +101,130 @@ def test_tally_keeps_how_far_it_was_trimmed():
     assert back is not None and back["s"].trimmed == 1234 and back["s"].copy().trimmed == 1234
 
 
+def _ddl(ts: int, op: str):
+    return NS(commit_ts=ts, parts=(NS(op=op),))
+
+
 def test_newest_readable_stops_before_an_unapplied_schema_change():
-    from types import SimpleNamespace as NS
-
-    from ticdc_sync.plan.model import OP_RECORD, OP_SQL
-
-    def ddl(ts: int, op: str):
-        return NS(commit_ts=ts, parts=(NS(op=op),))
-
-    a = NS(name="a", exists=True, pending=(ddl(500, OP_RECORD),))  # an index: passed over
-    b = NS(name="b", exists=True, pending=(ddl(800, OP_SQL),))
-    assert ao.newest_readable({"s": 900, "t": 1000}, [a]) == (900, "source s's resolved TSO")
-    assert ao.newest_readable({"s": 900}, [a, b]) == (
+    # An index: passed over.
+    a = NS(name="a", source="s", upstreams=(), exists=True, pending=(_ddl(500, OP_RECORD),))
+    b = NS(name="b", source="s", upstreams=(), exists=True, pending=(_ddl(800, OP_SQL),))
+    assert ao.newest_readable({"s": 900, "t": 1000}, [a], {}) == (900, "source s's resolved TSO")
+    assert ao.newest_readable({"s": 900}, [a, b], {}) == (
         799,
         "target b: DDL at commit_ts 800 not applied yet",
     )
-    assert ao.newest_readable({"s": -1}, [a]) == (None, "source s has nothing resolved")
+    assert ao.newest_readable({"s": -1}, [a], {}) == (None, "source s has nothing resolved")
+
+
+def _project() -> Project:
+    seeds = {
+        (s.db, s.table): s
+        for s in parse_schema_sql("CREATE TABLE seeded (id INT PRIMARY KEY);", "shop", "x.sql")
+    }
+    return Project(
+        name="p",
+        root=Path("."),
+        output=Output("dev"),
+        defaults=Defaults(),
+        sources=(Source("src", Protocol.CANAL_JSON, ("t",)),),
+        tables=(TableEntry("shop.*", "{table}"),),
+        seed_schemas=seeds,
+    )
+
+
+def _history() -> Timeline:
+    """customers and items from the start; customers renamed to clients at 30, orders created
+    at 40, items dropped at 50 and created again at 60; `seeded` known from a seed and an
+    ALTER only; `lost` dropped by a DDL that cannot be replayed (its schema is unknown)."""
+    sqls = [
+        (10, "customers", "CREATE TABLE shop.customers (id INT PRIMARY KEY)"),
+        (11, "items", "CREATE TABLE shop.items (id INT PRIMARY KEY)"),
+        (30, "clients", "RENAME TABLE shop.customers TO shop.clients"),
+        (40, "orders", "CREATE TABLE shop.orders (id INT PRIMARY KEY)"),
+        (50, "items", "DROP TABLE shop.items"),
+        (60, "items", "CREATE TABLE shop.items (id INT PRIMARY KEY, v INT)"),
+        (70, "seeded", "ALTER TABLE shop.seeded ADD COLUMN x INT"),
+        (80, "lost", "DROP TABLE shop.lost"),
+    ]
+    return build_timeline(_project(), "src", [DdlEvent("shop", t, ts, sql) for ts, t, sql in sqls])
+
+
+def _target(name: str, *tables: str, exists: bool = True, pending=()):
+    ups = tuple(("shop", x) for x in tables or (name,))
+    return NS(name=name, source="src", upstreams=ups, exists=exists, pending=pending)
+
+
+def test_a_target_whose_tables_did_not_exist_at_the_tso_is_absent_with_why():
+    tl = _history()
+
+    def absent(target, tso: int):
+        return ao.absent_at(target, tl, tso)
+
+    clients, customers = _target("clients"), _target("customers")
+    orders, items = _target("orders"), _target("items")
+    # Created late by a RENAME TABLE: absent before it, there from its commit_ts on.
+    a = absent(clients, 29)
+    assert a is not None and (a.gone_ts, a.created_ts) == (None, 30)
+    assert a.why == "shop.clients renamed in from shop.customers at TSO 30"
+    assert a.message().startswith("target clients did not exist upstream at TSO 29 (")
+    assert absent(clients, 30) is None
+    # Its old name is gone from the rename on.
+    assert absent(customers, 29) is None
+    a = absent(customers, 30)
+    assert a is not None and a.why == "shop.customers renamed to shop.clients at TSO 30"
+    assert (a.gone_ts, a.created_ts) == (30, None)
+    # Created late by a CREATE TABLE; before the first DDL of the history too.
+    assert absent(orders, 39).why == "shop.orders created at TSO 40"
+    assert absent(orders, 5).created_ts == 40
+    assert absent(orders, 40) is None
+    # Dropped, then created again.
+    assert absent(items, 49) is None
+    a = absent(items, 55)
+    assert a is not None and a.why == "shop.items dropped at TSO 50 (created again at TSO 60)"
+    assert (a.gone_ts, a.created_ts) == (50, 60)
+    assert absent(items, 60) is None
+    # Nothing says a seeded table did not exist before its first DDL: it is read (and a
+    # missing version refuses that read); a DDL not replayed still drops by its text.
+    assert absent(_target("seeded"), 5) is None
+    assert absent(_target("lost"), 79) is None
+    assert absent(_target("lost"), 80).why == "shop.lost dropped at TSO 80"
+    # Shards merged into one target: absent only while none of its tables exists.
+    merged = _target("both", "customers", "orders")
+    assert absent(merged, 35).why == (
+        "shop.customers renamed to shop.clients at TSO 30; shop.orders created at TSO 40"
+    )
+    assert absent(merged, 25) is None and absent(merged, 45) is None
+
+
+def test_a_target_that_existed_without_a_readable_version_still_refuses():
+    oldest = ao.Version(3, None, "MERGE", Marker(300))
+    err = str(ao.no_version("clients", 250, oldest))
+    assert "older than every readable version of target clients, although its upstream " in err
+    assert "oldest version reachable, 3, holds applied ts 300" in err
+    assert "hint: read at a TSO at or after 300" in err
+
+
+def test_newest_readable_passes_targets_absent_then_and_waits_for_created_ones():
+    tl = _history()
+    # items has not applied its DROP: a read after it leaves items out, so it holds nothing.
+    items = _target("items", pending=(_ddl(50, OP_SQL),))
+    assert ao.newest_readable({"src": 55}, [items], {"src": tl}) == (
+        55,
+        "source src's resolved TSO",
+    )
+    # orders is not created yet: a read as of 40 or later needs it; before, it is absent.
+    orders = _target("orders", exists=False, pending=(_ddl(40, OP_SQL),))
+    assert ao.newest_readable({"src": 55}, [items, orders], {"src": tl}) == (
+        39,
+        "target orders: not created yet (a run creates it)",
+    )
+    # A target whose table exists from the start and that no run has created: no TSO.
+    seeded = _target("seeded", exists=False)
+    assert ao.newest_readable({"src": 55}, [seeded], {"src": tl}) == (
+        None,
+        "target seeded: not created yet (a run creates it)",
+    )
 
 
 def test_versions_lost_to_vacuum_and_log_cleanup_are_not_reachable(tmp_path):

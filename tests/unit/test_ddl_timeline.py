@@ -195,3 +195,31 @@ def test_exists_at_follows_drops_and_renames_even_of_tables_with_no_known_schema
     assert [t.exists_at("shop", "c", ts) for ts in (19, 20)] == [None, True]
     assert [t.exists_at("shop", "d", ts) for ts in (29, 30, 40)] == [None, True, False]
     assert t.exists_at("shop", "e", 60) is None  # an ALTER says nothing about it
+
+
+def test_existence_counts_the_net_effect_of_each_ddl() -> None:
+    from ticdc_sync.ddl.timeline import Existence
+
+    t = build(
+        project("CREATE TABLE seeded (id INT PRIMARY KEY);"),
+        "src",
+        [
+            ev(10, "a", "CREATE TABLE a (id INT PRIMARY KEY)"),
+            ev(11, "b", "CREATE TABLE b (id INT PRIMARY KEY)"),
+            ev(20, "a", "RENAME TABLE a TO tmp, b TO a, tmp TO b"),  # a swap
+            ev(30, "c", "RENAME TABLE a TO x, x TO c"),  # a chain: x never holds anything
+            ev(40, "c", "DROP TABLE c"),
+            ev(50, "seeded", "CREATE TABLE seeded (id INT PRIMARY KEY, v INT)"),
+            ev(60, "gone", "DROP TABLE gone"),  # its schema is unknown: by its text
+        ],
+    )
+    assert t.existence("shop", "a") == [Existence(10, True), Existence(30, False, ("shop", "c"))]
+    assert t.existence("shop", "b") == [Existence(11, True)]  # swapped, never gone
+    assert t.existence("shop", "x") == []
+    assert t.existence("shop", "c") == [
+        Existence(30, True, ("shop", "a")),
+        Existence(40, False, None),
+    ]
+    # A CREATE over a seeded schema: upstream the table did not exist just before it.
+    assert t.existence("shop", "seeded") == [Existence(50, True)]
+    assert t.existence("shop", "gone") == [Existence(60, False)]

@@ -54,6 +54,7 @@ def test_render_explains_pending_waiting_and_the_blocked_ddl() -> None:
             "tso": 445644800022034229,
             "at": "2023-11-14 22:13:20.000Z",
             "held_by": "target items: DDL at commit_ts 445644800022034230 not applied yet",
+            "absent": {"clients": "shop.clients created at TSO 445644800030000000"},
         },
         "quarantined_total": 3,
         "run_lease": {"state": "released", "summary": "released by db1 pid 7 at 2026-11-26"},
@@ -78,6 +79,10 @@ def test_render_explains_pending_waiting_and_the_blocked_ddl() -> None:
         "consistent read: up to TSO 445644800022034229 (2023-11-14 22:13:20.000Z), held by "
         "target items: DDL at commit_ts 445644800022034230 not applied yet (`ticdc-sync "
         "snapshot`, the as_of reader)"
+    ) in lines
+    assert (
+        "  absent then (no upstream table; a read leaves it out): clients: shop.clients created "
+        "at TSO 445644800030000000"
     ) in lines
     assert any(ln.startswith("over their target_lag (!): orders: ") for ln in lines)
     assert (

@@ -4,7 +4,9 @@ Applied TSO and its wall time, lag behind the source's resolved TSO (seconds and
 staged changes a run would apply now (`pending`) and those after the resolved TSO that
 wait for TiCDC to resolve them (`waiting`), pending DDL, quarantined records and why a
 target is blocked, with the blocked DDL (from the plan: the same decision `run` makes),
-and who holds the warehouse's run lease. `--show N` prints N rows of each target;
+the newest TSO one read as of a TSO can show every target at, what holds it there and the
+targets absent then (`read.as_of`: the decisions the reader makes), and who holds the
+warehouse's run lease. `--show N` prints N rows of each target;
 `--quarantine N` lists quarantined records with their reason. Reads only.
 """
 
@@ -21,7 +23,7 @@ from ticdc_sync.core.model import Project
 from ticdc_sync.plan import build_plan
 from ticdc_sync.plan.model import BLOCKED, Plan, TargetPlan
 from ticdc_sync.read import sync_points
-from ticdc_sync.read.as_of import newest_readable
+from ticdc_sync.read.as_of import absent_at, newest_readable
 from ticdc_sync.run.schedule import over_lag, staging_lag_ms, staleness_ms
 from ticdc_sync.warehouse import lease
 from ticdc_sync.warehouse.locations import state_location, warehouse_path
@@ -110,10 +112,18 @@ def report(
             "resolved_at": tso_wall_time(res),
             "staging_lag_seconds": None if lag is None else lag / 1000,
         }
-    # The newest TSO one read can show every target at (`as_of`, `ticdc-sync snapshot`).
+    # The newest TSO one read can show every target at (`as_of`, `ticdc-sync snapshot`), and
+    # the targets such a read leaves out, their upstream tables not existing then.
+    timelines = {sp.source.name: sp.timeline for sp in plan.sources}
     read_ts, read_why = newest_readable(
-        {sp.source.name: sp.resolved_ts for sp in plan.sources}, plan.targets
+        {sp.source.name: sp.resolved_ts for sp in plan.sources}, plan.targets, timelines
     )
+    absent: dict[str, str] = {}
+    if read_ts is not None:
+        for t in plan.targets:
+            gone = absent_at(t, timelines[t.source], read_ts) if t.source in timelines else None
+            if gone is not None:
+                absent[t.name] = gone.why
     total_q = quarantine.read(["offset"]).num_rows if have_quarantine else 0
     rep: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
@@ -126,6 +136,7 @@ def report(
             "tso": read_ts,
             "at": tso_wall_time(read_ts),
             "held_by": read_why,
+            "absent": absent,
         },
         "sync_point": _sync_point(project, now_ms),
         "quarantined_total": total_q,
@@ -268,6 +279,8 @@ def render(rep: dict[str, Any]) -> str:
         f"consistent read: up to TSO {cr['tso'] if cr['tso'] is not None else '-'} "
         f"({cr['at']}), held by {cr['held_by']} (`ticdc-sync snapshot`, the as_of reader)"
     )
+    for name, why in sorted((cr.get("absent") or {}).items()):
+        lines.append(f"  absent then (no upstream table; a read leaves it out): {name}: {why}")
     sync = rep.get("sync_point")
     if sync:
         lines.append(

@@ -90,6 +90,16 @@ class DdlGroup:
         return "; ".join(dict.fromkeys(e.sql.strip() for e in self.events))
 
 
+@dataclass(frozen=True, slots=True)
+class Existence:
+    """A DDL at which an upstream table began (`exists`) or ceased to exist under its name.
+    `other`: the name it was renamed from (began) or to (ceased); None: created / dropped."""
+
+    commit_ts: int
+    exists: bool
+    other: tuple[str, str] | None = None
+
+
 @dataclass
 class Timeline:
     """Every version of a source's upstream tables, and the DDL groups in commit order."""
@@ -134,6 +144,45 @@ class Timeline:
                 if new == k:
                     state = True
         return state
+
+    def existence(self, db: str, table: str) -> list[Existence]:
+        """The DDL at which `db.table` began or ceased to exist, in commit order: a CREATE
+        TABLE (one over a seeded schema too: upstream the table did not exist just before
+        it), a rename to or from it, a DROP TABLE or DATABASE; a DDL that could not be
+        replayed counts by what its text creates, drops or renames (`moves`). Renames at one
+        commit_ts count by their net effect: a swap leaves both tables existing."""
+        k = key(db, table)
+        out: list[Existence] = []
+        for g in self.groups:
+            # (name before, name after, made by a CREATE) per table the group touched.
+            touched: list[tuple[tuple[str, str] | None, tuple[str, str] | None, bool]]
+            if g.problem is None:
+                touched = [(e.old, e.new, e.created) for e in g.effects]
+            else:
+                touched = [(old, new, old is None) for old, new in g.moves]
+            turns: list[Existence] = []
+            for old, new, created in touched:
+                was = old is not None and key(*old) == k
+                now = new is not None and key(*new) == k
+                if now and (not was or created):
+                    turns.append(Existence(g.commit_ts, True, None if was else old))
+                elif was and not now:
+                    turns.append(Existence(g.commit_ts, False, new))
+            # Only a net change counts: away and back (a swap), or in and away again (the
+            # middle of a chain), leaves the table as it was before the group.
+            if not turns or turns[0].exists != turns[-1].exists:
+                continue
+            turn = turns[-1]
+            if g.problem is None and turn.other is not None:
+                # A chain names its ends: a -> x, x -> c moves a to c.
+                net = g.renames()
+                if turn.exists:
+                    ends = [o for o, n in net.items() if n is not None and key(*n) == k]
+                    turn = Existence(turn.commit_ts, True, ends[0] if ends else turn.other)
+                else:
+                    turn = Existence(turn.commit_ts, False, net.get(k, turn.other))
+            out.append(turn)
+        return out
 
     def created_here(self, db: str, table: str, before: int) -> bool:
         """Whether `db.table`, as it exists just before commit_ts `before`, was made by a

@@ -12,11 +12,19 @@ in that range is replayed in the read (existing rows get its backfill value, as 
 apply's UPDATE gives them); any other DDL with a Delta change is refused, naming it; a DDL
 that changes nothing in Delta (an index, a comment, ...) is passed over.
 
+A target none of whose upstream tables existed at T (created or renamed in after it, dropped
+or renamed away at or before it, as the source's DDL timeline tells: `absent_at`) is not
+read at all: it is left out of the read and named with why (`Absent`), never a reason to
+refuse the other targets. Only a target whose table did exist at T and that has no version
+to read at T refuses (`no_version`). `newest_readable` (status's consistent read) makes the
+same decision.
+
 Pure: no I/O and no pyspark. `snapshot` reads the warehouse for it, `spark.as_of` reads rows.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,7 +34,7 @@ from ticdc_sync.core.errors import UserError
 from ticdc_sync.core.model import Mode
 from ticdc_sync.core.window import Marker
 from ticdc_sync.ddl.changes import AddColumn
-from ticdc_sync.ddl.timeline import Timeline
+from ticdc_sync.ddl.timeline import Existence, Timeline
 from ticdc_sync.plan.model import (
     OP_BACKFILL,
     OP_RECORD,
@@ -148,6 +156,81 @@ def resolve(value: int | str | dt.datetime, resolved: Mapping[str, int | None]) 
                 "yet (hint: use `latest`, or wait for TiCDC to resolve it)"
             )
     return AsOf(asked, str(value))
+
+
+# --------------------------------------------------------------------------- absent targets
+
+
+@dataclass(frozen=True, slots=True)
+class Absent:
+    """A target none of whose upstream tables existed at `tso`: a read leaves it out. `why`
+    tells each table's story; `gone_ts`: the DDL at or before `tso` that took its last table
+    away (None: it did not exist yet); `created_ts`: the first DDL after `tso` that brings
+    one of its tables (back) (None: none staged)."""
+
+    target: str
+    tso: int
+    why: str
+    gone_ts: int | None = None
+    created_ts: int | None = None
+
+    def message(self) -> str:
+        return (
+            f"target {self.target} did not exist upstream at TSO {self.tso} "
+            f"({wall_text(self.tso)}): {self.why}"
+        )
+
+
+def absent_at(t: TargetPlan, timeline: Timeline, tso: int) -> Absent | None:
+    """Target `t` at `tso` when none of its upstream tables existed at it, as its source's
+    DDL `timeline` tells (`Timeline.exists_at`; a table nothing names at or before `tso`
+    that the next DDL naming it creates or renames in did not exist yet either), else None.
+    A table the timeline says nothing about (known from a seed, an export or row metadata
+    only) counts as existing: the read needs a version of the target, and refuses without
+    one. The one decision of absence: reads, `snapshot` and `newest_readable` ask it here."""
+    whys: list[str] = []
+    gone: list[int] = []
+    back: list[int] = []
+    for db, tbl in t.upstreams:
+        turns = timeline.existence(db, tbl)
+        past = [x for x in turns if x.commit_ts <= tso]
+        ahead = next((x for x in turns if x.commit_ts > tso), None)
+        exists = timeline.exists_at(db, tbl, tso)
+        if exists is None and ahead is not None and ahead.exists:
+            exists = False
+        if exists is not False:
+            return None
+        name = f"{db}.{tbl}"
+        went = past[-1] if past and not past[-1].exists else None
+        comes = ahead if ahead is not None and ahead.exists else None
+        if comes is not None:
+            back.append(comes.commit_ts)
+        if went is not None:
+            gone.append(went.commit_ts)
+            text = f"{name} {_existence_text(went)}"
+            if comes is not None:
+                text += f" ({_existence_text(comes, again=True)})"
+        elif comes is not None:
+            text = f"{name} {_existence_text(comes)}"
+        else:
+            # Gone by its schema history alone (no staged DDL says how).
+            text = f"{name} had been dropped or renamed away"
+        whys.append(text)
+    if not whys:
+        return None  # no upstream table known: nothing says it is absent
+    return Absent(
+        t.name, tso, "; ".join(whys), max(gone) if gone else None, min(back) if back else None
+    )
+
+
+def _existence_text(x: Existence, again: bool = False) -> str:
+    """`created at TSO X`, `renamed in from db.t at TSO X`, `dropped ...`, `renamed to ...`."""
+    other = f"{x.other[0]}.{x.other[1]}" if x.other is not None else None
+    if x.exists:
+        how = "created" if other is None else f"renamed in from {other}"
+    else:
+        how = "dropped" if other is None else f"renamed to {other}"
+    return f"{how}{' again' if again else ''} at TSO {x.commit_ts}"
 
 
 # --------------------------------------------------------------------------- versions
@@ -340,14 +423,20 @@ def staging_floor_check(target: str, source: str, applied_ts: int, floor: int, t
 
 
 def no_version(target: str, tso: int, oldest: Version | None) -> UserError:
-    """Why target `target` has no readable version at `tso`."""
+    """Why target `target`, whose upstream table existed at `tso` (`absent_at` said so),
+    has no readable version at it."""
     if oldest is None:
         return UserError(f"as_of: target {target} has no Delta version yet (hint: run first)")
+    held = oldest.marker.applied_ts if oldest.marker else None
     return UserError(
         f"as_of: TSO {tso} ({wall_text(tso)}) is older than every readable version of "
-        f"target {target} (the oldest one reachable, {oldest.version}, holds applied ts "
-        f"{oldest.marker.applied_ts if oldest.marker else 'unknown'}; older log entries or "
-        "files are gone, or the target did not exist yet) (hint: read at a newer TSO)"
+        f"target {target}, although its upstream table existed then: the oldest version "
+        f"reachable, {oldest.version}, holds applied ts {held if held is not None else 'unknown'}"
+        "; the versions before it are gone (Delta log entries expired, or files vacuumed), or "
+        "the target started later (added to the project after that TSO, or loaded from an "
+        "export at a later snapshot) (hint: read at a TSO at or after "
+        f"{held if held is not None else 'its oldest version'}; to read further back, keep "
+        "more with `delta.logRetentionDuration` and `delta.deletedFileRetentionDuration`)"
     )
 
 
@@ -355,23 +444,70 @@ def no_version(target: str, tso: int, oldest: Version | None) -> UserError:
 
 
 def newest_readable(
-    resolved: Mapping[str, int | None], targets: Iterable[TargetPlan]
+    resolved: Mapping[str, int | None],
+    targets: Iterable[TargetPlan],
+    timelines: Mapping[str, Timeline],
 ) -> tuple[int | None, str]:
     """The newest TSO a read as of one TSO over every target can reach now, and what holds it
-    there: the lowest resolved TSO of the sources (`resolved`), or just before a DDL with a
-    Delta change that a target has not applied yet (a read does not replay it)."""
+    there: the lowest resolved TSO of the sources (`resolved`), or just before the first TSO
+    at which a target it must read cannot be read: a DDL with a Delta change the target has
+    not applied yet (a read does not replay it), or the DDL that brings the table of a target
+    not created yet. A target absent at a TSO (`absent_at`, over its source's timeline in
+    `timelines`) is left out of a read there, so it holds nothing there."""
     if not resolved:
         return None, "no source"
     for name, ts in sorted(resolved.items()):
         if ts is None or ts < 0:
             return None, f"source {name} has nothing resolved"
-    name, low = min(sorted(resolved.items()), key=lambda kv: kv[1] or 0)
-    best, why = int(low or 0), f"source {name}'s resolved TSO"
-    for t in targets:
-        if not t.exists:
-            continue
-        for d in t.pending:
-            if d.commit_ts - 1 < best and any(p.op != OP_RECORD for p in d.parts):
-                best = d.commit_ts - 1
-                why = f"target {t.name}: DDL at commit_ts {d.commit_ts} not applied yet"
-    return best, why
+    name, lowest = min(sorted(resolved.items()), key=lambda kv: kv[1] or 0)
+    low = int(lowest or 0)
+    chosen = list(targets)
+    empty = Timeline()
+
+    def timeline(t: TargetPlan) -> Timeline:
+        return timelines.get(t.source, empty)
+
+    # What a read can do changes only at a DDL a target has not applied (one that brings the
+    # table of a target not created yet among them): the candidates are the lowest resolved
+    # TSO and just before each of them, newest first.
+    cuts = {low} | {d.commit_ts - 1 for t in chosen for d in t.pending}
+    holds = [_Holds(t, timeline(t)) for t in chosen]
+    why = f"source {name}'s resolved TSO"
+    for tso in sorted((c for c in cuts if 0 <= c <= low), reverse=True):
+        held = next((h for x in holds if (h := x.at(tso)) is not None), None)
+        if held is None:
+            return tso, why
+        why = held  # what holds the read back from every TSO above the next one tried
+    return None, why
+
+
+class _Holds:
+    """`_holds` of one target at any TSO, asked once per stretch between the DDL that can
+    change it (its pending DDL, its tables coming or going): status over hundreds of targets
+    not created yet tries as many TSOs."""
+
+    def __init__(self, t: TargetPlan, timeline: Timeline) -> None:
+        self.t, self.timeline = t, timeline
+        points = {d.commit_ts for d in t.pending}
+        for db, tbl in t.upstreams:
+            points |= {x.commit_ts for x in timeline.existence(db, tbl)}
+        self.points = sorted(points)
+        self.known: dict[int, str | None] = {}
+
+    def at(self, tso: int) -> str | None:
+        stretch = bisect.bisect_right(self.points, tso)
+        if stretch not in self.known:
+            self.known[stretch] = _holds(self.t, self.timeline, tso)
+        return self.known[stretch]
+
+
+def _holds(t: TargetPlan, timeline: Timeline, tso: int) -> str | None:
+    """Why a read at `tso` cannot show target `t`, or None (it can, or leaves it out)."""
+    if absent_at(t, timeline, tso) is not None:
+        return None
+    if not t.exists:
+        return f"target {t.name}: not created yet (a run creates it)"
+    for d in t.pending:
+        if d.commit_ts <= tso and any(p.op != OP_RECORD for p in d.parts):
+            return f"target {t.name}: DDL at commit_ts {d.commit_ts} not applied yet"
+    return None

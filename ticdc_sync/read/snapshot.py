@@ -8,7 +8,8 @@ and no schema change in (applied ts, TSO]), and otherwise the plan that brings i
 the project's plan made over the warehouse with the target at that version (`build_plan`,
 as `run` makes it), its stop at the TSO (`as_of.read_steps`). Versions that cannot be read
 any more (log entries expired, files vacuumed) are reported as unavailable, never replaced
-by another. Reads only; no pyspark.
+by another. A target whose upstream tables did not exist at the TSO (`as_of.absent_at`) is
+reported absent, with why, and nothing of it is read. Reads only; no pyspark.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ FORMAT_VERSION = 1
 
 @dataclass(frozen=True, slots=True)
 class TargetAt:
-    """One target as of the TSO: the version to read (None: none is readable, `why`), how
-    many staged row changes lie after it, and its read plan when it can be read."""
+    """One target as of the TSO: the version to read (None: none is readable, `why`, or the
+    target is `absent`), how many staged row changes lie after it, and its read plan when it
+    can be read."""
 
     name: str
     source: str
@@ -50,6 +52,7 @@ class TargetAt:
     pending: int = 0
     why: str | None = None  # not readable at all, or not exactly (with `read` None)
     read: ao.ReadPlan | None = None
+    absent: ao.Absent | None = None  # its upstream tables did not exist at the TSO
 
     @property
     def exact(self) -> bool:
@@ -80,7 +83,8 @@ def snapshot(
     project: Project, value: Any = ao.LATEST, names: Sequence[str] = (), *, strict: bool = False
 ) -> Snapshot:
     """Every selected target as of `value` (`as_of.parse_as_of`). `strict`: raise the first
-    target's reason it cannot be read (a Spark read), instead of reporting it."""
+    target's reason it cannot be read (a Spark read), instead of reporting it; an absent
+    target is never such a reason."""
     state = read_state(project)
     plan = build_plan(project, state)
     chosen = selected(plan, names)
@@ -89,14 +93,24 @@ def snapshot(
     wh = warehouse_path(project)
     events = LakeTable(state_location(wh, "events"))
     found: dict[str, tuple[TargetPlan, ao.Version | None, str | None]] = {}
+    absent: dict[str, ao.Absent] = {}
     for t in chosen:
+        sp = plan.source_plan(t.source)
+        gone = ao.absent_at(t, sp.timeline, at.tso) if sp is not None else None
+        if gone is not None:
+            absent[t.name] = gone  # nothing of it to read: its versions are not looked at
+            continue
         found[t.name] = (t, *_version(t, at.tso))
     # The plan again, each target at its read version: the steps after it are the ones a
     # run from that version makes.
     at_versions = _state_at(state, {n: v for n, (_, v, _) in found.items() if v is not None})
     read_plan = build_plan(project, at_versions)
     out: list[TargetAt] = []
-    for t, v, why in found.values():
+    for c in chosen:
+        if c.name in absent:
+            out.append(TargetAt(c.name, c.source, c.location, None, None, absent=absent[c.name]))
+            continue
+        t, v, why = found[c.name]
         if v is None or v.marker is None:
             if strict:
                 raise UserError(why or f"as_of: target {t.name} has no readable version")
@@ -135,7 +149,10 @@ def _version(t: TargetPlan, tso: int) -> tuple[ao.Version | None, str | None]:
     """The version of `t` to read at `tso`, or None and why."""
     table = LakeTable(t.location)
     if not t.exists or not table.exists():
-        return None, f"as_of: target {t.name} has no Delta table yet (hint: run first)"
+        return None, (
+            f"as_of: target {t.name} has no Delta table yet, though its upstream table existed "
+            f"at TSO {tso} (hint: run first: the run creates it)"
+        )
     vs = ao.versions(table.commits())
     reach = table.oldest_reachable()
     v = ao.version_at(vs, tso, reach)
@@ -231,11 +248,16 @@ def to_json(s: Snapshot) -> dict[str, Any]:
             "exact": t.exact,
             "pending": t.pending,
             "available": t.version is not None,
+            "absent": t.absent is not None,
         }
         if t.version is not None:
             row["sql"] = spark_sql(t.location, t.version)
         if t.why:
             row["reason"] = t.why
+        if t.absent is not None:
+            row["reason"] = t.absent.why
+            row["absent_since"] = t.absent.gone_ts
+            row["absent_until"] = t.absent.created_ts
         targets.append(row)
     return {
         "format_version": FORMAT_VERSION,
@@ -245,7 +267,8 @@ def to_json(s: Snapshot) -> dict[str, Any]:
             "asked": s.at.asked,
             "held_by": s.at.held_by,
         },
-        "exact": bool(s.targets) and all(t.exact for t in s.targets),
+        # An absent target has nothing to read: it takes nothing from the read's exactness.
+        "exact": bool(s.targets) and all(t.exact or t.absent is not None for t in s.targets),
         "targets": targets,
     }
 
@@ -254,7 +277,12 @@ def render(s: Snapshot) -> list[str]:
     held = f" (latest: held back by source {s.at.held_by})" if s.at.held_by else ""
     lines = [f"as of TSO {s.at.tso} ({s.at.wall_time}){held}"]
     for t in s.targets:
-        if t.version is None:
+        if t.absent is not None:
+            lines.append(
+                f"  {t.name}: absent at TSO, nothing to read: its upstream table did not exist "
+                f"then: {t.absent.why}"
+            )
+        elif t.version is None:
             lines.append(f"  {t.name}: unavailable: {t.why}")
         elif t.exact:
             lines.append(
@@ -268,6 +296,11 @@ def render(s: Snapshot) -> list[str]:
                 f"{t.applied_ts}) and {why} (hint: read with the as_of reader, or wait for "
                 "a run to apply them)"
             )
-    n = sum(t.exact for t in s.targets)
-    lines.append(f"{n} of {len(s.targets)} target(s) exact at TSO {s.at.tso}")
+    present = [t for t in s.targets if t.absent is None]
+    n = sum(t.exact for t in present)
+    tail = f"{n} of {len(present)} target(s) exact at TSO {s.at.tso}"
+    gone = len(s.targets) - len(present)
+    if gone:
+        tail += f"; {gone} absent (their upstream tables did not exist then)"
+    lines.append(tail)
     return lines

@@ -3,7 +3,7 @@ consistent across tables, and fresh up to the newest resolved change.
 
     from ticdc_sync.spark.as_of import as_of, register_views
     read = as_of(spark, "path/to/project", "latest")   # or a TSO, or "2026-11-26T22:45:00Z"
-    register_views(spark, read.frames)                  # SQL: SELECT * FROM orders
+    register_views(spark, read)                         # SQL: SELECT * FROM orders
 
 Each target is its Delta version chosen by `snapshot` (time travel, `versionAsOf`), plus
 the staged row changes after it up to the TSO, typed, checked and collapsed by the very
@@ -12,12 +12,14 @@ plan with its stop at the TSO, then merged into it here with the MERGE's own rul
 (`sqlgen.merge_sql`: a delete or an upsert per key, never a row older than what the table
 holds) instead of a MERGE commit. Nothing is written: not the targets, not the staging
 table, not the quarantine. Refusals (a TSO outside what is readable, a schema change in
-between) come from `as_of` and `snapshot`.
+between) come from `as_of` and `snapshot`; so does which targets are absent at the TSO
+(their upstream tables did not exist then): they have no frame and no view, and the read
+names them with why (`AsOfRead.absent`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,16 +36,55 @@ from ticdc_sync.spark.apply.rows import TargetWriter
 from ticdc_sync.warehouse.locations import state_location, warehouse_path
 
 
+class AbsentTarget(KeyError):
+    """The frame of a target whose upstream tables did not exist at the read's TSO."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])  # the message itself, not KeyError's repr of it
+
+
+class Frames(Mapping[str, DataFrame]):
+    """Each present target's DataFrame by name. Asking for an absent target's frame raises
+    `AbsentTarget` (a KeyError) saying when its table was created or dropped, not a bare
+    KeyError: `in`, `.get` and iteration see the present targets only."""
+
+    def __init__(self, frames: Mapping[str, DataFrame], absent: Mapping[str, ao.Absent]) -> None:
+        self._frames = dict(frames)
+        self.absent = dict(absent)
+
+    def __getitem__(self, name: str) -> DataFrame:
+        if name in self._frames:
+            return self._frames[name]
+        gone = self.absent.get(name)
+        if gone is not None:
+            raise AbsentTarget(
+                f"as_of: {gone.message()}: the read has no frame of it (hint: "
+                "read.absent lists such targets; read at a TSO when its table existed)"
+            )
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._frames)
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    def __repr__(self) -> str:
+        return f"Frames({sorted(self._frames)}, absent={sorted(self.absent)})"
+
+
 @dataclass(frozen=True)
 class AsOfRead:
     """The targets read as of one TSO (`at.tso`; `at.held_by`: the source that holds
-    `latest` back)."""
+    `latest` back). A target whose upstream tables did not exist at the TSO is in `absent`
+    only (with why: `as_of.Absent`), never in `frames` or the other mappings."""
 
     at: ao.AsOf
-    frames: Mapping[str, DataFrame]
+    frames: Frames
     versions: Mapping[str, int]  # the Delta version each target was read from
     applied: Mapping[str, int]  # the applied ts that version holds
     pending: Mapping[str, int]  # staged changes merged on top of it (0: the version is exact)
+    absent: Mapping[str, ao.Absent]  # targets left out: created after the TSO, or gone by it
 
 
 class _Staged:
@@ -68,7 +109,9 @@ def as_of(
     targets: Sequence[str] = (),
 ) -> AsOfRead:
     """The selected `targets` (fnmatch globs; all by default) as of `at`: a TSO, a
-    wall-clock time (str or datetime; UTC unless it says otherwise) or `latest`."""
+    wall-clock time (str or datetime; UTC unless it says otherwise) or `latest`. A selected
+    target whose upstream tables did not exist at it is named in `absent`, not read, even
+    when it is the only one selected; the others are read all the same."""
     if not isinstance(project, Project):
         from ticdc_sync.project import load_project
 
@@ -79,14 +122,18 @@ def as_of(
     versions: dict[str, int] = {}
     pending: dict[str, int] = {}
     applied: dict[str, int] = {}
+    absent: dict[str, ao.Absent] = {}
     for t in s.targets:
+        if t.absent is not None:
+            absent[t.name] = t.absent
+            continue
         rp = t.read
         assert rp is not None and t.version is not None
         frames[t.name] = _read(spark, project, s, rp, state)
         versions[t.name] = t.version
         pending[t.name] = t.pending
         applied[t.name] = rp.marker.applied_ts
-    return AsOfRead(s.at, frames, versions, applied, pending)
+    return AsOfRead(s.at, Frames(frames, absent), versions, applied, pending, absent)
 
 
 def _read(
@@ -181,9 +228,25 @@ def merged(
     return out.select(*[picked[c] for c in target.columns])
 
 
-def register_views(spark: SparkSession, frames: Mapping[str, DataFrame]) -> list[str]:
-    """Register each frame as a temporary view under its target's name (SQL users then
-    query `orders` as of the read's TSO); the names registered."""
+class Views(list[str]):
+    """The names of the views `register_views` registered (a list, as it always was), and
+    `absent`: each target left without a view, with why."""
+
+    def __init__(self, names: Sequence[str], absent: Mapping[str, ao.Absent]) -> None:
+        super().__init__(names)
+        self.absent: dict[str, ao.Absent] = dict(absent)
+
+
+def register_views(spark: SparkSession, read: AsOfRead | Mapping[str, DataFrame]) -> Views:
+    """Register each frame of `read` (an `as_of` read, or its frames) as a temporary view
+    under its target's name (SQL users then query `orders` as of the read's TSO); the names
+    registered, with the absent targets (`Views.absent`). An absent target gets no view,
+    and a view of that name left by an earlier read is dropped: a query naming it fails
+    as it would upstream, instead of mixing in a table as of another TSO."""
+    frames: Mapping[str, DataFrame] = read.frames if isinstance(read, AsOfRead) else read
+    absent = frames.absent if isinstance(frames, Frames) else {}
     for name, df in sorted(frames.items()):
         df.createOrReplaceTempView(name)
-    return sorted(frames)
+    for name in sorted(absent):
+        spark.catalog.dropTempView(name)
+    return Views(sorted(frames), absent)
