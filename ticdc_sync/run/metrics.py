@@ -253,6 +253,19 @@ LEASE_HELD = "run_lease_held"
 INFO = "run"  # ticdc_sync_run_info
 
 
+# The label names of each family, by its name without the prefix.
+_LABELS: dict[str, tuple[str, ...]] = {
+    **{s.name: SOURCE for s in SOURCE_SERIES},
+    **{s.name: TARGET for s in TARGET_SERIES},
+    **{s.name: () for s in RUN_SERIES},
+    POLL_DURATION: SOURCE,
+    APPLY_DURATION: TARGET,
+    LAST_POLL: (),
+    LEASE_HELD: (),
+    INFO: ("mode", "project", "version"),
+}
+
+
 class RunMetrics:
     """The metrics of one run in a registry of their own (`registry`). `lease_held` tells
     at each scrape whether the run still holds the warehouse's run lease; `clock` is wall
@@ -317,14 +330,23 @@ class RunMetrics:
         """The sample names a scrape shows, whether or not they have a sample yet: counters
         with `_total`, histograms with `_bucket`, `_sum` and `_count` (and the client's
         `_created`, left out here: nothing reads it), sorted."""
-        suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}
-        names: set[str] = set()
+        return sorted(self.labels())
+
+    def labels(self) -> dict[str, tuple[str, ...]]:
+        """Each sample name a scrape shows (`names`) with its label names."""
+        out: dict[str, tuple[str, ...]] = {}
         for m in self.registry.collect():
+            base = _LABELS[m.name[len(PREFIX) :]]
             if m.type == "info":
-                names.add(m.name + "_info")
+                out[m.name + "_info"] = base
+            elif m.type == "counter":
+                out[m.name + "_total"] = base
+            elif m.type == "histogram":
+                out[m.name + "_bucket"] = (*base, "le")
+                out[m.name + "_sum"] = out[m.name + "_count"] = base
             else:
-                names |= {m.name + s for s in suffixes.get(m.type, ("",))}
-        return sorted(names)
+                out[m.name] = base
+        return out
 
 
 class _Results(Collector):
