@@ -6,9 +6,9 @@ and their duration, rows changed, errors, blocks; the run lease; the run's polls
 `RunMetrics` holds them in a registry of its own (`prometheus_client.CollectorRegistry`,
 not the client's global one), fed on the loop thread by the loop's callbacks (`polled`,
 `staged`, `applied`). Values the results already hold (totals, TSOs, staleness) are not
-counted again here: each callback takes a copy of them as metric families, which scrapes
-read (`_Results`), so a scrape from another thread never reads the results while the loop
-changes them. Durations are observed per stage and per apply into the client's
+counted again here: each callback copies the values it changed, which scrapes turn into
+metric families (`_Results`), so a scrape from another thread never reads the results
+while the loop changes them. Durations are observed per stage and per apply into the client's
 histograms. Names follow Prometheus conventions: the `ticdc_sync_` prefix, base units
 (seconds), `_total` counters, labels `source` and `target`.
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Histogram
@@ -64,7 +64,8 @@ def _tso(ts: int | None) -> int | None:
 
 def _wall_seconds(ts: int | None) -> float | None:
     """A TSO's physical part as Unix time in seconds (codec facts 1.1)."""
-    return None if _tso(ts) is None else wall_ms(ts) / 1000  # type: ignore[arg-type]
+    t = _tso(ts)
+    return None if t is None else wall_ms(t) / 1000
 
 
 SOURCE_SERIES: tuple[Series, ...] = (
@@ -307,20 +308,20 @@ class RunMetrics:
 
     def polled(self, summary: PollSummary, result: LoopResult) -> None:
         """`run_loop`'s `on_poll`: each poll's results, once measured."""
-        self._results.take(result, self._clock())
+        self._results.take(result, polled_at=self._clock())
 
     def staged(self, outcome: StageOutcome, result: LoopResult) -> None:
         """`run_loop`'s `on_stage`: one source staged (or found unavailable)."""
         if outcome.unavailable is None:
             self._poll.labels(outcome.source).observe(outcome.seconds)
-        self._results.take(result)
+        self._results.take(result, source=outcome.source)
 
     def applied(self, outcome: ApplyOutcome, result: LoopResult) -> None:
         """`run_loop`'s `on_apply`: one apply, folded into the results."""
         run = result.targets.get(outcome.target)
         source = run.source if run is not None else ""
         self._apply.labels(outcome.target, source).observe(outcome.seconds)
-        self._results.take(result)
+        self._results.take(result, target=outcome.target)
 
     def ended(self, result: LoopResult) -> None:
         """The run ended (also with an error): its results as they are."""
@@ -349,35 +350,69 @@ class RunMetrics:
         return out
 
 
+Row = tuple[tuple[str, ...], tuple]  # label values, and the values of a table's series
+
+
 class _Results(Collector):
     """The metrics mapped from the loop's results, as of the last callback; the lease as of
-    the scrape."""
+    the scrape. A callback copies the values of what it changed (a poll: everything; a
+    stage: its source; an apply: its target; each: the run's counts), so that an apply
+    costs the same with a thousand targets as with one. Scrapes make the families from the
+    copies."""
 
     def __init__(self, info: dict[str, str], lease_held: Callable[[], bool] | None) -> None:
         self._info = info
         self._lease_held = lease_held
         self._lock = threading.Lock()
-        self._families: tuple[Metric, ...] = _families(LoopResult(), None)
+        self._sources: dict[str, Row] = {}
+        self._targets: dict[str, Row] = {}
+        self._run_values: tuple = _values(RUN_SERIES, LoopResult())
         self._last_poll: float | None = None
 
-    def take(self, result: LoopResult, polled_at: float | None = None) -> None:
-        """Copy `result` into metric families now (on the loop thread, which alone changes
-        it); `polled_at`: a poll's summary was made at this wall time."""
+    def take(
+        self,
+        result: LoopResult,
+        *,
+        polled_at: float | None = None,
+        source: str | None = None,
+        target: str | None = None,
+    ) -> None:
+        """Copy from `result` (on the loop thread, which alone changes it): the source or
+        the target named, else every one; `polled_at`: a poll was summed up then."""
+        if source is None and target is None:
+            sources, targets = list(result.sources), list(result.targets)
+        else:
+            sources = [source] if source is not None else []
+            targets = [target] if target is not None else []
+        new_sources = {
+            n: ((s.name,), _values(SOURCE_SERIES, s))
+            for n in sources
+            if (s := result.sources.get(n)) is not None
+        }
+        new_targets = {
+            n: ((t.name, t.source), _values(TARGET_SERIES, t))
+            for n in targets
+            if (t := result.targets.get(n)) is not None
+        }
+        run = _values(RUN_SERIES, result)
         with self._lock:
+            self._sources.update(new_sources)
+            self._targets.update(new_targets)
+            self._run_values = run
             if polled_at is not None:
                 self._last_poll = polled_at
-            self._families = _families(result, self._last_poll)
 
     def describe(self) -> Iterator[Metric]:
         """The families (no samples), for the registry's check of clashing names."""
-        yield from _families(LoopResult(), None)
         yield from self._run()
+        yield from _families({}, {}, _values(RUN_SERIES, LoopResult()), None)
 
     def collect(self) -> Iterator[Metric]:
         yield from self._run(self._lease_held)
         with self._lock:
-            families = self._families
-        yield from families
+            sources, targets = dict(self._sources), dict(self._targets)
+            run, last_poll = self._run_values, self._last_poll
+        yield from _families(sources, targets, run, last_poll)
 
     def _run(self, lease_held: Callable[[], bool] | None = None) -> Iterator[Metric]:
         info = InfoMetricFamily(PREFIX + INFO, "The run: its project, ticdc-sync version, mode.")
@@ -392,13 +427,16 @@ class _Results(Collector):
         yield held
 
 
-def _families(result: LoopResult, last_poll: float | None) -> tuple[Metric, ...]:
-    out: list[Metric] = []
-    sources = sorted(result.sources.values(), key=lambda s: s.name)
-    targets = sorted(result.targets.values(), key=lambda t: t.name)
-    out += _mapped(SOURCE_SERIES, SOURCE, ((s, [s.name]) for s in sources))
-    out += _mapped(TARGET_SERIES, TARGET, ((t, [t.name, t.source]) for t in targets))
-    out += _mapped(RUN_SERIES, (), [(result, [])])
+def _values(series: tuple[Series, ...], item: SourceRun | TargetRun | LoopResult) -> tuple:
+    return tuple(s.value(item) for s in series)
+
+
+def _families(
+    sources: dict[str, Row], targets: dict[str, Row], run: tuple, last_poll: float | None
+) -> list[Metric]:
+    out = _mapped(SOURCE_SERIES, SOURCE, [sources[n] for n in sorted(sources)])
+    out += _mapped(TARGET_SERIES, TARGET, [targets[n] for n in sorted(targets)])
+    out += _mapped(RUN_SERIES, (), [((), run)])
     last = GaugeMetricFamily(
         PREFIX + LAST_POLL,
         "When this run's last poll was summed up (each poll of --follow, a plain run's one), "
@@ -407,22 +445,16 @@ def _families(result: LoopResult, last_poll: float | None) -> tuple[Metric, ...]
     if last_poll is not None:
         last.add_metric([], last_poll)
     out.append(last)
-    return tuple(out)
+    return out
 
 
-def _mapped(
-    series: tuple[Series, ...],
-    labels: tuple[str, ...],
-    items: Iterable[tuple[SourceRun | TargetRun | LoopResult, list[str]]],
-) -> list[Metric]:
-    rows = list(items)
+def _mapped(series: tuple[Series, ...], labels: tuple[str, ...], rows: list[Row]) -> list[Metric]:
     out: list[Metric] = []
-    for s in series:
+    for i, s in enumerate(series):
         kind = CounterMetricFamily if s.kind == "counter" else GaugeMetricFamily
         family = kind(PREFIX + s.name, s.help, labels=list(labels))
-        for item, values in rows:
-            v = s.value(item)
-            if v is not None:
-                family.add_metric(values, v)
+        for label_values, values in rows:
+            if values[i] is not None:
+                family.add_metric(list(label_values), values[i])
         out.append(family)
     return out
