@@ -15,8 +15,9 @@ interrupted (`outcome`). Each phase's Spark jobs carry its name (`labels.phase`)
 each phase is reported to the progress display (`progress.RunProgress`). Ctrl-C stops a
 plain run before its next step (at once on the second one). One batch's work (stage,
 plan, execute, trim) is `batch`; this module is the run around it: the lease, the session,
-signals, the `--follow` loop and run_results.json. It decides nothing about targets: the
-plan does.
+signals, the `--follow` loop, run_results.json and where the run's metrics go (`_Metrics`:
+served while it holds the lease, written or pushed when it ends). It decides nothing about
+targets: the plan does.
 """
 
 from __future__ import annotations
@@ -228,11 +229,13 @@ class _Metrics:
         """Inside the lease: serve the metrics (if asked) until the run ends."""
         from ticdc_sync.run.metrics_export import MetricsServer
 
-        self.acquired = True
         if self.options.port is None:
+            self.acquired = True
             yield
             return
+        # A port taken is an error before the run does anything (and exports nothing).
         server = MetricsServer(self.metrics.registry, self.options)
+        self.acquired = True
         self.say(f"metrics: {server.url}")
         try:
             yield
