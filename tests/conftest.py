@@ -95,6 +95,7 @@ FILE_GROUPS = {
     "tests/kafka/test_capture.py": "kafka-broker",
     "tests/kafka/test_capture_replay.py": "kafka-broker",
     "tests/kafka/test_e2e_protocols.py": "kafka-broker",
+    "tests/kafka/test_follow_metrics.py": "kafka-broker",
     "tests/kafka/test_kafka_read.py": "kafka-broker",
     # A module-scoped warehouse, and an S3 server of moto's for the module.
     "tests/spark/test_lake.py": "module-test_lake",

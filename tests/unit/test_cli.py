@@ -277,3 +277,36 @@ def test_second_run_is_refused_before_spark_starts(tmp_path: Path) -> None:
     log = (root / "target" / "logs" / "ticdc-sync.log").read_text()
     assert "log4j" not in log and "Spark" not in log
     assert held is not None and held.holder.endswith(f"pid {os.getpid()}")
+
+
+def test_bad_metrics_options_fail_before_the_run_starts(tmp_path: Path) -> None:
+    """A wrong --metrics-* flag is a user error (exit 1) naming the flag, before the run
+    takes the lease or starts Spark."""
+    root = tmp_path / "shop"
+    shutil.copytree(SHOP, root, ignore=GENERATED)
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from ticdc_sync.commands.cli import main
+        rcs = [
+            main(["run", "--project", {str(root)!r}, "--metrics-file", "m.txt"]),
+            main(["run", "--project", {str(root)!r}, "--metrics-port", "99999"]),
+            main(["run", "--project", {str(root)!r}, "--metrics-push", "ftp://gw"]),
+        ]
+        assert rcs == [1, 1, 1], rcs
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark", "delta", "py4j"))
+        assert not loaded, loaded
+        print("REFUSED-OK")
+        """
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    assert "REFUSED-OK" in res.stdout
+    assert "error: --metrics-file m.txt: node exporter's textfile collector reads only" in (
+        res.stderr
+    )
+    assert "error: --metrics-port 99999: not a TCP port" in res.stderr
+    assert "error: --metrics-push ftp://gw: not a Pushgateway URL" in res.stderr
+    assert not (root / "warehouse").exists()  # no lease taken

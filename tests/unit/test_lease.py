@@ -139,14 +139,17 @@ def test_waiting_takes_the_lease_when_its_holder_releases_it(tmp_path):
 def test_check_active_guards_only_while_a_run_holds_a_lease(tmp_path):
     lease_mod.check_active()  # no run: nothing to check
     lease = RunLease(str(tmp_path / "wh"), out=lambda s: None)
+    assert not lease.held()  # what a run's metrics report: not taken yet
     with lease:
         lease_mod.check_active()
+        assert lease.held()
         # Another run committed to the lease (as a taker would after expiry).
         table, row = lease.read()
         other = RunLease(str(tmp_path / "wh"), out=lambda s: None)
         assert other._commit(table, other._row(row.renewed_at, acquired=row.renewed_at), "x")
         with pytest.raises(LeaseLost, match=f"now held by {other.holder}"):
             lease.renew()
+        assert not lease.held()
         with pytest.raises(LeaseLost, match="it stopped before its next commit"):
             lease_mod.check_active()
     lease_mod.check_active()

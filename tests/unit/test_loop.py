@@ -7,6 +7,7 @@ TSO (also through the real planner). Time is a fake clock; no wall-clock timing.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,8 @@ def run(
     stop: StopRequest | None = None,
     lines: list[str] | None = None,
     polls: list | None = None,
+    stages: list | None = None,
+    applies: list | None = None,
     **kw,
 ) -> LoopResult:
     sources = sorted({s.source for s in fake.specs} | set(fake.batches))
@@ -47,6 +50,8 @@ def run(
         stop=stop,
         out=(lines.append if lines is not None else lambda _line: None),
         on_poll=(lambda p, _r: polls.append(p)) if polls is not None else None,
+        on_stage=(lambda o, _r: stages.append(o)) if stages is not None else None,
+        on_apply=(lambda o, _r: applies.append(o)) if applies is not None else None,
         clock=fake.clock,
         waiter=fake.clock,
         pool=pool if pool is not None else Inline(),
@@ -645,6 +650,95 @@ def test_each_poll_has_a_summary_line_and_results_show_staleness() -> None:
     assert body["targets"]["p"]["over_lag"] is False
     assert body["sources"]["s"]["resolved_ts"] == ts(T0 + 29_000)
     assert body["polls"] == 2 and body["poll"]["n"] == 2
+
+
+def test_each_stage_and_apply_is_heard_once_folded_with_its_counts_in_the_results() -> None:
+    """What `run.metrics` is fed: every stage (one that could not read its source too) and
+    every apply (a failed one too), each heard after the results count it; the records
+    read, the failures, the outages and what is pending are in the results."""
+    clock = Clock(T0 + 2_000)
+    fake = Fake(
+        [Spec("ok", lag_ms=0), Spec("bad", lag_ms=0, block_at=T0 + 2_500)],
+        {"s": [batch(T0 + 1_000 * k, ok=[T0 + 1_000 * k - 1]) for k in range(1, 5)]},
+        clock,
+    )
+    down = [1]
+
+    def stage(n: int, name: str) -> StageOutcome | None:
+        if n == 2 and down[0]:
+            down[0] -= 1
+            return StageOutcome(name, 0, fake.tallies[name].copy(), unavailable="no broker")
+        return None
+
+    real_stage = fake._stage
+
+    def counted(src):  # the Spark engine's count of Kafka records read: 3 per poll here
+        o = real_stage(src)
+        return o if o.unavailable else replace(o, records=3)
+
+    fake.stage_hook = stage
+    fake._stage = counted  # type: ignore[method-assign]
+    failing = [1]
+
+    def flaky(job, should_stop):
+        if failing[0]:
+            failing[0] -= 1
+            raise RuntimeError("disk on fire")
+        return None
+
+    fake.hooks["ok"] = flaky
+    heard: list[tuple[str, int, int]] = []
+    stages: list = []
+    applies: list = []
+
+    def on_apply(o, res: LoopResult) -> None:
+        applies.append(o)
+        r = res.targets[o.target]
+        heard.append((o.target, r.applies, r.failures))
+
+    res = run_loop(
+        fake,
+        fake.replan,
+        Settings(sources=[source("s")], workers=1, follow=True, poll_seconds=1.0, max_polls=5),
+        out=lambda _line: None,
+        on_stage=lambda o, r: stages.append((o, r.sources["s"].staged_events)),
+        on_apply=on_apply,
+        clock=fake.clock,
+        waiter=fake.clock,
+        pool=Inline(),
+        stager=Threads(1, fake),
+    )
+    # The poll after the outage waits out its backoff (2 s) without the source.
+    assert [o.unavailable for o, _ in stages] == [None, "no broker", None, None]
+    # Heard once folded: the events staged so far include the outcome's own.
+    assert [n for _, n in stages] == [1, 1, 2, 3]
+    src = res.sources["s"]
+    assert (src.records, src.unavailable, src.staged_events) == (9, 1, 3)
+    assert len(applies) == res.targets["ok"].applies + res.targets["bad"].applies
+    ok = [h for h in heard if h[0] == "ok"]
+    assert ok[0] == ("ok", 1, 1) and ok[-1] == ("ok", res.targets["ok"].applies, 1)
+    assert res.targets["ok"].error is None and res.targets["ok"].failures == 1
+    bad = res.targets["bad"]
+    assert bad.blocked and bad.pending_ddl == 1 and bad.oldest_pending_ts == ts(T0 + 2_500)
+    assert res.targets["ok"].oldest_pending_ts is None and res.targets["ok"].pending_ddl == 0
+    body = res.as_results()
+    assert body["sources"]["s"]["records"] == 9 and body["sources"]["s"]["unavailable"] == 1
+    assert body["targets"]["ok"]["failures"] == 1
+    _check_results_schema(body)
+
+
+def _check_results_schema(body: dict) -> None:
+    """The loop's part of run_results.json is what its schema allows."""
+    import json
+    from importlib import resources
+
+    import jsonschema
+
+    schema = json.loads(
+        resources.files("ticdc_sync").joinpath("schemas/run_results.schema.json").read_text()
+    )
+    full = {"format_version": 1, "project": "p", "outcome": "ok", **body}
+    jsonschema.validate(full, schema)
 
 
 def test_pending_ranges_stay_bounded_however_far_behind() -> None:

@@ -533,8 +533,36 @@ def test_apply_workers_setting(tmp_path: Path) -> None:
     assert msgs == [
         "profiles.yml:13: shop.outputs.dev.run.apply_workers: 0 is less than the minimum of 1",
         "profiles.yml:13: shop.outputs.dev.run.threads: unknown key 'threads' (hint: allowed "
-        "keys: apply_workers)",
+        "keys: apply_workers, metrics_address, metrics_port)",
     ], msgs
+
+
+def test_metrics_settings(tmp_path: Path) -> None:
+    root = copy_shop(tmp_path)
+    assert (load_project(root).output.metrics_port, load_project(root).output.metrics_address) == (
+        None,
+        None,
+    )
+    prof = (root / "profiles.yml").read_text()
+    keys = "      run: {metrics_port: 9400, metrics_address: 0.0.0.0}\n"
+    write(
+        root / "profiles.yml",
+        prof.replace("      warehouse: warehouse\n", "      warehouse: warehouse\n" + keys, 1),
+    )
+    out = load_project(root).output
+    assert (out.metrics_port, out.metrics_address) == (9400, "0.0.0.0")
+    write(
+        root / "profiles.yml",
+        prof.replace(
+            "      warehouse: warehouse\n",
+            "      warehouse: warehouse\n      run: {metrics_port: 70000}\n",
+            1,
+        ),
+    )
+    assert issues_of(root) == [
+        "profiles.yml:13: shop.outputs.dev.run.metrics_port: 70000 is greater than the maximum "
+        "of 65535"
+    ]
 
 
 def test_sync_points_every(tmp_path: Path) -> None:

@@ -180,6 +180,16 @@ def cmd_run(args: argparse.Namespace) -> int:
             saved = (path.read_text("utf-8"), str(path))
         except OSError as e:
             raise UserError(f"--plan {path}: cannot read it ({e.strerror})") from None
+    from ticdc_sync.run.metrics_export import metrics_options
+
+    metrics = metrics_options(
+        port=args.metrics_port,
+        address=args.metrics_address,
+        file=args.metrics_file,
+        push=args.metrics_push,
+        profile_port=project.output.metrics_port,
+        profile_address=project.output.metrics_address,
+    )
     from ticdc_sync.spark import runner
 
     if args.follow and args.reload:
@@ -198,6 +208,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         wait=args.wait,
         reload=tuple(args.reload or ()),
         force=args.force,
+        metrics=metrics,
     )
 
 
@@ -271,6 +282,35 @@ def _reload_args(p: argparse.ArgumentParser) -> None:
         "--force",
         action="store_true",
         help="with --reload: reload even a target that applied changes after the snapshot",
+    )
+
+
+def _metrics_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on PORT at /metrics while the run runs, for "
+        "--follow (default: the profile's run.metrics_port, else not served; 0: any free "
+        "port, printed)",
+    )
+    p.add_argument(
+        "--metrics-address",
+        metavar="ADDR",
+        help="the address to serve the metrics on (default: the profile's "
+        "run.metrics_address, else 127.0.0.1; 0.0.0.0: every interface)",
+    )
+    p.add_argument(
+        "--metrics-file",
+        metavar="PATH",
+        help="write the metrics to PATH (ending in .prom) for node exporter's textfile "
+        "collector when the run ends (with --follow also after every poll); replaced at once",
+    )
+    p.add_argument(
+        "--metrics-push",
+        metavar="URL",
+        help="push the metrics to the Pushgateway at URL when the run ends (job ticdc_sync, "
+        "grouped by project and profile_target)",
     )
 
 
@@ -379,6 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
         "project or the warehouse changed since it was made",
     )
     _reload_args(p)
+    _metrics_args(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser(

@@ -317,6 +317,10 @@ class Output:
     # Targets applied at once (`run.apply_workers`); None: from the Spark master
     # (`plan.workers.apply_workers`).
     apply_workers: int | None = None
+    # Where `run` serves its Prometheus metrics (`run.metrics_port`, `run.metrics_address`);
+    # None: not served (unless `--metrics-port`), and 127.0.0.1.
+    metrics_port: int | None = None
+    metrics_address: str | None = None
     transport: Transport = field(default_factory=lambda: Transport(TransportKind.FILES, "captures"))
 
 

@@ -134,6 +134,8 @@ def load_output(
         warehouse=str(out.get("warehouse", "warehouse")),
         transport=transport,
         apply_workers=int(run["apply_workers"]) if "apply_workers" in run else None,
+        metrics_port=int(run["metrics_port"]) if "metrics_port" in run else None,
+        metrics_address=str(run["metrics_address"]) if "metrics_address" in run else None,
         **{
             name: float(lease[key])
             for key, name in (("ttl_seconds", "run_lease_ttl"), ("wait_seconds", "run_lease_wait"))

@@ -66,6 +66,7 @@ class StageOutcome:
     # the loop reads it again later. Any other failure to stage raises.
     unavailable: str | None = None
     seconds: float = 0.0
+    records: int | None = None  # Kafka records read (None: not counted, capture files)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 
-from ticdc_sync.run.engine import Engine
+from ticdc_sync.run.engine import ApplyOutcome, Engine, StageOutcome
 from ticdc_sync.run.loop_applies import Applies
 from ticdc_sync.run.loop_settings import (
     Out,
@@ -67,10 +67,14 @@ def run_loop(
     pool: Executor | None = None,
     stager: Executor | None = None,
     result: LoopResult | None = None,
+    on_stage: Callable[[StageOutcome, LoopResult], None] | None = None,
+    on_apply: Callable[[ApplyOutcome, LoopResult], None] | None = None,
 ) -> LoopResult:
     """Run the loop until it is done (a plain run, or `max_polls`) or stopped; the results.
     `on_poll` hears each poll's summary once the next poll begins (and the last at the
-    end). `clock` is wall time in seconds (compared with TSO wall times); `waiter`, `pool`
+    end); `on_stage` each source's stage and `on_apply` each apply, once folded into the
+    results (a source that could not be read, and a failed apply, too). All three are
+    called on the loop thread. `clock` is wall time in seconds (compared with TSO wall times); `waiter`, `pool`
     and `stager` are the loop's sleep, its apply workers and the one thread that stages,
     trims and records sync points (defaults: real ones)."""
     loop = _Loop(
@@ -85,6 +89,8 @@ def run_loop(
         pool,
         stager,
         result if result is not None else LoopResult(),
+        on_stage,
+        on_apply,
     )
     return loop.run()
 

@@ -167,12 +167,15 @@ class Applies(LoopState):
             r.blocked = o.blocked
         if o.error is not None:
             r.error = o.error
+            r.failures += 1
             again = ""
             if self.s.follow and not self.draining and retry is not None:
                 again = f" (tried again in {(retry - self._now_ms()) / 1000:.0f}s)"
             self._error(o.error, again)
         elif not o.interrupted:
             r.error = None
+        if self.on_apply is not None:
+            self.on_apply(o, self.result)
 
     def _note_wait(self, t: TargetPlan, limit: int) -> None:
         d = next(d for d in t.ddl if d.status == READY and d.rename_from)

@@ -46,6 +46,8 @@ class Reporting(LoopState):
             # or its source's resolved TSO when nothing of it is pending below that.
             r.current_ts = self._covers(t, res) if t.exists or r.applied_ts is not None else None
             r.over_lag = over_lag(now, oldest, t.lag_ms)
+            r.oldest_pending_ts = oldest
+            r.pending_ddl = len(t.pending)
             behind += r.over_lag
             if r.waits_for is not None and not any(
                 d.status == READY and d.rename_from for d in t.ddl

@@ -46,11 +46,15 @@ class Staging(Reporting):
     def _staged(self, o: StageOutcome, now: float) -> None:
         sr = self.result.sources.setdefault(o.source, SourceRun(o.source))
         if o.unavailable is not None:
+            sr.unavailable += 1
             self._unavailable(o.source, o.unavailable, now)
+            self._heard_stage(o)
             return
         self.source_retry.pop(o.source, None)
         self._fold_stage(o)
         sr.staged_events += o.staged
+        if o.records is not None:
+            sr.records = (sr.records or 0) + o.records
         sr.quarantined += o.quarantined
         sr.partitions = {
             f"{t}/{p}": pt.last_offset for (t, p), pt in sorted(o.tally.partitions.items())
@@ -58,6 +62,11 @@ class Staging(Reporting):
         self.acc.staged += o.staged
         for e in o.errors:
             self._error(e)
+        self._heard_stage(o)
+
+    def _heard_stage(self, o: StageOutcome) -> None:
+        if self.on_stage is not None:
+            self.on_stage(o, self.result)
 
     def _unavailable(self, name: str, why: str, now: float) -> None:
         count = self.source_retry.get(name, (0, 0.0))[0] + 1

@@ -78,6 +78,8 @@ class LoopState:
         pool: Executor | None,
         stager: Executor | None,
         result: LoopResult,
+        on_stage: Callable[[StageOutcome, LoopResult], None] | None = None,
+        on_apply: Callable[[ApplyOutcome, LoopResult], None] | None = None,
     ) -> None:
         self.engine = engine
         self.replan = replan
@@ -85,6 +87,8 @@ class LoopState:
         self.stop = stop
         self.out = out
         self.on_poll = on_poll
+        self.on_stage = on_stage
+        self.on_apply = on_apply
         self.clock = clock
         self.waiter = waiter
         self.workers = max(1, settings.workers)

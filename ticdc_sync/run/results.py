@@ -35,6 +35,11 @@ class TargetRun:
     staleness_seconds: float | None = None
     current_ts: int | None = None  # the TSO it holds its tables as of (`loop._covers`)
     over_lag: bool = False
+    # The commit_ts of its oldest change it can apply now and has not (None: nothing
+    # pending): what its staleness and lag count from (`schedule`).
+    oldest_pending_ts: int | None = None
+    pending_ddl: int = 0  # upstream DDL its plan has not applied (blocked ones too)
+    failures: int = 0  # applies that failed in this run (`error` keeps the last one's why)
     waits_for: str | None = None  # a RENAME TABLE ahead waits for this target
 
     def as_dict(self) -> dict[str, Any]:
@@ -58,6 +63,9 @@ class TargetRun:
             "staleness_seconds": self.staleness_seconds,
             "current_ts": self.current_ts,
             "over_lag": self.over_lag,
+            "oldest_pending_ts": self.oldest_pending_ts,
+            "pending_ddl": self.pending_ddl,
+            "failures": self.failures,
             "waits_for": self.waits_for,
         }
 
@@ -68,12 +76,16 @@ class SourceRun:
 
     name: str
     staged_events: int = 0
+    # Kafka records read (what Kafka held in the ranges read); None: not counted (capture
+    # files are not counted apart from the events they stage).
+    records: int | None = None
     quarantined: int = 0
     trimmed_events: int = 0
     resolved_ts: int | None = None
     staging_lag_seconds: float | None = None
     partitions: dict[str, int] = field(default_factory=dict)  # topic/partition -> last offset
     skipped_tables: dict[str, int] = field(default_factory=dict)
+    unavailable: int = 0  # polls that could not read it (a Kafka outage)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -82,8 +94,12 @@ class SourceRun:
             "staging_lag_seconds": self.staging_lag_seconds,
             "partitions": dict(sorted(self.partitions.items())),
         }
+        if self.records is not None:
+            out["records"] = self.records
         if self.quarantined:
             out["quarantined"] = self.quarantined
+        if self.unavailable:
+            out["unavailable"] = self.unavailable
         if self.trimmed_events:
             out["trimmed_events"] = self.trimmed_events
         if self.skipped_tables:

@@ -145,7 +145,7 @@ class SparkEngine:
         staging = self.state.staging
         staging.last_batch.pop(source.name, None)
         try:
-            staged = stage_source(
+            staged, records = stage_source(
                 self.project, self.spark, self.state, source, self.out, self.progress
             )
         except Exception as e:  # noqa: BLE001 - a Kafka outage is the loop's to wait out
@@ -191,6 +191,7 @@ class SparkEngine:
                 quarantined=int(res.get("quarantined", 0)),
                 errors=tuple(errors),
                 seconds=time.monotonic() - t0,
+                records=records,
             )
 
     def _unavailable(self, e: Exception) -> str | None:

@@ -15,17 +15,18 @@ interrupted (`outcome`). Each phase's Spark jobs carry its name (`labels.phase`)
 each phase is reported to the progress display (`progress.RunProgress`). Ctrl-C stops a
 plain run before its next step (at once on the second one). One batch's work (stage,
 plan, execute, trim) is `batch`; this module is the run around it: the lease, the session,
-signals, the `--follow` loop and run_results.json. It decides nothing about targets: the
-plan does.
+signals, the `--follow` loop, run_results.json and where the run's metrics go (`_Metrics`:
+served while it holds the lease, written or pushed when it ends). It decides nothing about
+targets: the plan does.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ticdc_sync.core.errors import UserError
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from ticdc_sync.core.console import Console
     from ticdc_sync.core.interrupts import Interrupts
     from ticdc_sync.run.loop import LoopResult, StopRequest
+    from ticdc_sync.run.metrics_export import MetricsOptions
     from ticdc_sync.spark.runtime.progress import RunProgress
 
 
@@ -70,6 +72,7 @@ def run(
     reload: tuple[str, ...] = (),
     force: bool = False,
     stop_request: StopRequest | None = None,
+    metrics: MetricsOptions | None = None,
 ) -> int:
     """Consume what is available, apply what is resolved, exit (or keep going with follow).
 
@@ -82,7 +85,9 @@ def run(
     the profile's `run_lease.wait_seconds`). `reload`/`force`: targets to load again from
     their export (`plan.build_plan`). `stop_request`: lets the caller stop the run as the
     first Ctrl-C does (a notebook, a test: `StopRequest.request()` from any thread).
-    Returns the exit code: 0, 1 (errors), 130 (interrupted)."""
+    `metrics`: where the run's Prometheus metrics go (`run.metrics_export`): served while
+    the run holds the lease, written to a file after each `--follow` poll and at the end,
+    pushed at the end. Returns the exit code: 0, 1 (errors), 130 (interrupted)."""
     from ticdc_sync.core.interrupts import Interrupts
     from ticdc_sync.run.loop import LoopResult, StopRequest
     from ticdc_sync.spark.runtime.progress import RunProgress
@@ -106,6 +111,7 @@ def run(
     partial = LoopResult()  # what the run has done so far, for an interrupted run
     stop_request = stop_request or StopRequest()
     t0 = time.monotonic()
+    watch = _Metrics.of(project, follow, lease, metrics, console or out)
 
     def first(signum: int) -> None:
         stop_request.request()
@@ -133,7 +139,12 @@ def run(
     handled = follow or console is not None
     stop = Interrupts(first, abort, term=follow) if handled else None
     # The lease first: a second run is refused before it spends time starting a JVM.
-    with lease, stop if stop is not None else nullcontext():
+    with (
+        watch.exported(partial) if watch is not None else nullcontext(),
+        lease,
+        watch.served() if watch is not None else nullcontext(),
+        stop if stop is not None else nullcontext(),
+    ):
         if console is not None:
             console.progress_from(progress.line)
         try:
@@ -154,6 +165,7 @@ def run(
                     partial=partial,
                     stop_request=stop_request,
                     reloading=reloading,
+                    metrics=watch,
                 ),
                 spark,
             )
@@ -191,6 +203,70 @@ class _Run:
     partial: LoopResult  # what the run has done so far, for an interrupted run
     stop_request: StopRequest  # fed by the first Ctrl-C / SIGTERM (`stop`)
     reloading: dict  # reload= and force= (`_Replan`)
+    metrics: _Metrics | None = None  # where the run's metrics go
+
+
+class _Metrics:
+    """A run's metrics (`run.metrics.RunMetrics`) and where they go (`run.metrics_export`):
+    served while the run holds its lease, written or pushed once it ends."""
+
+    def __init__(self, project: Project, follow: bool, lease, options, say: Out) -> None:
+        from ticdc_sync.run.metrics import RunMetrics
+
+        self.project = project
+        self.follow = follow
+        self.options = options
+        self.say = say
+        self.metrics = RunMetrics(project.name, follow=follow, lease_held=lease.held)
+        self.acquired = False
+
+    @classmethod
+    def of(cls, project: Project, follow: bool, lease, options, say: Out) -> _Metrics | None:
+        return cls(project, follow, lease, options, say) if options and options.wanted else None
+
+    @contextmanager
+    def served(self) -> Iterator[None]:
+        """Inside the lease: serve the metrics (if asked) until the run ends."""
+        from ticdc_sync.run.metrics_export import MetricsServer
+
+        if self.options.port is None:
+            self.acquired = True
+            yield
+            return
+        # A port taken is an error before the run does anything (and exports nothing).
+        server = MetricsServer(self.metrics.registry, self.options)
+        self.acquired = True
+        self.say(f"metrics: {server.url}")
+        try:
+            yield
+        finally:
+            server.stop()
+
+    @contextmanager
+    def exported(self, result: LoopResult) -> Iterator[None]:
+        """Around the lease: once the run ends (and its lease is released), its metrics
+        to the file and the Pushgateway asked for. Not for a run that never took the
+        lease: it did nothing, and its file would replace the running one's."""
+        from ticdc_sync.run.metrics_export import export
+
+        try:
+            yield
+        finally:
+            if self.acquired:
+                self.metrics.ended(result)
+                export(self.metrics.registry, self.options, self.grouping(), self.say)
+
+    def polled(self, summary, result: LoopResult) -> None:
+        from ticdc_sync.run.metrics_export import export
+
+        self.metrics.polled(summary, result)
+        if self.follow and self.options.file is not None:
+            # The textfile collector reads the newest poll (a push waits for the end).
+            export(self.metrics.registry, replace(self.options, push=None), {}, self.say)
+
+    def grouping(self) -> dict[str, str]:
+        """The Pushgateway group: one per project and profile target."""
+        return {"project": self.project.name, "profile_target": self.project.output.name}
 
 
 def _run_locked(r: _Run, spark) -> int:
@@ -245,6 +321,8 @@ def _run_locked(r: _Run, spark) -> int:
         body = _results(r.project, res, t0, "ok" if res.code == 0 else "blocked or failed")
         body["phases"] = r.progress.seconds()
         write_results(r.project, body)
+        if r.metrics is not None:
+            r.metrics.polled(summary, res)
         if r.follow and r.console is not None:
             r.console.result(summary.line())
         elif r.follow:
@@ -259,6 +337,8 @@ def _run_locked(r: _Run, spark) -> int:
             out=r.out,
             on_poll=on_poll,
             result=r.partial,
+            on_stage=r.metrics.metrics.staged if r.metrics is not None else None,
+            on_apply=r.metrics.metrics.applied if r.metrics is not None else None,
         )
     except BaseException as e:
         write_results(r.project, _failed(r.project, e, r.partial, t0))

@@ -360,6 +360,15 @@ class RunLease:
             )
             raise self._lost_error()
 
+    def held(self) -> bool:
+        """Whether this run holds the lease and may commit now (`check`, without raising):
+        what a run's metrics report."""
+        try:
+            self.check()
+        except LeaseLost:
+            return False
+        return True
+
     # --- context manager -------------------------------------------------------------------
 
     def __enter__(self) -> RunLease:

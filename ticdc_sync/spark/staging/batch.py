@@ -62,9 +62,10 @@ def labels_phase(spark, text: str):
 
 def stage_source(
     project: Project, spark, state, source, out: Out, progress: RunProgress | None = None
-) -> int:
+) -> tuple[int, int | None]:
     """Read the source's records after the staged positions, decode and stage them in one
-    commit; the number of events staged."""
+    commit; the number of events staged, and of Kafka records read (None for capture
+    files: counting them would take a pass of its own)."""
     from ticdc_sync.spark.runtime import labels
     from ticdc_sync.spark.runtime.conf import INTERPRETED, session_confs
     from ticdc_sync.spark.runtime.progress import RunProgress
@@ -118,7 +119,7 @@ def stage_source(
         out(
             f"read+decode {source.name}: {staged} new event(s) staged ({time.monotonic() - t:.1f}s)"
         )
-        return staged
+        return staged, size
 
 
 def resolve_bad_records(project: Project, state, source, s_res: dict, out: Out) -> list[str]:
