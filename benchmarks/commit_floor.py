@@ -20,7 +20,15 @@ MERGE source. Variants:
   the same settings;
 - `one write for all`: a single job that writes every table's changes as Parquet files,
   one folder per table, timed once and divided by the table count: what the tables of a
-  round share if their files are written together and each table then only commits.
+  round share if their files are written together and each table then only commits;
+- `rs commit`: a commit with no data through delta-rs (`create_write_transaction`), no JVM;
+- `rs rewrite`: the rows of `rewrite` landed without Delta's JVM writer: Spark reads the
+  table's files as delta-rs lists them (no Delta snapshot), writes the new content as
+  Parquet into the table's folder (physical column names, as column mapping keeps them), and
+  delta-rs commits the removal of the old files and the new ones with a marker in one
+  commit. The shape of a write that commits per table without a MERGE.
+
+`--column-mapping` creates the tables with `delta.columnMapping.mode = name`, as targets are.
 
 Jobs per operation are counted from the job group each variant runs in. Not part of the
 test suite; it touches no ticdc-sync state, only its own temporary tables.
@@ -65,13 +73,16 @@ def _ref(path: Path) -> str:
     return table_ref(str(path))
 
 
-def _make_tables(spark, root: Path, tables: int, rows: int) -> list[Path]:
+def _make_tables(
+    spark, root: Path, tables: int, rows: int, column_mapping: bool = False
+) -> list[Path]:
     paths = []
+    mapping = ", 'delta.columnMapping.mode' = 'name'" if column_mapping else ""
     for i in range(tables):
         p = root / f"t{i:03d}"
         spark.sql(
             f"CREATE TABLE {_ref(p)} (id BIGINT, name STRING, v BIGINT, _commit_ts BIGINT) "
-            "USING delta TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')"
+            f"USING delta TBLPROPERTIES ('delta.enableDeletionVectors' = 'false'{mapping})"
         )
         spark.range(rows).selectExpr(
             "id", "concat('n', id) AS name", "id * 7 AS v", "0L AS _commit_ts"
@@ -115,14 +126,24 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=2000)
     ap.add_argument("--changes", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--column-mapping", action="store_true")
     args = ap.parse_args()
 
     spark = R.session()
     jobs = Jobs(spark)
     root = Path(tempfile.mkdtemp(prefix="commit-floor-"))
     try:
-        paths = _make_tables(spark, root / "tables", args.tables, args.rows)
-        names = ["job", "sql commit", "append", "merge", "rewrite", "one write for all"]
+        paths = _make_tables(spark, root / "tables", args.tables, args.rows, args.column_mapping)
+        names = [
+            "job",
+            "sql commit",
+            "append",
+            "merge",
+            "rewrite",
+            "one write for all",
+            "rs commit",
+            "rs rewrite",
+        ]
         times: dict[str, list[float]] = {n: [] for n in names}
         counts: dict[str, list[int]] = {n: [] for n in names}
         # A warm-up round, not counted: the first of each statement compiles and loads.
@@ -142,6 +163,7 @@ def main() -> None:
         print(
             f"{args.tables} tables of {args.rows:,} rows, {args.changes} changes each, "
             f"{args.rounds} rounds (median per table; jobs per table)"
+            + (", column mapping" if args.column_mapping else "")
         )
         for name in names:
             per = statistics.median(times[name])
@@ -167,7 +189,11 @@ def _variant(spark, name: str, paths: list[Path], sources: list, rnd: int, root:
         every.write.partitionBy("t").mode("overwrite").parquet(str(out))
         return
     for path, src in zip(paths, sources, strict=True):
-        if name == "job":
+        if name == "rs commit":
+            _rs_commit(path, [], rnd)
+        elif name == "rs rewrite":
+            _rs_rewrite(spark, path, src, rnd)
+        elif name == "job":
             spark.range(200).selectExpr("sum(id)").collect()
         elif name == "sql commit":
             spark.sql(
@@ -192,6 +218,64 @@ def _variant(spark, name: str, paths: list[Path], sources: list, rnd: int, root:
                     "LEFT ANTI JOIN floor_src s ON t.id = s.id "
                     "UNION ALL SELECT * FROM floor_src"
                 ).collect()
+
+
+def _rs_commit(path: Path, actions: list, rnd: int) -> None:
+    """One commit of `actions` through delta-rs, its marker in the commit's userMetadata."""
+    import json
+
+    from deltalake import DeltaTable
+    from deltalake.transaction import CommitProperties
+
+    dt = DeltaTable(str(path))
+    dt.create_write_transaction(
+        actions,
+        "append",
+        dt.schema(),
+        commit_properties=CommitProperties(
+            custom_metadata={"userMetadata": json.dumps({"floor": {"round": rnd}})}
+        ),
+    )
+
+
+def _rs_rewrite(spark, path: Path, src, rnd: int) -> None:
+    """The table's rows whose key has no change, then the changes, written as Parquet by one
+    Spark job into the table's folder and committed by delta-rs in place of its old files."""
+    import os
+    import uuid
+
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from deltalake.transaction import AddAction, RemoveAction
+
+    dt = DeltaTable(str(path))
+    physical = {
+        f.name: f.metadata.get("delta.columnMapping.physicalName", f.name)
+        for f in dt.schema().fields
+    }
+    old = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+    current = spark.read.schema(
+        ", ".join(f"`{p}` {t}" for p, t in zip(physical.values(), _TYPES, strict=True))
+    ).parquet(*[str(path / a["path"]) for a in old])
+    current = current.toDF(*physical)
+    changes = src.select(*physical)
+    rows = current.join(changes.select("id").hint("broadcast"), "id", "left_anti").unionByName(
+        changes
+    )
+    folder = f"rs-{uuid.uuid4().hex}"
+    rows.toDF(*physical.values()).coalesce(1).write.parquet(str(path / folder))
+    now = int(time.time() * 1000)
+    adds = [
+        AddAction(f"{folder}/{f.name}", f.stat().st_size, {}, now, True, "")
+        for f in sorted(os.scandir(path / folder), key=lambda e: e.name)
+        if f.name.endswith(".parquet")
+    ]
+    removes = [RemoveAction(a["path"], True, now, a["size_bytes"], {}) for a in old]
+    _rs_commit(path, removes + adds, rnd)
+
+
+# The tables' column types, in order (`_make_tables`).
+_TYPES = ("BIGINT", "STRING", "BIGINT", "BIGINT")
 
 
 if __name__ == "__main__":
