@@ -66,14 +66,19 @@ def as_of(
     project: Project | str | Path,
     at: Any = ao.LATEST,
     targets: Sequence[str] = (),
+    *,
+    others: bool = False,
 ) -> AsOfRead:
     """The selected `targets` (fnmatch globs; all by default) as of `at`: a TSO, a
-    wall-clock time (str or datetime; UTC unless it says otherwise) or `latest`."""
+    wall-clock time (str or datetime; UTC unless it says otherwise) or `latest`. `others`:
+    with the commits others made on each target after the version read, up to the next
+    run's (a user's UPDATE, DELETE or INSERT: `read.as_of.with_others`), as a reader of the
+    table sees them; `ticdc-sync verify` reads so."""
     if not isinstance(project, Project):
         from ticdc_sync.project import load_project
 
         project = load_project(Path(project))
-    s = snap.snapshot(project, at, targets, strict=True)
+    s = snap.snapshot(project, at, targets, strict=True, others=others)
     state = _ReadState(state_location(warehouse_path(project), "events"))
     frames: dict[str, DataFrame] = {}
     versions: dict[str, int] = {}

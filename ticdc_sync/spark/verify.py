@@ -67,7 +67,7 @@ def verify(
             groups.setdefault((c.export.location, c.tso), []).append(c)
     for (_, tso), group in sorted(groups.items()):
         try:
-            read = as_of(spark, project, tso, [_exact(c.target) for c in group])
+            read = as_of(spark, project, tso, [_exact(c.target) for c in group], others=True)
         except UserError as e:
             shown = group[0].export.shown
             raise UserError(
