@@ -3,6 +3,7 @@ with, which columns compare, which rows count per mode, the version read, the re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -115,6 +116,23 @@ def test_bad_input_is_refused_naming_what_and_how(tmp_path: Path) -> None:
     )
 
 
+def test_an_export_table_routed_to_a_target_the_lake_lacks_is_compared(tmp_path: Path) -> None:
+    from testkit.dumpling import DumplingFlags, write_export
+
+    folder = tmp_path / "export"
+    shutil.copytree(FINAL, folder)
+    extra = TableSchema("shop", "extra", (Column("k", "int", nullable=False),), ("k",))
+    snapshot = discover(str(FINAL), "final", CSV).snapshot_ts
+    write_export(folder, [(extra, [{"k": 1}])], snapshot, DumplingFlags(filetype="csv"))
+    project = load_project(SHOP)
+    checks, _ = vf.checks(project, build_plan(project), ("*_extra",), str(folder))
+    assert [(c.target, c.mode, c.exists, c.keys, c.upstreams) for c in checks] == [
+        ("canal_extra", Mode.MIRROR, False, ("k",), ("shop.extra",)),
+        ("debezium_extra", Mode.SOFT_DELETE, False, ("k",), ("shop.extra",)),
+        ("open_extra", Mode.HISTORY, False, ("k",), ("shop.extra",)),
+    ]
+
+
 def _check(mode: Mode, schema: TableSchema, keys: tuple[str, ...] = ("id",)) -> vf.Check:
     export = discover(str(FINAL), "final", CSV)
     load = Load(
@@ -150,13 +168,25 @@ def test_which_columns_compare_per_mode() -> None:
         [*lake, ("_valid_from", "bigint"), ("_valid_to", "bigint"), ("_valid_from_at", "ts")],
     )
     assert history.names == ("ID", "v") and history.only_lake == ()
-    assert ("old", "not upstream: a history target keeps a column dropped upstream") in (
-        history.not_compared
-    )
+    assert dict(history.not_compared)["old"].startswith("not upstream at the TSO: a history")
     soft = vf.columns(_check(Mode.SOFT_DELETE, SCHEMA), [("id", "int"), ("_is_deleted", "x")])
     assert soft.names == ("id",) and soft.only_upstream == ("v",)
     keyless = vf.columns(_check(Mode.MIRROR, SCHEMA, keys=()), lake)
     assert keyless.keys == () and keyless.notes
+
+
+def test_a_history_target_is_read_at_its_newest_applied_state_and_filtered() -> None:
+    plan = build_plan(load_project(SHOP))
+    history = next(t for t in plan.targets if t.mode is Mode.HISTORY)
+    mirror = next(t for t in plan.targets if t.mode is Mode.MIRROR)
+
+    def at(t, applied: int):
+        return dataclasses.replace(t, exists=True, marker=Marker(applied, 0, 0, 1))
+
+    assert vf.read_at(at(history, 900), 500) == 900  # every version it keeps, filtered at 500
+    assert vf.read_at(at(history, 400), 500) == 500  # behind: at the export's TSO, or refused
+    assert vf.read_at(at(mirror, 900), 500) == 500  # as of 500 (with the reader's merge)
+    assert vf.read_at(history, 500) == 500  # no table yet
 
 
 def test_live_rows_per_mode() -> None:
@@ -178,6 +208,20 @@ def test_values_hash_normalised_and_checksums_wrap() -> None:
     assert vf.checksum_text(-1) == "f" * 16
     assert vf.checksum_text(2**64 + 5) == f"{5:016x}"
     assert vf.shown_sql("`b`", "binary") == "concat('0x', hex(`b`))"
+
+
+def valid(doc: dict) -> bool:
+    """`doc` is valid against ticdc_sync/schemas/verify.schema.json (every error listed)."""
+    import jsonschema
+
+    schema = json.loads((REPO / "ticdc_sync" / "schemas" / "verify.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    errors = [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)
+    ]
+    assert not errors, errors
+    return True
 
 
 def _v(n: int, op: str, marker: Marker | None) -> ao.Version:
@@ -245,6 +289,7 @@ def test_the_report_names_the_keys_and_its_json_is_deterministic() -> None:
     }
     assert vr.json_text(report) == vr.json_text(vr.Report((diff,), (), 2, vr.exports_of([diff])))
     assert json.loads(vr.json_text(report)) == doc
+    assert valid(doc) and valid(vr.to_json(vr.Report((same,), (), 2, vr.exports_of([same]))))
 
 
 def test_cli_refuses_a_negative_show(capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,7 +16,8 @@ of the target count as live, and the SQL that normalises, hashes and shows a val
   column (Dumpling does not export its values) and a history target's column that upstream
   dropped (the target keeps it, docs/history.md).
 - Live rows: a mirror's every row, a soft_delete target's rows not marked deleted, a
-  history target's versions valid at the TSO.
+  history target's versions valid at the TSO (read at its newest applied state when that
+  is later: `read_at`).
 - Values: each side's value of a column is of the target's Spark type; a float's -0.0 and
   0.0 hash as one, so do its NaNs. A row's hash is xxhash64 over (is NULL, value) of each
   compared column (a NULL never hashes as a value moved to another column); a side's
@@ -71,10 +72,15 @@ class Check:
     load: Load  # the export's tables that feed the target, read as a load reads them
     routed: tuple[tuple[str, str], ...]  # every upstream table routed into the target
     on_bad_message: BadMessagePolicy
+    read_at: int | None = None  # the TSO the lake is read at (None: the export's)
 
     @property
     def tso(self) -> int:
         return self.export.snapshot_ts
+
+    @property
+    def lake_tso(self) -> int:
+        return self.tso if self.read_at is None else self.read_at
 
     @property
     def upstreams(self) -> tuple[str, ...]:
@@ -139,19 +145,69 @@ class _Exports:
         return self._found[where], options
 
 
-def selected(plan: Plan, names: Sequence[str]) -> list[TargetPlan]:
-    """The plan's targets matching `names` (fnmatch globs or names; all when empty)."""
-    out = [
-        t
-        for t in plan.targets
-        if not names or any(fnmatch.fnmatchcase(t.name, pat) for pat in names)
-    ]
-    unmatched = [p for p in names if not any(fnmatch.fnmatchcase(t.name, p) for t in out)]
+def _matches(name: str, names: Sequence[str]) -> bool:
+    return not names or any(fnmatch.fnmatchcase(name, pat) for pat in names)
+
+
+def selected(
+    plan: Plan, names: Sequence[str], unknown: Sequence[Check] = ()
+) -> list[TargetPlan | Check]:
+    """The plan's targets matching `names` (fnmatch globs or names; all when empty), then
+    the `unknown` ones (targets the export's tables are routed to that the plan does not
+    know), by name."""
+    out: list[TargetPlan | Check] = [t for t in plan.targets if _matches(t.name, names)]
+    out += [c for c in unknown if _matches(c.target, names)]
+    unmatched = [p for p in names if not any(_matches(_name(t), (p,)) for t in out)]
     if unmatched:
-        known = ", ".join(t.name for t in plan.targets) or "none"
+        known = ", ".join([*(t.name for t in plan.targets), *(c.target for c in unknown)])
+        known = known or "none"
         raise UserError(
             f"verify: --tables {' '.join(unmatched)} matches no target (targets: {known}) "
             "(hint: `ticdc-sync plan` lists them; globs like 'canal_*' work)"
+        )
+    return out
+
+
+def _name(t: TargetPlan | Check) -> str:
+    return t.target if isinstance(t, Check) else t.name
+
+
+def _unplanned(
+    project: Project, plan: Plan, exports: _Exports, names: Sequence[str]
+) -> list[Check]:
+    """Targets the project's routes send a table of the `--export` to that the plan does
+    not know (no Delta table, nothing staged of them: the lake holds none of their rows),
+    each a check without a lake table. (The plan knows every target of a source's own
+    `initial_load` export: it loads them.)"""
+    if exports.given is None:
+        return []
+    known = {t.name for t in plan.targets}
+    grouped: dict[str, tuple[str, list[ExportTable], DumplingOptions, Export]] = {}
+    for s in sorted(project.sources, key=lambda s: s.name):
+        found, options = exports.of(s.name)
+        for et in found.tables.values():
+            name = routing.target_of(project, s.name, et.db, et.table)
+            if name is None or name in known or not _matches(name, names):
+                continue
+            grouped.setdefault(name, (s.name, [], options, found))[1].append(et)
+    out: list[Check] = []
+    for name, (source, tables, options, found) in sorted(grouped.items()):
+        tables.sort(key=lambda et: (et.db, et.table))
+        r = routing.route(project, source, tables[0].db, tables[0].table)
+        assert r is not None
+        keys, _ = routing.merge_keys(r.entry, tables[0].schema)
+        out.append(
+            Check(
+                target=name,
+                source=source,
+                mode=project.mode(r.entry)[0],
+                exists=False,
+                keys=keys,
+                export=found,
+                load=_load(found, options, tables),
+                routed=tuple((et.db, et.table) for et in tables),
+                on_bad_message=project.bad_message_policy(r.entry),
+            )
         )
     return out
 
@@ -169,7 +225,11 @@ def checks(
     exports = _Exports(project, export)
     out: list[Check] = []
     passed: list[str] = []
-    for t in selected(plan, names):
+    chosen = selected(plan, names, unknown=_unplanned(project, plan, exports, names))
+    for t in chosen:
+        if isinstance(t, Check):
+            out.append(t)
+            continue
         found, options = exports.of(t.source)
         routed = set(t.upstreams) | {
             (et.db, et.table)
@@ -207,9 +267,21 @@ def checks(
                 load=_load(found, options, tables),
                 routed=tuple(sorted(routed)),
                 on_bad_message=t.on_bad_message,
+                read_at=read_at(t, found.snapshot_ts),
             )
         )
     return tuple(out), tuple(passed)
+
+
+def read_at(t: TargetPlan, tso: int) -> int:
+    """The TSO target `t` is read at to compare it with an export at `tso`. A history
+    target keeps every version with its validity, so its newest applied state holds the
+    versions valid at any TSO it has applied (docs/history.md): it is read there and
+    filtered at `tso` (`live_rows_sql`), without the staged changes up to `tso` a read
+    merges into a mirror only. Any other target is read at `tso`."""
+    if t.mode is Mode.HISTORY and t.exists:
+        return max(tso, t.marker.applied_ts)
+    return tso
 
 
 def _load(export: Export, options: DumplingOptions, tables: Sequence[ExportTable]) -> Load:
@@ -264,7 +336,13 @@ def columns(check: Check, target_columns: Sequence[tuple[str, str]]) -> Columns:
         elif low in generated:
             skipped.append((name, "generated upstream: the export holds no values for it"))
         elif check.mode is Mode.HISTORY:
-            skipped.append((name, "not upstream: a history target keeps a column dropped upstream"))
+            skipped.append(
+                (
+                    name,
+                    "not upstream at the TSO: a history target keeps a column dropped "
+                    "upstream, and holds one added after the TSO",
+                )
+            )
         else:
             only_lake.append(name)
     have = {n.lower() for n, _ in mine}

@@ -110,6 +110,7 @@ def to_json(report: Report) -> dict[str, Any]:
                 "mode": c.mode.value,
                 "export": c.export.shown,
                 "tso": c.tso,
+                "lake_tso": c.lake_tso,
                 "equal": r.equal,
                 "lake_table": r.lake is not None,
                 "upstream_tables": list(c.upstreams),
@@ -183,24 +184,28 @@ def _difference(d: Difference) -> str:
     return f"{head}: {diffs}"
 
 
+def _rows(n: int) -> str:
+    return f"{n} row" if n == 1 else f"{n} rows"
+
+
 def _table_lines(r: TableResult, several: bool) -> list[str]:
     c = r.check
     where = f" (export {c.export.shown})" if several else ""
     if r.equal:
         assert r.lake is not None
         return [
-            f"  {c.target}: equal ({r.upstream.rows} rows, checksum {r.upstream.checksum}){where}"
+            f"  {c.target}: equal ({_rows(r.upstream.rows)}, checksum {r.upstream.checksum}){where}"
         ]
     why: list[str] = []
     if r.lake is None:
-        why.append(f"the lake has no table for it ({r.upstream.rows} rows upstream)")
+        why.append(f"the lake has no table for it ({_rows(r.upstream.rows)} upstream)")
     if r.columns.only_upstream:
         why.append(f"columns only upstream: {', '.join(r.columns.only_upstream)}")
     if r.columns.only_lake:
         why.append(f"columns only in the lake: {', '.join(r.columns.only_lake)}")
     if r.lake is not None:
         if r.upstream.rows != r.lake.rows:
-            why.append(f"{r.upstream.rows} rows upstream, {r.lake.rows} in the lake")
+            why.append(f"{_rows(r.upstream.rows)} upstream, {_rows(r.lake.rows)} in the lake")
         if r.upstream.checksum != r.lake.checksum:
             why.append(f"checksum {r.upstream.checksum} upstream, {r.lake.checksum} in the lake")
         if r.differing_columns:

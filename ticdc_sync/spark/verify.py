@@ -61,18 +61,18 @@ def verify(
         raise UserError(f"verify: nothing to compare: {why} (hint: run first, or check --tables)")
     spark = spark or run_session(project, jvm_output)
     frames: dict[str, DataFrame] = {}
-    groups: dict[tuple[str, int], list[vf.Check]] = {}
+    groups: dict[int, list[vf.Check]] = {}
     for c in found:
         if c.exists:
-            groups.setdefault((c.export.location, c.tso), []).append(c)
-    for (_, tso), group in sorted(groups.items()):
+            groups.setdefault(c.lake_tso, []).append(c)
+    for tso, group in sorted(groups.items()):
         try:
             read = as_of(spark, project, tso, [_exact(c.target) for c in group], others=True)
         except UserError as e:
-            shown = group[0].export.shown
+            exports = ", ".join(sorted({f"{c.export.shown} at TSO {c.tso}" for c in group}))
             raise UserError(
-                f"verify: the lake cannot be read at the snapshot TSO {tso} ({wall_text(tso)}) "
-                f"of the Dumpling export {shown}: {e}"
+                f"verify: the lake cannot be read at TSO {tso} ({wall_text(tso)}) to compare "
+                f"it with the Dumpling export {exports}: {e}"
             ) from None
         frames.update(read.frames)
     results = tuple(_compare(spark, c, frames.get(c.target), show) for c in found)
@@ -91,9 +91,13 @@ def _compare(spark: SparkSession, c: vf.Check, frame: DataFrame | None, show: in
     if frame is not None:
         target_cols = [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
     else:
-        # No table in the lake: the export's rows are counted as the load would type them.
-        lt = c.load.tables[0]
-        target_cols = [(col.name, datatypes.delta_type(col).lower()) for col in lt.schema.columns]
+        # No table in the lake: the export's rows are counted as the load would type them,
+        # each column of the shards once.
+        found: dict[str, tuple[str, str]] = {}
+        for lt in c.load.tables:
+            for col in lt.schema.columns:
+                found.setdefault(col.name.lower(), (col.name, datatypes.delta_type(col).lower()))
+        target_cols = list(found.values())
     cols = vf.columns(c, target_cols)
     names = list(cols.names)
     up = _upstream(spark, c, cols)
