@@ -488,7 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--format",
         choices=["text", "json"],
         default="text",
-        help="text, or JSON for tools (deterministic) (default: text)",
+        help="text, or JSON (ticdc_sync/schemas/verify.schema.json) for tools, deterministic "
+        "(default: text)",
     )
     p.set_defaults(func=cmd_verify)
 
