@@ -273,11 +273,11 @@ def test_shards_compare_as_their_union_and_a_bad_export_row_is_named(spark, tmp_
     write_export(final, [(_shard("p"), [{"id": 1, "v": "p", "d": None}])], ts(15), flags)
     (root / "tables" / "t.yml").write_text(
         'tables:\n  - upstream: "shop.o_*"\n    name: orders\n  - upstream: "shop.*"\n'
-        '    name: "{table}"\n'
+        '    name: "x_{table}"\n'
     )
     code, out, err = _verify(capsys, root, "--export", str(final), "--format", "json")
     assert code == 2, err
     orders, p = json.loads(out)["targets"]
     assert orders["name"] == "orders" and orders["equal"] is True
-    assert p["name"] == "p" and p["lake_table"] is False and p["equal"] is False
+    assert p["name"] == "x_p" and p["lake_table"] is False and p["equal"] is False
     assert p["rows"] == {"upstream": 1, "lake": 0} and p["checksum"]["lake"] is None
