@@ -208,7 +208,8 @@ def _table_lines(r: TableResult, several: bool) -> list[str]:
             why.append(f"{_rows(r.upstream.rows)} upstream, {_rows(r.lake.rows)} in the lake")
         if r.upstream.checksum != r.lake.checksum:
             why.append(f"checksum {r.upstream.checksum} upstream, {r.lake.checksum} in the lake")
-        if r.differing_columns:
+        if r.differing_columns and r.upstream.rows == r.lake.rows:
+            # (With a row on one side only, every column's checksum differs.)
             why.append(f"values differ in {', '.join(r.differing_columns)}")
     if r.counts is not None and any(r.counts.values()):
         why.append(", ".join(f"{r.counts[k]} {k}" for k in KINDS))
