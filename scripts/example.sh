@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Run the example project end to end: install, then validate, plan, run and status
-# on projects_example/shop (files transport: replays the recorded captures).
+# Run the example project end to end: install, then validate, plan, run, status, snapshot
+# and verify on projects_example/shop (files transport: replays the recorded captures;
+# verify compares the lake with expected/dumpling, an export of the upstream's final state).
 #
 #   ./scripts/example.sh        # its dev target: a warehouse folder in the project
 #   ./scripts/example.sh s3     # its s3 target: s3a://${SHOP_S3_BUCKET:-shop}/warehouse
@@ -31,3 +32,5 @@ python3 -m ticdc_sync.commands.cli plan --project "$PROJECT" --target "$TARGET"
 python3 -m ticdc_sync.commands.cli run --project "$PROJECT" --target "$TARGET"
 python3 -m ticdc_sync.commands.cli status --project "$PROJECT" --target "$TARGET" --show 5
 python3 -m ticdc_sync.commands.cli snapshot --project "$PROJECT" --target "$TARGET" --as-of latest
+python3 -m ticdc_sync.commands.cli verify --project "$PROJECT" --target "$TARGET" \
+  --export "$PROJECT/expected/dumpling"

@@ -10,7 +10,9 @@ the upstream database and writes what a team adopting ticdc-sync on it would hav
   history's first transactions are not in them; the ones between their start and the
   snapshot are in both the export and the stream, so the example shows the overlap);
 - `DIR/expected/<table>.json`: the true tables as of the resolved ts, where a row that did
-  not change after the snapshot has `_commit_ts` = the snapshot TSO (it was loaded).
+  not change after the snapshot has `_commit_ts` = the snapshot TSO (it was loaded);
+- `DIR/expected/dumpling/`: the same tables as a Dumpling export made at the resolved ts
+  (the upstream's final state), for `ticdc-sync verify --export` after a run.
 
 The upstream schemas come from `DIR/schema/shop.sql` (via
 `ticdc_sync.ddl.parse_schema_sql`) when it exists, else from the built-in fallback below.
@@ -34,6 +36,8 @@ TOPICS = {"shop_canal": "canal-json", "shop_debezium": "debezium", "shop_open": 
 DB = "shop"
 OPTIONS = EncoderOptions(enable_tidb_extension=True, time_zone="UTC")
 EXPORT = "dumpling"
+# The upstream's final state (at the changefeeds' resolved ts), exported as Dumpling would.
+FINAL_EXPORT = "expected/dumpling"
 EXPORT_FLAGS = DumplingFlags(filetype="csv")
 
 
@@ -125,14 +129,7 @@ def build(project: Path, seed: int = 36) -> dict[str, int]:
     sizes: dict[str, int] = {}
     # The export: every table as of the snapshot.
     rows, schemas = hist.truth(snapshot)
-    folder = project / EXPORT
-    for old in folder.glob("*") if folder.is_dir() else ():
-        old.unlink()
-    files = write_export(
-        folder, [(schemas[q], rows[q]) for q in sorted(rows)], snapshot, EXPORT_FLAGS
-    )
-    for f in files:
-        sizes[str(f.relative_to(project))] = f.stat().st_size
+    _export(project, EXPORT, rows, schemas, snapshot, sizes)
     # The changefeeds: TiCDC started with --start-ts `start` sends what commits after it.
     stream = History(
         cfg,
@@ -147,6 +144,7 @@ def build(project: Path, seed: int = 36) -> dict[str, int]:
             sizes[str(f.relative_to(project))] = f.stat().st_size
     assert enc is not None and enc.resolved_ts is not None and enc.resolved_ts > snapshot
     truth, final = hist.truth(enc.resolved_ts)
+    _export(project, FINAL_EXPORT, truth, final, enc.resolved_ts, sizes)
     exp = project / "expected"
     exp.mkdir(parents=True, exist_ok=True)
     for q, table_rows in sorted(truth.items()):
@@ -166,6 +164,24 @@ def build(project: Path, seed: int = 36) -> dict[str, int]:
         )
         sizes[str(f.relative_to(project))] = f.stat().st_size
     return sizes
+
+
+def _export(
+    project: Path,
+    where: str,
+    rows: dict[str, list[dict]],
+    schemas: dict[str, TableSchema],
+    at: int,
+    sizes: dict[str, int],
+) -> None:
+    """A Dumpling export of the tables `rows` as of TSO `at` in `project/where`, replacing
+    what the folder held."""
+    folder = project / where
+    for old in folder.glob("*") if folder.is_dir() else ():
+        old.unlink()
+    files = write_export(folder, [(schemas[q], rows[q]) for q in sorted(rows)], at, EXPORT_FLAGS)
+    for f in files:
+        sizes[str(f.relative_to(project))] = f.stat().st_size
 
 
 def main(argv: list[str]) -> int:

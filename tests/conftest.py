@@ -99,6 +99,8 @@ FILE_GROUPS = {
     "tests/kafka/test_kafka_read.py": "kafka-broker",
     # A module-scoped warehouse, and an S3 server of moto's for the module.
     "tests/spark/test_lake.py": "module-test_lake",
+    # The example project's run, verified, then copied and tampered with.
+    "tests/spark/test_verify.py": "module-test_verify",
 }
 
 

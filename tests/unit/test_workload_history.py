@@ -149,7 +149,15 @@ def test_example_regenerates_identically(tmp_path: Path) -> None:
     if (root / "schema" / "shop.sql").exists():
         (tmp_path / "schema" / "shop.sql").write_bytes((root / "schema" / "shop.sql").read_bytes())
     example.build(tmp_path)
-    for f in sorted((root / "captures").rglob("*.jsonl")) + sorted(
-        (root / "expected").glob("*.json")
-    ):
+    generated = [
+        *sorted((root / "captures").rglob("*.jsonl")),
+        *sorted((root / "expected").glob("*.json")),
+        *sorted((root / "dumpling").iterdir()),
+        *sorted((root / "expected" / "dumpling").iterdir()),
+    ]
+    assert len(generated) == len(
+        [*(tmp_path / "captures").rglob("*.jsonl"), *(tmp_path / "expected").glob("*.json")]
+        + [*(tmp_path / "dumpling").iterdir(), *(tmp_path / "expected" / "dumpling").iterdir()]
+    )
+    for f in generated:
         assert (tmp_path / f.relative_to(root)).read_bytes() == f.read_bytes(), f

@@ -374,6 +374,15 @@ def discover(location: str, shown: str, options: DumplingOptions) -> Export:
     return Export(location, shown, ts, options.filetype, tables, broken)
 
 
+def data_filetype(location: str, shown: str) -> ExportFiletype | None:
+    """The file type of the export's data files, as their names say (`--filetype`); None when
+    it holds none, or both kinds."""
+    found = {
+        m.group(4) for name, _ in _Folder(location, shown).entries() if (m := _DATA.match(name))
+    }
+    return ExportFiletype(found.pop()) if len(found) == 1 else None
+
+
 def _table_schema(folder: _Folder, name: str, shown: str, db: str, tbl: str) -> TableSchema:
     """The CREATE TABLE of `db.tbl` in its schema file `name`."""
     m = _TABLE_SCHEMA.match(name)

@@ -1,13 +1,13 @@
 """The `ticdc-sync` command line: argv -> exit code, and no logic of its own.
 
 Exit codes: 0 ok, 1 user error (one line per problem on stderr, no traceback unless
---debug), 2 changes pending (`plan --detailed-exitcode`), 3 crash (with traceback), 130
-interrupted. Results go to stdout; errors, warnings and progress to stderr, and a failing
+--debug), 2 changes pending (`plan --detailed-exitcode`) or a difference found (`verify`),
+3 crash (with traceback), 130 interrupted. Results go to stdout; errors, warnings and progress to stderr, and a failing
 command's error is its last line there (`console`). Commands that start Spark (`run`,
-`capture`, `plan --explain`) keep the JVM's output in `target/logs/ticdc-sync.log`
+`capture`, `verify`, `plan --explain`) keep the JVM's output in `target/logs/ticdc-sync.log`
 (on the terminal too with --verbose or --debug) and name that file when they fail.
-`init`, `validate`, `plan` and `status` never import pyspark; `run`, `capture` and
-`plan --explain` import the Spark package inside the command function only.
+`init`, `validate`, `plan` and `status` never import pyspark; `run`, `capture`, `verify`
+and `plan --explain` import the Spark package inside the command function only.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ EXIT_OK = 0
 EXIT_USER_ERROR = 1
 EXIT_PENDING = 2
 EXIT_CRASH = 3
+# `verify`: the lake differs from the export (the command worked, and found a difference).
+EXIT_DIFFERENT = 2
 # `status --fail-over-lag`: a target is past its target_lag (like `plan --detailed-exitcode`'s
 # 2: the command worked, and what it found asks for attention).
 EXIT_OVER_LAG = 2
@@ -250,6 +252,31 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         for line in snapshot.render(s):
             _out(line)
     return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from ticdc_sync.read import verify_report
+
+    if args.show < 0:
+        raise UserError(f"--show {args.show}: give a number of keys per target, 0 or more")
+    project = _load(args)
+    from ticdc_sync.spark import verify
+
+    _spark_log(project, "ticdc-sync verify")
+    report = verify.verify(
+        project,
+        export=args.export,
+        tables=tuple(args.tables or ()),
+        show=args.show,
+        jvm_output=_console.jvm_line,
+    )
+    if args.format == "json":
+        sys.stdout.write(verify_report.json_text(report))
+        sys.stdout.flush()
+    else:
+        for line in verify_report.render(report):
+            _out(line)
+    return EXIT_OK if report.equal else EXIT_DIFFERENT
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
@@ -473,6 +500,39 @@ def build_parser() -> argparse.ArgumentParser:
         help="text, or JSON for tools (default: text)",
     )
     p.set_defaults(func=cmd_snapshot)
+
+    p = sub.add_parser(
+        "verify",
+        parents=[common, proj],
+        help="compare the targets with a Dumpling export of the upstream, as of its snapshot",
+    )
+    p.add_argument(
+        "--export",
+        metavar="DIR",
+        help="the Dumpling export to compare with (a folder or a URI; its `metadata` gives "
+        "the TSO the lake is read at) (default: each source's initial_load.dumpling)",
+    )
+    p.add_argument(
+        "--tables",
+        nargs="+",
+        metavar="TARGET",
+        help="only these targets (fnmatch globs allowed) (default: every target)",
+    )
+    p.add_argument(
+        "--show",
+        type=int,
+        default=10,
+        metavar="N",
+        help="list up to N differing keys per target (missing, extra, changed) (default: 10)",
+    )
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text, or JSON (ticdc_sync/schemas/verify.schema.json) for tools, deterministic "
+        "(default: text)",
+    )
+    p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser(
         "capture", parents=[common, proj], help="record Kafka topics into capture files"

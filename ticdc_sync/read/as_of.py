@@ -291,6 +291,22 @@ def version_at(vs: Sequence[Version], tso: int, readable_from: int = 0) -> Versi
     return found[-1] if found else None
 
 
+def with_others(vs: Sequence[Version], v: Version) -> Version:
+    """Version `v` with the commits others made on top of it (none of a run's markers: a
+    user's UPDATE, DELETE, INSERT or MERGE, an OPTIMIZE) up to the next commit of a run: the
+    newest of them, holding `v`'s marker. What a table holds at `v`'s TSO as its readers
+    see it (`ticdc-sync verify` compares that); `v` itself when nothing follows it but
+    runs' commits."""
+    out = v
+    for x in vs:
+        if x.version <= v.version:
+            continue
+        if x.marker is not None and x.marker != v.marker:
+            break  # a run's next commit: what follows is past v's TSO
+        out = dataclasses.replace(x, marker=v.marker)
+    return out
+
+
 # --------------------------------------------------------------------------- read steps
 
 

@@ -80,11 +80,17 @@ def selected(plan: Plan, names: Sequence[str]) -> list[TargetPlan]:
 
 
 def snapshot(
-    project: Project, value: Any = ao.LATEST, names: Sequence[str] = (), *, strict: bool = False
+    project: Project,
+    value: Any = ao.LATEST,
+    names: Sequence[str] = (),
+    *,
+    strict: bool = False,
+    others: bool = False,
 ) -> Snapshot:
     """Every selected target as of `value` (`as_of.parse_as_of`). `strict`: raise the first
     target's reason it cannot be read (a Spark read), instead of reporting it; an absent
-    target is never such a reason."""
+    target is never such a reason. `others`: each version with the commits others made on
+    top of it (`as_of.with_others`)."""
     state = read_state(project)
     plan = build_plan(project, state)
     chosen = selected(plan, names)
@@ -100,7 +106,7 @@ def snapshot(
         if gone is not None:
             absent[t.name] = gone  # nothing of it to read: its versions are not looked at
             continue
-        found[t.name] = (t, *_version(t, at.tso))
+        found[t.name] = (t, *_version(t, at.tso, others))
     # The plan again, each target at its read version: the steps after it are the ones a
     # run from that version makes.
     at_versions = _state_at(state, {n: v for n, (_, v, _) in found.items() if v is not None})
@@ -145,8 +151,9 @@ def _resolved(plan: Plan, source: str) -> int | None:
     return None if sp is None else sp.resolved_ts
 
 
-def _version(t: TargetPlan, tso: int) -> tuple[ao.Version | None, str | None]:
-    """The version of `t` to read at `tso`, or None and why."""
+def _version(t: TargetPlan, tso: int, others: bool = False) -> tuple[ao.Version | None, str | None]:
+    """The version of `t` to read at `tso` (with `others`: and the commits others made on
+    top of it), or None and why."""
     table = LakeTable(t.location)
     if not t.exists or not table.exists():
         return None, (
@@ -159,6 +166,8 @@ def _version(t: TargetPlan, tso: int) -> tuple[ao.Version | None, str | None]:
     if v is None:
         oldest = next((x for x in vs if x.version >= reach), None)
         return None, str(ao.no_version(t.name, tso, oldest))
+    if others:
+        v = ao.with_others(vs, v)
     vacuumed = any(x.operation.startswith("VACUUM") for x in vs if x.version > v.version)
     if vacuumed and not table.files_present(v.version):
         return None, (

@@ -107,16 +107,21 @@ def as_of(
     project: Project | str | Path,
     at: Any = ao.LATEST,
     targets: Sequence[str] = (),
+    *,
+    others: bool = False,
 ) -> AsOfRead:
     """The selected `targets` (fnmatch globs; all by default) as of `at`: a TSO, a
     wall-clock time (str or datetime; UTC unless it says otherwise) or `latest`. A selected
     target whose upstream tables did not exist at it is named in `absent`, not read, even
-    when it is the only one selected; the others are read all the same."""
+    when it is the only one selected; the others are read all the same. `others`: with the
+    commits others made on each target after the version read, up to the next run's (a
+    user's UPDATE, DELETE or INSERT: `read.as_of.with_others`), as a reader of the table
+    sees them; `ticdc-sync verify` reads so."""
     if not isinstance(project, Project):
         from ticdc_sync.project import load_project
 
         project = load_project(Path(project))
-    s = snap.snapshot(project, at, targets, strict=True)
+    s = snap.snapshot(project, at, targets, strict=True, others=others)
     state = _ReadState(state_location(warehouse_path(project), "events"))
     frames: dict[str, DataFrame] = {}
     versions: dict[str, int] = {}

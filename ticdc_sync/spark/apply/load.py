@@ -22,7 +22,9 @@ Bad input follows the table's `on_bad_message`: `fail` stops the load at the fir
 that cannot be read or whose value does not fit, naming the file and line (found by a
 second pass over that file only); `quarantine` keeps such lines in the quarantine table
 (replacing what an earlier attempt of the same load kept there) and loads the rest.
-Decides nothing: which targets load, from which files, is the plan's.
+Decides nothing: which targets load, from which files, is the plan's. `export_rows` is the
+reading and typing alone, without a write: `ticdc-sync verify` compares a target with an
+export through it, so that the export's values are typed exactly as a load types them.
 It stays one module: Spark's CSV reading is kept only where the exact parser agrees with
 it, and the two parsers read best beside the check that joins them.
 """
@@ -55,7 +57,16 @@ from ticdc_sync.spark.runtime.delta_log import table_exists
 LOAD_MARK = "dumpling-load\x1f"
 QUARANTINE_TOPIC = "dumpling:"
 
-__all__ = ["load", "read_lines", "parse_fields", "fast_csv", "unescape"]
+__all__ = [
+    "load",
+    "export_rows",
+    "failing_on_bad",
+    "bad_row_error",
+    "read_lines",
+    "parse_fields",
+    "fast_csv",
+    "unescape",
+]
 
 
 def load(w, step_load: Load) -> Marker:
@@ -70,19 +81,11 @@ def load(w, step_load: Load) -> Marker:
         target_cols = [(c.name, datatypes.delta_type(c)) for c in schema.columns]
     else:
         target_cols = w.target_columns()
-    frames = [_table_rows(w, step_load, lt, target_cols) for lt in step_load.tables]
-    typed = frames[0]
-    for f in frames[1:]:
-        typed = typed.unionByName(f)
+    typed = export_rows(spark, step_load, target_cols)
     if w.plan.on_bad_message is BadMessagePolicy.QUARANTINE:
         typed = _quarantine(w, step_load, typed)
     else:
-        typed = typed.withColumn(
-            "commit_ts",
-            F.when(F.col("__err").isNotNull(), F.raise_error(_failure(step_load))).otherwise(
-                F.col("commit_ts")
-            ),
-        )
+        typed = failing_on_bad(typed, step_load)
     names = [n for n, _ in target_cols]
     rows = typed.select(
         *[F.col(quote(f"v_{n}")).alias(n) for n in names],
@@ -98,10 +101,15 @@ def load(w, step_load: Load) -> Marker:
         with commit_marker(spark, marker):
             writer.save(w.location)
     except Exception as e:  # noqa: BLE001 - a bad row raised inside the job
-        err = raised.user_error(e)
+        err = bad_row_error(
+            spark,
+            e,
+            f"target {w.name}; nothing of this load was committed; set on_bad_message: "
+            "quarantine on the table entry to load the other rows",
+        )
         if err is None:
             raise
-        raise _located(spark, str(err), w.name) from None
+        raise err from None
     from ticdc_sync.spark.apply.rows import inserted_rows
 
     n = inserted_rows(spark, w.location, marker)["num_inserted_rows"]
@@ -404,7 +412,41 @@ def _insert_heads(lt: LoadTable) -> list[str]:
     return [f"INSERT INTO {table} VALUES", f"INSERT INTO {table} ({cols}) VALUES"]
 
 
-def _table_rows(w, step_load: Load, lt: LoadTable, target_cols) -> DataFrame:
+def export_rows(
+    spark: SparkSession, step_load: Load, target_cols: Sequence[tuple[str, str]]
+) -> DataFrame:
+    """The rows of every table of `step_load`, typed for `target_cols` (name, Delta type):
+    `v_<name>` per target column, `commit_ts` (the snapshot), `__err` (why the row cannot
+    be loaded, or NULL) and where a bad row is (`line`, `__path`, `__block`, `db`, `tbl`).
+    Lazy: nothing is read until an action runs."""
+    frames = [_table_rows(spark, step_load, lt, target_cols) for lt in step_load.tables]
+    typed = frames[0]
+    for f in frames[1:]:
+        typed = typed.unionByName(f)
+    return typed
+
+
+def failing_on_bad(typed: DataFrame, step_load: Load) -> DataFrame:
+    """`typed` (`export_rows`) raising at its first bad row, with what `bad_row_error`
+    needs to name its file and line."""
+    return typed.withColumn(
+        "commit_ts",
+        F.when(F.col("__err").isNotNull(), F.raise_error(_failure(step_load))).otherwise(
+            F.col("commit_ts")
+        ),
+    )
+
+
+def bad_row_error(spark: SparkSession, e: BaseException, context: str) -> UserError | None:
+    """The error for a bad row raised by `failing_on_bad` inside a job (`file:line: table:
+    reason (context)`), or None when `e` is no such error."""
+    err = raised.user_error(e)
+    if err is None:
+        return None
+    return _located(spark, str(err), context)
+
+
+def _table_rows(spark: SparkSession, step_load: Load, lt: LoadTable, target_cols) -> DataFrame:
     """The typed rows of one upstream table of the load: `v_<column>` for each target
     column, `__err` (why the row cannot be loaded, or NULL), and what a bad row's message
     and quarantine need (`line`, `__path`, `__block`, `db`, `tbl`)."""
@@ -413,9 +455,9 @@ def _table_rows(w, step_load: Load, lt: LoadTable, target_cols) -> DataFrame:
     paths = [f.location for f in lt.files]
     names = data_columns(lt.schema)
     if not paths:
-        lines = w.spark.createDataFrame([], "line STRING, __path STRING, __block BIGINT")
+        lines = spark.createDataFrame([], "line STRING, __path STRING, __block BIGINT")
     else:
-        lines = read_lines(w.spark, paths, header=csv and not o.no_header)
+        lines = read_lines(spark, paths, header=csv and not o.no_header)
     columns = [lt.schema.column(c) for c in names]
     bare = [c is not None and dumpling_codec.written_bare(c) for c in columns]
     parsed = parse_fields(lines, o, bare)
@@ -553,7 +595,7 @@ _MARKED = re.compile(
 )
 
 
-def _located(spark: SparkSession, message: str, target: str) -> UserError:
+def _located(spark: SparkSession, message: str, context: str) -> UserError:
     """The error for a bad row: `file:line: reason`. The line is found by reading that
     file once more: the first line with the failing line's bytes."""
     m = _MARKED.match(message)
@@ -562,10 +604,7 @@ def _located(spark: SparkSession, message: str, target: str) -> UserError:
     path, shown, _block, digest, table, reason = m.groups()
     line = locate_line(spark, path, int(digest))
     where = f"{shown}:{line}" if line is not None else shown
-    return UserError(
-        f"{where}: table {table}: {reason} (target {target}; nothing of this load was "
-        "committed; set on_bad_message: quarantine on the table entry to load the other rows)"
-    )
+    return UserError(f"{where}: table {table}: {reason} ({context})")
 
 
 def locate_line(spark: SparkSession, path: str, digest: int) -> int | None:
