@@ -96,7 +96,7 @@ def test_crash_exits_3_with_traceback(
     def boom(args: object) -> int:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cli, "cmd_validate", boom)
+    monkeypatch.setitem(cli.COMMANDS, "validate", boom)
     assert main(["validate", "--project", str(SHOP)]) == 3
     err = capsys.readouterr().err
     assert "Traceback" in err and "RuntimeError: boom" in err and "crashed" in err
