@@ -315,8 +315,8 @@ def _jars_unavailable(missing: list[str], conf: dict[str, str], logged: bool) ->
         f"(tried twice; Spark's messages {where} say why; Ivy home {ivy_home(conf)}) "
         "(hint: when they report a failed download, check network "
         "access to Maven Central, or to the repositories of your Ivy settings; to run "
-        "without downloads, fill a folder once with `python -m ticdc_sync.spark.runtime.session "
-        "--fetch DIR` on a connected machine and point `spark.jars_dir` in profiles.yml, "
+        "without downloads, fill a folder once with `python -m ticdc_sync.spark --fetch DIR` "
+        "on a connected machine and point `spark.jars_dir` in profiles.yml, "
         "or TICDC_SYNC_JARS_DIR, at it)"
     )
 
