@@ -95,8 +95,9 @@ class FeatureUse(StrEnum):
     FAIL = "fail"  # keep it off: block the target at that DDL
 
 
-# Default `table_features.rebuild_below`: rewriting 1 GiB takes seconds to a minute on a
-# small cluster, a cost paid once per such DDL; larger targets get the feature instead.
+# Default `table_features.rebuild_below`: a rewrite reads and writes the whole target once
+# per such DDL, a cost that grows with it; above this, the feature costs less than the
+# rewrites (most targets of a many-table database are far below it).
 REBUILD_BELOW = 1 << 30
 
 
