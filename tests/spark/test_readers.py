@@ -3,7 +3,8 @@
 A target carries only the table features its upstream history needs: a table that is never
 renamed, dropped or widened upstream stays readable by polars and delta-rs, its
 `to_pyarrow_table` and `to_pandas` included (no deletion vectors unless asked); the first
-RENAME/DROP COLUMN enables column mapping and the first widening MODIFY type widening, each in
+RENAME/DROP COLUMN enables column mapping and the first widening MODIFY type widening (with
+`enable`; the default `auto` does so only on large targets: test_readers_ddl.py), each in
 its own commit (crash-safe: a run killed between that commit and the change resumes with the
 change). The `table_features` setting keeps them off (the table is rewritten instead, or
 blocked), drops them from existing targets and turns deletion vectors on and off again.
@@ -116,6 +117,9 @@ def _rows(spark, loc: str) -> list[tuple]:
     return sorted(tuple(r)[:-1] for r in spark.read.format("delta").load(loc).collect())
 
 
+# What every target did before `auto` became the default: the feature at the first DDL that
+# needs it, whatever the size.
+ENABLE = "    column_mapping: enable\n    type_widening: enable\n"
 OFF = "    deletion_vectors: false\n    column_mapping: rebuild\n    type_widening: rebuild\n"
 
 
@@ -123,7 +127,7 @@ def test_only_what_the_history_needs_and_the_setting_in_both_directions(
     spark, tmp_path, capsys
 ) -> None:
     u = history()
-    root = _project(tmp_path / "p", u)
+    root = _project(tmp_path / "p", u, ENABLE)
     code, out = _run(spark, root)
     assert code == 0, out
     # r's and w's DDL are staged, beyond the resolved TSO: plan shows what they will add.
@@ -168,7 +172,7 @@ def test_only_what_the_history_needs_and_the_setting_in_both_directions(
     assert "drop table feature" not in _plan(root, capsys)  # done: nothing left to drop
 
     # Asked for: deletion vectors come on; column mapping and widening wait for a DDL.
-    _set_features(root, "    deletion_vectors: true\n")
+    _set_features(root, "    deletion_vectors: true\n" + ENABLE)
     assert "enable table feature deletionVectors" in _plan(root, capsys)
     code, out = _run(spark, root)
     assert code == 0, out
@@ -184,7 +188,8 @@ def test_only_what_the_history_needs_and_the_setting_in_both_directions(
     with pytest.raises(Exception, match="(?i)deletion ?vectors"):
         R.read("delta-rs pyarrow", k)
 
-    # Back to the default: the targets that have them lose them again; every reader reads.
+    # Back to the default: the targets that have them lose them again (under `auto`, small
+    # ones lose column mapping and type widening too); every reader reads.
     _set_features(root, "")
     assert "drop table feature deletionVectors" in _plan(root, capsys)
     code, out = _run(spark, root)
@@ -198,7 +203,11 @@ def test_only_what_the_history_needs_and_the_setting_in_both_directions(
 def test_rebuild_keeps_every_target_readable_and_fail_blocks(spark, tmp_path, capsys) -> None:
     u = history()
     u.watermark()
-    root = _project(tmp_path / "p", u, "    deletion_vectors: false\n    column_mapping: fail\n")
+    root = _project(
+        tmp_path / "p",
+        u,
+        "    deletion_vectors: false\n    column_mapping: fail\n    type_widening: enable\n",
+    )
     code, out = _run(spark, root)
     assert code == 1
     assert "target r is blocked" in out and "needs the Delta table feature columnMapping" in out
@@ -239,6 +248,7 @@ def test_a_crash_between_enabling_the_feature_and_the_change_resumes(
         protocol="canal-json",
         topic="cdc",
         tables='  - upstream: "shop.*"\n    name: "my {table}"\n',
+        defaults=f"defaults:\n  table_features:\n{ENABLE}",
     )
     write_captures(root, "cdc", u.records())
     loc = _loc(root, "my r")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import CommitProperties, write_deltalake
+from deltalake import CommitProperties, DeltaTable, write_deltalake
 
 from ticdc_sync.core import lake
 from ticdc_sync.core.errors import UserError
@@ -180,3 +180,20 @@ def test_a_missing_table_is_a_user_error_naming_it(tmp_path: Path) -> None:
         with pytest.raises(UserError) as e:
             call(missing)
         assert missing in str(e.value) and "hint:" in str(e.value)
+
+
+def test_data_bytes_is_the_sum_of_the_live_files_both_ways(tmp_path) -> None:
+    # What `table_features.rebuild_below` compares: the live add actions' sizes, from
+    # delta-rs and from the log itself (a checkpoint, then adds and removes after it).
+    loc = str(tmp_path / "t")
+    write_deltalake(loc, pa.table({"a": list(range(100))}))
+    write_deltalake(loc, pa.table({"a": [1, 2]}), mode="append")
+    DeltaTable(loc).create_checkpoint()
+    write_deltalake(loc, pa.table({"a": [3]}), mode="append")
+    write_deltalake(loc, pa.table({"a": list(range(50))}), mode="overwrite")
+    write_deltalake(loc, pa.table({"a": [4, 5]}), mode="append")
+    live = sum(
+        (tmp_path / "t" / u.rsplit("/", 1)[-1]).stat().st_size for u in DeltaTable(loc).file_uris()
+    )
+    assert lake.LakeTable(loc).data_bytes() == live > 0
+    assert lake.DeltaLog(lake.table_uri(loc)).load().data_bytes() == live

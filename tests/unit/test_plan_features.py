@@ -22,6 +22,7 @@ from ticdc_sync.warehouse.state import SourceState, TargetState, WarehouseState
 SHOP = Path(__file__).resolve().parents[2] / "projects_example" / "shop"
 CREATED = ("appendOnly", "invariants", "timestampNtz")  # as Spark lists them
 DV = "    deletion_vectors: true\n"
+ENABLE = "    column_mapping: enable\n    type_widening: enable\n"
 
 
 def _project(tmp_path: Path, features: str = "", entry: str = ""):
@@ -80,9 +81,10 @@ def test_a_new_target_is_created_with_no_feature_a_reader_lacks(tmp_path: Path) 
     # DATETIME columns bring timestampNtz with them (Spark enables it at CREATE).
     assert t.features == CREATED
     assert d["table_features"] == {
-        "column_mapping": "enable",
+        "column_mapping": "auto",
         "deletion_vectors": False,
-        "type_widening": "enable",
+        "type_widening": "auto",
+        "rebuild_below": 1 << 30,
     }
     assert "table features: appendOnly, invariants, timestampNtz" in render_text(plan)
     items = plan.target_plan("canal_customers")
@@ -111,7 +113,7 @@ def test_deletion_vectors_only_where_the_setting_asks(tmp_path: Path, where: str
 
 
 def test_the_ddl_that_first_needs_a_feature_enables_it_and_plan_says_so(tmp_path: Path) -> None:
-    project = _project(tmp_path)
+    project = _project(tmp_path, features=ENABLE)
     plan = build_plan(project, _state(project, [RENAME, ADD, WIDEN]))
     t = plan.target_plan("canal_orders")
     rename, add, widen = t.ddl
@@ -160,7 +162,7 @@ def test_rebuild_rewrites_instead_of_enabling_a_feature(tmp_path: Path, where: s
     assert "rewrites the table: `table_features.column_mapping: rebuild`" in text
     if where == "entry":  # other entries keep the default
         other = project.tables[1]
-        assert project.table_features(other).column_mapping is FeatureUse.ENABLE
+        assert project.table_features(other).column_mapping is FeatureUse.AUTO
 
 
 def test_fail_blocks_with_the_settings_that_let_it_through(tmp_path: Path) -> None:
@@ -255,7 +257,7 @@ def test_a_ddl_half_applied_under_other_settings_blocks_until_they_are_back(
     assert t.feature_parts == ()
     assert any("once the DDL at commit_ts 10 is applied" in n for n in t.notes)
     # With the settings it started with, it resumes at the rename.
-    project = _project(tmp_path)
+    project = _project(tmp_path, features=ENABLE)
     (d,) = build_plan(project, state).target_plan("canal_orders").ddl
     assert d.status == "ready" and d.parts_done == 1
     assert d.parts[1].describe == "rename column note to remark"
@@ -308,3 +310,86 @@ def test_column_mapping_stays_while_a_column_name_needs_it(tmp_path: Path) -> No
     odd = replace(t, columns=(*t.columns, ("a b.c", "string")))
     state = replace(state, targets={"canal_orders": odd})
     assert build_plan(project, state).target_plan("canal_orders").feature_parts == ()
+
+
+def _sized(state: WarehouseState, data_bytes: int, marker: Marker | None = None) -> WarehouseState:
+    t = replace(state.targets["canal_orders"], data_bytes=data_bytes)
+    if marker is not None:
+        t = replace(t, marker=marker)
+    return replace(state, targets={"canal_orders": t})
+
+
+def test_auto_rebuilds_a_target_below_rebuild_below_and_enables_above(tmp_path: Path) -> None:
+    # The default: a small target is rewritten (every reader keeps reading it), a large one
+    # gets the feature (no rewrite per DDL), and plan says which and why.
+    project = _project(tmp_path)
+    small = _sized(_state(project, [RENAME, WIDEN]), 12 << 20)
+    rename, widen = build_plan(project, small).target_plan("canal_orders").ddl
+    assert [p.op for p in rename.parts] == [OP_REBUILD]
+    assert [(p.op, p.new_type) for p in widen.parts] == [(OP_REBUILD, "BIGINT")]
+    assert rename.features_added == widen.features_added == ()
+    text = render_text(build_plan(project, small))
+    assert (
+        "rename column note to remark (rewrites the table: target 12 MiB < "
+        "table_features.rebuild_below 1 GiB, keeps every reader)  [destructive; rebuild]"
+    ) in text
+    big = _sized(_state(project, [RENAME, WIDEN]), 3 << 30)
+    plan = build_plan(project, big)
+    rename, widen = plan.target_plan("canal_orders").ddl
+    assert rename.parts[0].feature == "columnMapping" and rename.features_added == (
+        "columnMapping",
+    )
+    assert widen.features_added == ("typeWidening",)
+    text = render_text(plan)
+    assert (
+        "enables columnMapping: target 3 GiB >= table_features.rebuild_below 1 GiB; "
+        "polars and delta-rs to_pyarrow_table cannot read it"
+    ) in text
+    js = next(x for x in json.loads(render_json(plan))["targets"] if x["name"] == "canal_orders")
+    assert "target 3 GiB >= table_features.rebuild_below" in js["ddl"][0]["changes"][0]["describe"]
+    # The threshold is a setting: at 0 every target gets the feature.
+    project = _project(tmp_path, features="    rebuild_below: 0\n")
+    (rename,) = (
+        build_plan(project, _sized(_state(project, [RENAME]), 0)).target_plan("canal_orders").ddl
+    )
+    assert rename.features_added == ("columnMapping",)
+    assert "target 0 B >= table_features.rebuild_below 0 B" in rename.steps[0].decision.describe
+    project = _project(tmp_path, features="    rebuild_below: 10MiB\n")
+    assert project.table_features(project.tables[0]).rebuild_below == 10 << 20
+
+
+def test_auto_drops_a_feature_from_a_small_target_and_keeps_it_on_a_large_one(
+    tmp_path: Path,
+) -> None:
+    project = _project(tmp_path)
+    have = (*CREATED, "columnMapping", "typeWidening")
+    small = _sized(_state(project, [], features=have, applied=25), 5 << 20)
+    plan = build_plan(project, small)
+    parts = plan.target_plan("canal_orders").feature_parts
+    assert [p.feature_dropped for p in parts] == ["columnMapping", "typeWidening"]
+    assert "`table_features.column_mapping: auto`: target 5 MiB < table_features.rebuild_below" in (
+        parts[0].describe
+    )
+    big = _sized(_state(project, [], features=have, applied=25), 2 << 30)
+    assert build_plan(project, big).target_plan("canal_orders").feature_parts == ()
+
+
+def test_auto_resumes_a_half_applied_ddl_the_way_it_began(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    drops = DdlEvent(
+        "shop", "orders", 10, "ALTER TABLE orders DROP COLUMN note, DROP COLUMN status"
+    )
+    # Began as rewrites on a small target; the first rewrite grew it past the threshold:
+    # the second change is still a rewrite (its part numbers must not change).
+    half = Marker(applied_ts=9, ddl_ts=10, ddl_part=0, ddl_parts=2)
+    state = _sized(_state(project, [drops]), 2 << 30, half)
+    (d,) = build_plan(project, state).target_plan("canal_orders").ddl
+    assert d.status == "ready" and d.parts_done == 1
+    assert [p.op for p in d.parts] == [OP_REBUILD, OP_REBUILD]
+    # Began by enabling column mapping on a large target, now small: goes on enabled.
+    half = Marker(applied_ts=9, ddl_ts=10, ddl_part=1, ddl_parts=4)
+    state = _sized(_state(project, [drops], features=(*CREATED, "columnMapping")), 1, half)
+    t = build_plan(project, state).target_plan("canal_orders")
+    (d,) = t.ddl
+    assert d.status == "ready" and d.parts_done == 2 and len(d.parts) == 4
+    assert t.feature_parts == ()

@@ -32,7 +32,9 @@ def ddl(ts: int, sql: str = "ALTER TABLE t ADD COLUMN c{ts} INT", partition: int
     return DdlEvent("db", "t", ts, sql.format(ts=ts), partition=partition, offset=ts)
 
 
-def steps(marker: Marker, events: list[DdlEvent], resolved: int) -> list[tuple]:
+def steps(
+    marker: Marker, events: list[DdlEvent], resolved: int, features: tuple[str, ...] = ()
+) -> list[tuple]:
     tally = SourceTally(
         partitions={("topic", 0): PartitionTally("topic", 0, 1, watermark=resolved)},
         tables={("db", "t"): (1, len(events))},
@@ -45,7 +47,7 @@ def steps(marker: Marker, events: list[DdlEvent], resolved: int) -> list[tuple]:
                 True,
                 marker,
                 columns=(("id", "int"), ("c0", "int")),
-                writer_features=("appendOnly", "invariants"),
+                writer_features=("appendOnly", "invariants", *features),
             )
         },
     )
@@ -84,10 +86,12 @@ def test_ddl_after_resolved_waits():
 
 def test_ddl_done_is_skipped_and_half_done_ddl_resumes():
     drop = ddl(50, "ALTER TABLE t DROP COLUMN c0")
+    # Stopped after its first commit, which enabled column mapping.
     m = Marker(applied_ts=49, ddl_ts=50, ddl_part=0, ddl_parts=2)
     assert not m.ddl_done(50)
     assert m.parts_done(50) == 1
-    assert steps(m, [drop], 100) == [("ddl", 50, False), ("rows", 50, 100)]
+    cm = ("columnMapping",)
+    assert steps(m, [drop], 100, cm) == [("ddl", 50, False), ("rows", 50, 100)]
     done = Marker(applied_ts=50, ddl_ts=50, ddl_part=1, ddl_parts=2)
     assert steps(done, [drop], 100) == [("rows", 50, 100)]
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, QueryBuilder
@@ -226,6 +227,14 @@ class LakeTable:
     def protocol(self) -> Protocol:
         return self._snapshot().protocol()
 
+    def data_bytes(self) -> int:
+        """The bytes of the table's data files (the sum of its live `add` actions' sizes):
+        what rewriting the table reads."""
+        try:
+            return self._snapshot().data_bytes()
+        except (DeltaError, OSError, ValueError, KeyError) as e:
+            raise self._error("cannot list its data files", e) from e
+
     def schema(self) -> list[tuple[str, str]]:
         """(name, Spark simpleString type) of each column in table order; with column
         mapping, the logical names (the ones Spark shows)."""
@@ -358,6 +367,9 @@ class _Snapshot:
     def schema_json(self) -> str:
         raise NotImplementedError
 
+    def data_bytes(self) -> int:
+        raise NotImplementedError
+
     def commit_infos(self) -> Iterator[dict[str, Any]]:
         """commitInfo of each commit, newest first."""
         raise NotImplementedError
@@ -382,6 +394,10 @@ class _RsSnapshot(_Snapshot):
 
     def schema_json(self) -> str:
         return self.table.schema().to_json()
+
+    def data_bytes(self) -> int:
+        adds = pa.table(self.table.get_add_actions(flatten=True))
+        return int(pa.compute.sum(adds.column("size_bytes")).as_py() or 0) if adds.num_rows else 0
 
     def commit_infos(self) -> Iterator[dict[str, Any]]:
         # The newest few first, widening the look-back only while needed: the history
@@ -467,6 +483,32 @@ class DeltaLog(_Snapshot):
     def schema_json(self) -> str:
         self._replay()
         return (self._metadata or {})["schemaString"]
+
+    def data_bytes(self) -> int:
+        # The checkpoint's live files, then each later commit's adds and removes in order.
+        live: dict[str, int] = {}
+        floor = -1
+        if self.checkpoint is not None:
+            floor = self.checkpoint[0]
+            for path in self.checkpoint[1]:
+                for add in self._checkpoint_adds(path):
+                    live[add["path"]] = int(add.get("size") or 0)
+        for version in sorted(v for v in self.commits if v > floor):
+            for action in self._actions(self.commits[version]):
+                if action.get("add"):
+                    live[action["add"]["path"]] = int(action["add"].get("size") or 0)
+                elif action.get("remove"):
+                    live.pop(action["remove"]["path"], None)
+        return sum(live.values())
+
+    def _checkpoint_adds(self, path: str) -> list[dict[str, Any]]:
+        if path.endswith(".json"):
+            return [a["add"] for a in self._actions(path) if a.get("add")]
+        with self.fs.open_input_file(path) as f:
+            if "add" not in set(pq.read_schema(f).names):
+                return []
+            table = pq.read_table(f, columns=["add"])
+        return [r["add"] for r in table.to_pylist() if r.get("add")]
 
     def commit_infos(self) -> Iterator[dict[str, Any]]:
         # Only commit files carry commitInfo; those a log cleanup removed are gone.

@@ -86,9 +86,19 @@ DEFAULT_DDL_POLICY: dict[DdlKind, Action] = {
 class FeatureUse(StrEnum):
     """What a target does when a DDL first needs a Delta table feature (`table_features`)."""
 
+    # Rebuild a target smaller than `TableFeatures.rebuild_below`, enable on a larger one:
+    # every reader keeps reading the small targets that most tables are, and a large one
+    # is not rewritten at each DDL (docs/table-features.md).
+    AUTO = "auto"
     ENABLE = "enable"  # enable it, in its own commit just before the change
     REBUILD = "rebuild"  # keep it off: rewrite the table with the new schema in one commit
     FAIL = "fail"  # keep it off: block the target at that DDL
+
+
+# Default `table_features.rebuild_below`: a rewrite reads and writes the whole target once
+# per such DDL, a cost that grows with it; above this, the feature costs less than the
+# rewrites (most targets of a many-table database are far below it).
+REBUILD_BELOW = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +110,11 @@ class TableFeatures:
     # read the target (delta-rs's to_pyarrow_table/to_pandas refuse deletion vectors);
     # True: it marks them instead (deletion vectors).
     deletion_vectors: bool = False
-    column_mapping: FeatureUse = FeatureUse.ENABLE  # at the first RENAME/DROP COLUMN
-    type_widening: FeatureUse = FeatureUse.ENABLE  # at the first widening MODIFY
+    column_mapping: FeatureUse = FeatureUse.AUTO  # at the first RENAME/DROP COLUMN
+    type_widening: FeatureUse = FeatureUse.AUTO  # at the first widening MODIFY
+    # `auto`: a target of fewer bytes (its data files, as its Delta log lists them) is
+    # rewritten without the feature, a larger one gets it.
+    rebuild_below: int = REBUILD_BELOW
 
     def with_overrides(self, overrides: dict[str, object]) -> TableFeatures:
         from dataclasses import replace

@@ -11,14 +11,19 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ticdc_sync.core import datatypes
-from ticdc_sync.core.model import TableFeatures
+from ticdc_sync.core.model import FeatureUse, TableFeatures
+from ticdc_sync.core.sizes import render_bytes
 from ticdc_sync.core.upstream import TableSchema
 from ticdc_sync.plan import table_features as tf
 from ticdc_sync.plan.model import OP_CREATE, OP_SQL, DeltaPart, TargetDdl
 
 
 def feature_setting_parts(
-    features: tuple[str, ...], settings, ref: str, names: tuple[str, ...] = ()
+    features: tuple[str, ...],
+    settings,
+    ref: str,
+    names: tuple[str, ...] = (),
+    data_bytes: int = 0,
 ) -> tuple[DeltaPart, ...]:
     """Commits that bring an existing target's table features to its `table_features`
     setting, in both directions: a feature the setting keeps off is dropped (column mapping
@@ -27,13 +32,13 @@ def feature_setting_parts(
     them)."""
     parts = [
         DeltaPart(
-            f"drop table feature {f} ({tf.DROP_COST[f]}; `table_features`)",
+            f"drop table feature {f} ({tf.DROP_COST[f]}; {_why_off(f, settings, data_bytes)})",
             OP_SQL,
             tf.drop_sql(f, ref),
             tolerate=tf.DROP_DONE,
             feature_dropped=f,
         )
-        for f in tf.unwanted(features, settings, names)
+        for f in tf.unwanted(features, settings, names, data_bytes)
     ]
     parts += [
         DeltaPart(
@@ -42,6 +47,16 @@ def feature_setting_parts(
         for f in tf.missing(features, settings)
     ]
     return tuple(parts)
+
+
+def _why_off(feature: str, settings: TableFeatures, data_bytes: int) -> str:
+    key = tf.SETTING.get(feature)
+    if key is None or tf.use(settings, feature) is not FeatureUse.AUTO:
+        return "`table_features`"
+    return (
+        f"`table_features.{key}: auto`: target {render_bytes(data_bytes)} < "
+        f"table_features.rebuild_below {render_bytes(settings.rebuild_below)}, keeps every reader"
+    )
 
 
 def features_added(ddl: list[TargetDdl], have: set[str], settings) -> list[TargetDdl]:

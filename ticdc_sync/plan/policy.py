@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ticdc_sync.core.model import Action, DdlKind, FeatureUse, Project, TableEntry
+from ticdc_sync.core.model import (
+    Action,
+    DdlKind,
+    FeatureUse,
+    Project,
+    TableEntry,
+    TableFeatures,
+)
+from ticdc_sync.core.sizes import render_bytes
 from ticdc_sync.ddl.changes import ChangeColumnType, DeltaChange
 from ticdc_sync.plan import table_features
 
@@ -79,9 +87,18 @@ def classify(change: DeltaChange) -> str:
     return KIND_CLASS[change.kind]
 
 
-def decide(project: Project, entry: TableEntry, change: DeltaChange) -> Decision:
+def decide(
+    project: Project,
+    entry: TableEntry,
+    change: DeltaChange,
+    data_bytes: int = 0,
+    resumed: bool | None = None,
+) -> Decision:
     """The decision of the target routed by `entry` about `change` (policy per kind:
-    project `defaults.ddl`, overridden on the entry)."""
+    project `defaults.ddl`, overridden on the entry). `data_bytes`: the target's size when
+    planned (0 when it does not exist yet), which `table_features: auto` decides by;
+    `resumed`: for a DDL half applied, whether the target has a feature `auto` enables
+    (the DDL began the `enable` way), else None (`_auto`)."""
     kind: DdlKind = change.kind
     cls = classify(change)
     what = change.describe()
@@ -128,7 +145,18 @@ def decide(project: Project, entry: TableEntry, change: DeltaChange) -> Decision
     if feature is None:
         return Decision(APPLY, kind, cls, what)
     key = table_features.SETTING[feature]
-    use = table_features.use(project.table_features(entry), feature)
+    settings = project.table_features(entry)
+    use = table_features.use(settings, feature)
+    if use is FeatureUse.AUTO:
+        if not table_features.rebuild_avoids(change):
+            # No rewrite avoids it: `auto` takes the feature whatever the size.
+            return Decision(APPLY, kind, cls, what, feature=feature)
+        use, why = _auto(settings, feature, data_bytes, resumed)
+        return (
+            Decision(REBUILD, kind, cls, f"{what} ({why})")
+            if use is FeatureUse.REBUILD
+            else Decision(APPLY, kind, cls, f"{what} ({why})", feature=feature)
+        )
     if use is FeatureUse.REBUILD and not table_features.rebuild_avoids(change):
         return block(
             f"{what} needs the Delta table feature {feature} (a column name with characters "
@@ -149,6 +177,39 @@ def decide(project: Project, entry: TableEntry, change: DeltaChange) -> Decision
             f"in defaults or on the table entry, or `{kind.value}: skip`",
         )
     return Decision(APPLY, kind, cls, what, feature=feature)
+
+
+def _auto(
+    settings: TableFeatures, feature: str, data_bytes: int, resumed: bool | None
+) -> tuple[FeatureUse, str]:
+    """`auto`: rebuild a target smaller than `rebuild_below`, enable the feature on a larger
+    one, and why. A DDL half applied goes on the way it began, whatever the target's size
+    now (a rewrite of its first change changes the size; its part numbers must not change):
+    `enable` if the target has a feature `auto` enables (that way's first commit enables
+    one), else `rebuild` (under `auto` a small target has none: they are dropped first)."""
+    key = table_features.SETTING[feature]
+    if resumed is not None:
+        if resumed:
+            return (
+                FeatureUse.ENABLE,
+                f"enables {feature}: `table_features.{key}: auto`, as this DDL began",
+            )
+        return (
+            FeatureUse.REBUILD,
+            f"rewrites the table: `table_features.{key}: auto`, as this DDL began",
+        )
+    size = render_bytes(data_bytes)
+    limit = f"table_features.rebuild_below {render_bytes(settings.rebuild_below)}"
+    if data_bytes < settings.rebuild_below:
+        return (
+            FeatureUse.REBUILD,
+            f"rewrites the table: target {size} < {limit}, keeps every reader",
+        )
+    return (
+        FeatureUse.ENABLE,
+        f"enables {feature}: target {size} >= {limit}; "
+        f"{table_features.LOCKS_OUT[feature]} cannot read it",
+    )
 
 
 def rename_from_unrouted(

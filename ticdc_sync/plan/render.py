@@ -215,6 +215,7 @@ def _target_dict(plan: Plan, t: TargetPlan) -> dict[str, Any]:
             "deletion_vectors": t.settings.deletion_vectors,
             "column_mapping": t.settings.column_mapping.value,
             "type_widening": t.settings.type_widening.value,
+            "rebuild_below": t.settings.rebuild_below,
         },
         "create_sql": _create_sql(plan, t),
         "merge_sql": _merge_sql(plan, t),

@@ -122,6 +122,14 @@ def use(settings: TableFeatures, feature: str) -> FeatureUse:
     return FeatureUse(getattr(settings, SETTING[feature]))
 
 
+def keeps_off(settings: TableFeatures, feature: str, data_bytes: int) -> bool:
+    """Whether the setting keeps `feature` off a target of `data_bytes` bytes."""
+    how = use(settings, feature)
+    if how is FeatureUse.AUTO:
+        return data_bytes < settings.rebuild_below
+    return how is not FeatureUse.ENABLE
+
+
 def enable_sql(feature: str, ref: str) -> str:
     """Enable `feature` on the target `ref` (idempotent: a resumed run repeats it)."""
     return f"ALTER TABLE {ref} SET TBLPROPERTIES ({_ENABLE[feature]})"
@@ -144,10 +152,15 @@ DROP_DONE = ("DELTA_FEATURE_DROP_FEATURE_NOT_PRESENT",)
 
 
 def unwanted(
-    features: Iterable[str], settings: TableFeatures, names: Iterable[str] = ()
+    features: Iterable[str],
+    settings: TableFeatures,
+    names: Iterable[str] = (),
+    data_bytes: int = 0,
 ) -> tuple[str, ...]:
-    """The features an existing target has that the setting keeps off it. Column mapping
-    stays while a column's name needs it (`name_needs_mapping`): Delta cannot drop it then."""
+    """The features an existing target has that the setting keeps off it: under `auto`, on
+    a target of fewer than `rebuild_below` bytes (`data_bytes`), as a DDL would rebuild it.
+    Column mapping stays while a column's name needs it (`name_needs_mapping`): Delta
+    cannot drop it then."""
     have = set(features)
     out = []
     if not settings.deletion_vectors and DELETION_VECTORS in have:
@@ -156,7 +169,7 @@ def unwanted(
     for feature in (COLUMN_MAPPING, TYPE_WIDENING):
         if feature == COLUMN_MAPPING and kept:
             continue
-        if feature in have and use(settings, feature) is not FeatureUse.ENABLE:
+        if feature in have and keeps_off(settings, feature, data_bytes):
             out.append(feature)
     return tuple(out)
 

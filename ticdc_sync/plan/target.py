@@ -119,8 +119,24 @@ def target_plan(
             )
     # A target created from a known schema exists before its first DDL.
     will_exist = ts_.exists or schema is not None
+    # What `table_features: auto` decides by: the target's bytes when planned (a load's
+    # export's, when the target is loaded first).
+    data_bytes = ts_.data_bytes if ts_.exists and not (load is not None and load.reload) else 0
+    if load is not None:
+        data_bytes = max(data_bytes, load.bytes)
     ddl = target_ddl(
-        project, source, tr, timeline, will_exist, start, resolved, ref, notes, staged_rows
+        project,
+        source,
+        tr,
+        timeline,
+        will_exist,
+        start,
+        resolved,
+        ref,
+        notes,
+        staged_rows,
+        data_bytes=data_bytes,
+        features=ts_.features,
     )
     create, create_from = None, None
     if not ts_.exists and schema is not None:
@@ -160,13 +176,13 @@ def target_plan(
         if marker.ddl_part < marker.ddl_parts - 1:
             # A DDL is half applied: its remaining parts were planned with the features the
             # table has now (a column-mapped rename needs column mapping).
-            if feature_setting_parts(features, settings, ref, names):
+            if feature_setting_parts(features, settings, ref, names, data_bytes):
                 notes.append(
                     f"table features follow `table_features` once the DDL at commit_ts "
                     f"{marker.ddl_ts} is applied"
                 )
         else:
-            feature_parts = feature_setting_parts(features, settings, ref, names)
+            feature_parts = feature_setting_parts(features, settings, ref, names, data_bytes)
         have = set(features) - {p.feature_dropped for p in feature_parts}
         have |= {f for p in feature_parts if p.feature for f in tf.enabled_by(p.feature)}
     else:

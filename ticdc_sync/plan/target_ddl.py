@@ -15,6 +15,7 @@ from ticdc_sync.core.upstream import Key, key
 from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl.timeline import DdlGroup, TableEffect, Timeline
 from ticdc_sync.plan import policy
+from ticdc_sync.plan import table_features as tf
 from ticdc_sync.plan.ddl_parts import record_part, rename_in, rename_out
 from ticdc_sync.plan.model import BLOCKED, HELD, READY, WAITING, ChangeStep, TargetDdl
 from ticdc_sync.plan.modes import keeps_fused_rows, mode_change
@@ -32,10 +33,13 @@ def target_ddl(
     ref: str,
     notes: list[str],
     staged_rows: Mapping[Key, int],
+    data_bytes: int = 0,
+    features: tuple[str, ...] = (),
 ) -> list[TargetDdl]:
     """The DDL groups that concern target `tr`, oldest first, each with its decisions.
     `staged_rows`: row changes staged per upstream table (of all time), which tell whether
-    a table no entry routes had rows a rename would bring in."""
+    a table no entry routes had rows a rename would bring in. `data_bytes` and `features`:
+    the target's size and table features now, for `table_features: auto`."""
     out: list[TargetDdl] = []
     held_by: TargetDdl | None = None
     touched = {key(db, t) for db, t in tr.upstreams}
@@ -46,8 +50,12 @@ def target_ddl(
             continue
         if marker.ddl_done(g.commit_ts):
             continue
-        d = _decide_group(project, tr, g, part, ref, exists, timeline, staged_rows)
         done = marker.parts_done(g.commit_ts)
+        # A half-applied DDL goes on the way it began (`policy._auto`).
+        resumed = bool(set(features) & set(tf.SETTING)) if done else None
+        d = _decide_group(
+            project, tr, g, part, ref, exists, timeline, staged_rows, data_bytes, resumed
+        )
         if done and d.status != BLOCKED and len(d.parts) != marker.ddl_parts:
             # Half applied under other settings (a policy or `table_features` changed in
             # between): resuming at part `done` of a different list of commits would skip
@@ -133,6 +141,8 @@ def _decide_group(
     exists: bool,
     timeline: Timeline,
     staged_rows: Mapping[Key, int],
+    data_bytes: int,
+    resumed: bool | None,
 ) -> TargetDdl:
     entry = tr.entry
     effects = [*part.own, *(e for _, _, e in part.incoming)]
@@ -158,7 +168,7 @@ def _decide_group(
         for c in e.changes:
             # The mode's own decisions (a history target keeps a dropped column, ...).
             decision, parts = mode_change(
-                mode, c, policy.decide(project, entry, c), ref, g.commit_ts
+                mode, c, policy.decide(project, entry, c, data_bytes, resumed), ref, g.commit_ts
             )
             steps.append(ChangeStep(c, decision, tuple(parts)))
     rename_from: str | None = None

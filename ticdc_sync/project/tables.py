@@ -27,6 +27,7 @@ from ticdc_sync.core.model import (
     TableEntry,
     TableFeatures,
 )
+from ticdc_sync.core.sizes import parse_bytes
 from ticdc_sync.core.upstream import TableSchema
 from ticdc_sync.project.context import Ctx
 from ticdc_sync.project.yaml_lines import line_of
@@ -52,7 +53,12 @@ def _table_features(d: Any) -> dict[str, object]:
     """`table_features` of a defaults block or a table entry, as TableFeatures fields."""
     out: dict[str, object] = {}
     for k, v in (d.get("table_features") or {}).items():
-        out[k] = v if k == "deletion_vectors" else FeatureUse(v)
+        if k == "deletion_vectors":
+            out[k] = v
+        elif k == "rebuild_below":
+            out[k] = parse_bytes(v)
+        else:
+            out[k] = FeatureUse(v)
     return out
 
 

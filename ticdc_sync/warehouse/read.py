@@ -288,4 +288,5 @@ def target_state(name: str, location: str) -> TargetState:
         writer_features=tuple(sorted(proto.table_features())),
         properties=tuple(sorted(proto.properties.items())),
         version=t.version(),
+        data_bytes=t.data_bytes(),
     )

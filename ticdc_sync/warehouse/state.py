@@ -28,6 +28,7 @@ class TargetState:
     writer_features: tuple[str, ...] = ()
     properties: tuple[tuple[str, str], ...] = ()  # delta.* and ticdc_sync.* table properties
     version: int | None = None  # newest Delta version
+    data_bytes: int = 0  # its data files' bytes (table_features.rebuild_below)
     # Where it lives (`locations.find_target`: an earlier version's folder name is kept);
     # None: not looked up (`target_location` then).
     location: str | None = None
