@@ -14,56 +14,30 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from testkit.history import HistoryConfig, encode, generate
 from tests.kafka.helpers import kafka_project, produce_records
 from tests.kafka.test_follow import results, tail, wait_for
 from tests.processes import kill_tree
+from tests.prometheus_scrape import Samples, recording_gateway, samples, value
 from tests.spark.truth import schema_sql
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def parse(text: str) -> Samples:
-    out: Samples = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
-
-
-def value(got: Samples, name: str, **labels: str) -> float | None:
-    return got.get((name, tuple(sorted(labels.items()))))
 
 
 def scrape(url: str) -> tuple[str, Samples]:
     with urllib.request.urlopen(url, timeout=10) as r:
         assert r.status == 200
         text = r.read().decode()
-    return text, parse(text)
-
-
-class _Gateway(BaseHTTPRequestHandler):
-    def do_PUT(self) -> None:  # noqa: N802 - http.server's name
-        n = int(self.headers.get("Content-Length") or 0)
-        self.server.got.append((self.path, self.rfile.read(n).decode()))  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args) -> None:
-        return None
+    return text, samples(text)
 
 
 def status_json(root: Path) -> dict:
@@ -136,10 +110,8 @@ def test_follow_serves_metrics_that_agree_with_status_and_results(
     )
     produce_records(spark, bootstrap, topic, first)
 
-    gateway = HTTPServer(("127.0.0.1", 0), _Gateway)
-    gateway.got = []  # type: ignore[attr-defined]
-    gw_thread = threading.Thread(target=gateway.serve_forever, daemon=True)
-    gw_thread.start()
+    stack = ExitStack()
+    gateway = stack.enter_context(recording_gateway())
     prom = tmp_path / "textfile" / "ticdc_sync.prom"
     prom.parent.mkdir()
     log = tmp_path / "follow.log"
@@ -244,10 +216,10 @@ def test_follow_serves_metrics_that_agree_with_status_and_results(
 
         final = results(root)
         status = status_json(root)
-        [(path, pushed)] = gateway.got  # pushed once, at the end
+        [(_, path, pushed)] = gateway.got  # pushed once, at the end
         assert path == "/metrics/job/ticdc_sync/profile_target/dev/project/test"
         for text in (pushed, prom.read_text()):
-            got = parse(text)
+            got = samples(text)
             agree(got, final, status, len(enc.records))
             assert value(got, "ticdc_sync_run_lease_held") == 0  # released before the end
             assert value(got, "ticdc_sync_polls_total") == final["polls"]
@@ -256,9 +228,7 @@ def test_follow_serves_metrics_that_agree_with_status_and_results(
         if proc is not None and proc.poll() is None:
             kill_tree(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
-        gateway.shutdown()
-        gateway.server_close()
-        gw_thread.join(timeout=10)
+        stack.close()
 
 
 def _strip(part: dict) -> dict:

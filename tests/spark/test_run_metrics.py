@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.prometheus_scrape import recording_gateway, samples
 from tests.spark.engine_harness import load, make_project, write_captures
 from tests.spark.test_lag_budget import history, now_ts
 from ticdc_sync.core.errors import UserError
@@ -25,37 +23,10 @@ from ticdc_sync.warehouse.locations import warehouse_path
 pytestmark = pytest.mark.spark
 
 
-def parse(text: str) -> dict:
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for f in text_string_to_metric_families(text)
-        for s in f.samples
-    }
-
-
-class _Gateway(BaseHTTPRequestHandler):
-    def do_PUT(self) -> None:  # noqa: N802 - http.server's name
-        n = int(self.headers.get("Content-Length") or 0)
-        self.server.got.append((self.path, self.rfile.read(n).decode()))  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args) -> None:
-        return None
-
-
 @pytest.fixture
 def gateway():
-    server = HTTPServer(("127.0.0.1", 0), _Gateway)
-    server.got = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with recording_gateway() as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def test_a_plain_run_writes_and_pushes_its_metrics_once_at_its_end(spark, tmp_path, gateway):
@@ -69,10 +40,10 @@ def test_a_plain_run_writes_and_pushes_its_metrics_once_at_its_end(spark, tmp_pa
     assert runner.run(project, spark=spark, out=lines.append, metrics=opts) == 0, lines
     results = json.loads((root / "target" / "run_results.json").read_text())
 
-    [(path, pushed)] = gateway.got
+    [(_, path, pushed)] = gateway.got
     assert path == "/metrics/job/ticdc_sync/profile_target/dev/project/test"
-    got = parse(prom.read_text())
-    assert parse(pushed) == got
+    got = samples(prom.read_text())
+    assert samples(pushed) == got
 
     def v(name: str, **labels: str):
         return got.get((name, tuple(sorted(labels.items()))))

@@ -6,7 +6,6 @@ what it was sent); the options' errors."""
 
 from __future__ import annotations
 
-import http.server
 import os
 import socket
 import threading
@@ -15,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.prometheus_scrape import recording_gateway, samples, value
 from tests.unit.loop_fakes import T0, Clock, Fake, Inline, Spec, Threads, source, ts
 from ticdc_sync.core.errors import UserError
 from ticdc_sync.run.loop import LoopResult, Settings, run_loop
@@ -29,23 +28,6 @@ from ticdc_sync.run.metrics_export import (
     push,
     write_file,
 )
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def samples(text: str) -> Samples:
-    """Every sample of a scrape by (name, sorted labels), parsed by the client's parser."""
-    out: Samples = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            key = (s.name, tuple(sorted(s.labels.items())))
-            assert key not in out, f"{key} twice"
-            out[key] = s.value
-    return out
-
-
-def value(got: Samples, name: str, **labels: str) -> float | None:
-    return got.get((name, tuple(sorted(labels.items()))))
 
 
 def _loop_run(metrics: RunMetrics, clock: Clock) -> LoopResult:
@@ -272,31 +254,10 @@ def test_a_file_that_cannot_be_written_is_a_warning(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the push
 
 
-class _Gateway(http.server.BaseHTTPRequestHandler):
-    """Keeps each request it gets (method, path, body) in the server's `got`."""
-
-    def do_PUT(self) -> None:  # noqa: N802 - http.server's name
-        n = int(self.headers.get("Content-Length") or 0)
-        self.server.got.append((self.command, self.path, self.rfile.read(n).decode()))  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args) -> None:
-        return None
-
-
 @pytest.fixture
 def gateway():
-    server = http.server.HTTPServer(("127.0.0.1", 0), _Gateway)
-    server.got = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with recording_gateway() as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def test_the_push_puts_the_metrics_under_the_job_and_group(gateway) -> None:
