@@ -8,7 +8,7 @@ The capture is a catch-up of `--events` row events (Canal-JSON with the TiDB ext
 partitions, no DDL) over `--tables` tables, made by `workload.py` (cached under
 benchmarks/out/). The project has no `schema/*.sql` (columns are inferred from the
 messages' metadata, as for a user who has not written one); `--seed` adds the generator's
-schema file. Each run is `python -m ticdc_sync.commands.cli run --project P`, a process of its own
+schema file. Each run is `python -m ticdc_sync.commands.cli run --project P` (`ticdc_sync.cli` in older code), a process of its own
 (its own JVM, ticdc-sync's session defaults, `local[2]`), into an empty warehouse, with
 PYTHONPATH pointing at the code under test: this checkout (its working tree), or each
 `--rev`, exported once with `git archive` into benchmarks/out/compare/ (a folder holding a
@@ -215,6 +215,15 @@ def make_project(root: Path, cap: W.Capture, event_log: Path, seed: bool) -> Pat
     return root
 
 
+def cli_module(path: Path) -> str:
+    """The module that is `ticdc-sync` in the code at `path`: `ticdc_sync.cli` before the
+    package was laid out in floors (a module of that name elsewhere on the path would
+    otherwise run instead)."""
+    if (path / "ticdc_sync" / "commands" / "cli.py").exists():
+        return "ticdc_sync.commands.cli"
+    return "ticdc_sync.cli"
+
+
 def run_once(code: Code, cap: W.Capture, n: int, seed: bool) -> Result:
     root = WORK / "runs" / f"{code.label}-{n}"
     event_log = root.with_name(root.name + "-events")
@@ -230,7 +239,7 @@ def run_once(code: Code, cap: W.Capture, n: int, seed: bool) -> Result:
     # them, timed, to target/logs/ticdc-sync.log).
     lines: list[tuple[float, str]] = []
     with subprocess.Popen(
-        [sys.executable, "-m", "ticdc_sync.commands.cli", "run", "--project", str(root)],
+        [sys.executable, "-m", cli_module(code.path), "run", "--project", str(root)],
         cwd=root,
         env=env,
         stdout=subprocess.PIPE,
