@@ -12,7 +12,6 @@ from dataclasses import replace
 
 from ticdc_sync.core import datatypes
 from ticdc_sync.core.model import FeatureUse, TableFeatures
-from ticdc_sync.core.sizes import render_bytes
 from ticdc_sync.core.upstream import TableSchema
 from ticdc_sync.plan import table_features as tf
 from ticdc_sync.plan.model import OP_CREATE, OP_SQL, DeltaPart, TargetDdl
@@ -53,10 +52,8 @@ def _why_off(feature: str, settings: TableFeatures, data_bytes: int) -> str:
     key = tf.SETTING.get(feature)
     if key is None or tf.use(settings, feature) is not FeatureUse.AUTO:
         return "`table_features`"
-    return (
-        f"`table_features.{key}: auto`: target {render_bytes(data_bytes)} < "
-        f"table_features.rebuild_below {render_bytes(settings.rebuild_below)}, keeps every reader"
-    )
+    why = tf.size_against_threshold(settings, data_bytes)
+    return f"`table_features.{key}: auto`: {why}, keeps every reader"
 
 
 def features_added(ddl: list[TargetDdl], have: set[str], settings) -> list[TargetDdl]:

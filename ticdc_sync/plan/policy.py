@@ -21,7 +21,6 @@ from ticdc_sync.core.model import (
     TableEntry,
     TableFeatures,
 )
-from ticdc_sync.core.sizes import render_bytes
 from ticdc_sync.ddl.changes import ChangeColumnType, DeltaChange
 from ticdc_sync.plan import table_features
 
@@ -198,17 +197,12 @@ def _auto(
             FeatureUse.REBUILD,
             f"rewrites the table: `table_features.{key}: auto`, as this DDL began",
         )
-    size = render_bytes(data_bytes)
-    limit = f"table_features.rebuild_below {render_bytes(settings.rebuild_below)}"
-    if data_bytes < settings.rebuild_below:
-        return (
-            FeatureUse.REBUILD,
-            f"rewrites the table: target {size} < {limit}, keeps every reader",
-        )
+    why = table_features.size_against_threshold(settings, data_bytes)
+    if table_features.keeps_off(settings, feature, data_bytes):
+        return FeatureUse.REBUILD, f"rewrites the table: {why}, keeps every reader"
     return (
         FeatureUse.ENABLE,
-        f"enables {feature}: target {size} >= {limit}; "
-        f"{table_features.LOCKS_OUT[feature]} cannot read it",
+        f"enables {feature}: {why}; {table_features.LOCKS_OUT[feature]} cannot read it",
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ticdc_sync.core.model import FeatureUse, TableFeatures
+from ticdc_sync.core.sizes import render_bytes
 from ticdc_sync.ddl.changes import (
     AddColumn,
     ChangeColumnType,
@@ -128,6 +129,16 @@ def keeps_off(settings: TableFeatures, feature: str, data_bytes: int) -> bool:
     if how is FeatureUse.AUTO:
         return data_bytes < settings.rebuild_below
     return how is not FeatureUse.ENABLE
+
+
+def size_against_threshold(settings: TableFeatures, data_bytes: int) -> str:
+    """Why `auto` rebuilds or enables on a target of `data_bytes` bytes, for `plan`:
+    `target 934 B < table_features.rebuild_below 1 GiB` (or `>=`)."""
+    op = "<" if data_bytes < settings.rebuild_below else ">="
+    return (
+        f"target {render_bytes(data_bytes)} {op} "
+        f"table_features.rebuild_below {render_bytes(settings.rebuild_below)}"
+    )
 
 
 def enable_sql(feature: str, ref: str) -> str:
