@@ -237,6 +237,8 @@ class TableEntry:
     # `target_lag` of the entry in milliseconds; None: the project default.
     target_lag_ms: int | None = None
     mode: Mode | None = None  # None: the project default (`defaults.mode`)
+    # `rewrite_below` of the entry in bytes; None: the project default.
+    rewrite_below: int | None = None
 
     @property
     def upstream_db(self) -> str:
@@ -294,6 +296,11 @@ class DdlOverride:
 
 # How long a target's oldest unapplied change may wait, without `target_lag` anywhere.
 DEFAULT_TARGET_LAG_MS = 60_000
+# Targets smaller than this apply a row segment by rewriting their files (one Spark write,
+# one commit) rather than by a MERGE, without `rewrite_below` anywhere: up to it, a small
+# target's MERGE rewrote the files it touched anyway, which for a table this small is all
+# of them (benchmarks/README.md).
+DEFAULT_REWRITE_BELOW = 16 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,6 +310,7 @@ class Defaults:
     table_features: TableFeatures = field(default_factory=TableFeatures)
     target_lag_ms: int | None = None  # `defaults.target_lag`; None: DEFAULT_TARGET_LAG_MS
     mode: Mode | None = None  # `defaults.mode`; None: mirror
+    rewrite_below: int | None = None  # `defaults.rewrite_below`; None: DEFAULT_REWRITE_BELOW
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,6 +392,14 @@ class Project:
         if self.defaults.target_lag_ms is not None:
             return self.defaults.target_lag_ms, "ticdc_sync.yml defaults"
         return DEFAULT_TARGET_LAG_MS, "built-in default"
+
+    def rewrite_below(self, entry: TableEntry) -> tuple[int, str]:
+        """The `rewrite_below` of the targets of `entry` in bytes, and where it is set."""
+        if entry.rewrite_below is not None:
+            return entry.rewrite_below, entry.origin.render()
+        if self.defaults.rewrite_below is not None:
+            return self.defaults.rewrite_below, "ticdc_sync.yml defaults"
+        return DEFAULT_REWRITE_BELOW, "built-in default"
 
     def mode(self, entry: TableEntry) -> tuple[Mode, str]:
         """The mode of the targets of `entry`, and where it is set."""

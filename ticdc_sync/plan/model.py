@@ -12,6 +12,7 @@ from typing import Any
 
 from ticdc_sync.codecs.dumpling_export import DataFile
 from ticdc_sync.core.model import (
+    DEFAULT_REWRITE_BELOW,
     DEFAULT_TARGET_LAG_MS,
     BadMessagePolicy,
     DumplingOptions,
@@ -204,6 +205,14 @@ class TargetPlan:
     mode: Mode = Mode.MIRROR
     mode_from: str = "built-in default"
     mode_columns: tuple[tuple[str, str], ...] = ()
+    # Its data files' bytes when planned (an export's, when it is loaded first), its table
+    # features once `feature_parts` have run (what its first step finds), and
+    # `rewrite_below` with where it is set: what each row segment's `write` is decided by
+    # (`plan.write_path`).
+    data_bytes: int = 0
+    features_then: tuple[str, ...] = ()
+    rewrite_below: int = DEFAULT_REWRITE_BELOW
+    rewrite_from: str = "built-in default"
 
     @property
     def to_create(self) -> bool:
@@ -332,12 +341,20 @@ class RowTable:
         return f"{self.db}.{self.table}"
 
 
+# How a row segment lands (`Rows.write`, decided by `plan.write_path`).
+WRITE_MERGE = "merge"  # one MERGE (or INSERT) through Delta's own writer
+# The table's rows and the segment's changes merged in one Spark write of new files, then
+# one commit that removes the old files and adds the new ones (`spark.apply.rewrite`).
+WRITE_REWRITE = "rewrite"
+
+
 @dataclass(frozen=True, slots=True)
 class Rows:
-    """Apply the row changes with lo < commit_ts <= hi in one MERGE on `keys`, each upstream
+    """Apply the row changes with lo < commit_ts <= hi in one commit on `keys`, each upstream
     table's rows typed by its `tables` entry (a table without a schema in the segment has no
-    entry: no rows to type). `error`: the segment cannot be merged (no keys, shards with
-    different keys, a key that is not a column); running it fails the target with it."""
+    entry: no rows to type), by `write` (WRITE_MERGE or WRITE_REWRITE; `write_why` says
+    why). `error`: the segment cannot be merged (no keys, shards with different keys, a
+    key that is not a column); running it fails the target with it."""
 
     lo: int
     hi: int
@@ -345,6 +362,8 @@ class Rows:
     keys_from: str = "none"
     tables: tuple[RowTable, ...] = ()
     error: str | None = None
+    write: str = WRITE_MERGE
+    write_why: str = ""
 
 
 @dataclass(frozen=True, slots=True)

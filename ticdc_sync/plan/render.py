@@ -91,6 +91,8 @@ def _step_dict(step: Step) -> dict[str, Any]:
             "hi": step.hi,
             "keys": list(step.keys),
             "keys_from": step.keys_from,
+            "write": step.write,
+            "write_why": step.write_why,
             "error": step.error,
             "tables": [
                 {
@@ -548,7 +550,7 @@ def _step_text(i: int, st: dict[str, Any]) -> list[str]:
     if not st["tables"]:
         return [head + f"{span}: no upstream schema known, nothing to merge"]
     keys = ", ".join(st["keys"]) or "(none)"
-    out = [head + f"{span}: merge on {keys} ({st['keys_from']})"]
+    out = [head + f"{span}: {st['write']} on {keys} ({st['keys_from']}; {st['write_why']})"]
     if st["error"]:
         out.append(f"         fails: {st['error']}")
     for t in st["tables"]:

@@ -34,6 +34,7 @@ from ticdc_sync.plan.model import (
     TargetDdl,
     TargetPlan,
 )
+from ticdc_sync.plan.write_path import with_writes
 from ticdc_sync.project import routing
 
 
@@ -43,8 +44,12 @@ def target_steps(
     """The steps that bring target `t` from its marker to its `stop_ts`; `properties`: the
     TBLPROPERTIES it is created with."""
     steps = _steps(t, properties)
-    return tuple(
-        segment(t, timeline, s.lo, s.hi) if isinstance(s, Rows) else s for s in fuse_additive(steps)
+    return with_writes(
+        t,
+        [
+            segment(t, timeline, s.lo, s.hi) if isinstance(s, Rows) else s
+            for s in fuse_additive(steps)
+        ],
     )
 
 

@@ -46,6 +46,7 @@ from ticdc_sync.plan.model import (
 from ticdc_sync.plan.modes import extra_columns, mode_mismatch
 from ticdc_sync.plan.steps import target_steps
 from ticdc_sync.plan.target_ddl import target_ddl
+from ticdc_sync.plan.write_path import features_then
 from ticdc_sync.project import routing
 from ticdc_sync.warehouse.locations import target_location
 from ticdc_sync.warehouse.state import TargetState, WarehouseState
@@ -183,13 +184,13 @@ def target_plan(
                 )
         else:
             feature_parts = feature_setting_parts(features, settings, ref, names, data_bytes)
-        have = set(features) - {p.feature_dropped for p in feature_parts}
-        have |= {f for p in feature_parts if p.feature for f in tf.enabled_by(p.feature)}
+        have = set(features_then(features, feature_parts))
     else:
         features = tf.created_with(columns, settings) if create else ()
         have = set(features)
     ddl = with_create_properties(features_added(ddl, have, settings), settings)
     lag_ms, lag_from = project.target_lag(tr.entry)
+    rewrite_below, rewrite_from = project.rewrite_below(tr.entry)
     plan = TargetPlan(
         name=tr.target,
         source=source.name,
@@ -223,6 +224,10 @@ def target_plan(
         mode=mode,
         mode_from=mode_from,
         mode_columns=mode_cols,
+        data_bytes=data_bytes,
+        features_then=tuple(sorted(have)),
+        rewrite_below=rewrite_below,
+        rewrite_from=rewrite_from,
     )
     props = create_properties(create, settings) if create is not None else ()
     return with_steps(plan, timeline, props)

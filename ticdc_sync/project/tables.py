@@ -46,6 +46,7 @@ def parse_defaults(d: Any) -> Defaults:
         table_features=TableFeatures().with_overrides(_table_features(d)),
         target_lag_ms=parse_ms(d["target_lag"]) if "target_lag" in d else None,
         mode=Mode(d["mode"]) if "mode" in d else None,
+        rewrite_below=parse_bytes(d["rewrite_below"]) if "rewrite_below" in d else None,
     )
 
 
@@ -90,6 +91,7 @@ def parse_table(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> Ta
         initial_load=bool(item.get("initial_load", True)),
         target_lag_ms=parse_ms(item["target_lag"]) if "target_lag" in item else None,
         mode=Mode(item["mode"]) if "mode" in item else None,
+        rewrite_below=parse_bytes(item["rewrite_below"]) if "rewrite_below" in item else None,
     )
 
 
