@@ -31,7 +31,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ticdc_sync.core.errors import UserError
-from ticdc_sync.core.model import Mode
 from ticdc_sync.core.window import Marker
 from ticdc_sync.ddl.changes import AddColumn
 from ticdc_sync.ddl.timeline import Existence, Timeline
@@ -383,18 +382,6 @@ def read_steps(t: TargetPlan, timeline: Timeline, tso: int) -> tuple[ReadStep, .
         elif not isinstance(s, Features):
             raise UserError(f"as_of: target {t.name} cannot be read at TSO {tso}: step {s}")
     return _joined(out, t, timeline)
-
-
-def mode_check(t: TargetPlan, tso: int) -> None:
-    """A read merges staged changes as a mirror's MERGE does: a soft_delete or history
-    target is read only at a version that holds TSO `tso` exactly."""
-    if t.mode is not Mode.MIRROR:
-        raise UserError(
-            f"as_of: target {t.name} is a {t.mode.value} target with staged changes between "
-            f"its newest version at or before TSO {tso} and that TSO; a read merges staged "
-            "changes for mirror targets only (hint: read it after the next run, or query its "
-            "newest version with the filters in docs/history.md)"
-        )
 
 
 def _added_columns(d: TargetDdl) -> tuple[AddColumn, ...] | None:

@@ -131,8 +131,6 @@ def snapshot(
             sp = read_plan.source_plan(t.source)
             assert sp is not None
             steps = ao.read_steps(tp, sp.timeline, at.tso)
-            if pending and steps:
-                ao.mode_check(tp, at.tso)
         except UserError as e:
             if strict:
                 raise

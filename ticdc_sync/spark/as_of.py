@@ -8,9 +8,10 @@ consistent across tables, and fresh up to the newest resolved change.
 Each target is its Delta version chosen by `snapshot` (time travel, `versionAsOf`), plus
 the staged row changes after it up to the TSO, typed, checked and collapsed by the very
 code an apply runs (`rows.TargetWriter.changes`) over the row segments of the target's
-plan with its stop at the TSO, then merged into it here with the MERGE's own rules
-(`sqlgen.merge_sql`: a delete or an upsert per key, never a row older than what the table
-holds) instead of a MERGE commit. Nothing is written: not the targets, not the staging
+plan with its stop at the TSO, then merged into it by the rules a rewrite writes with
+(`merge_rules.merged`: each mode's MERGE as a DataFrame; for a mirror a delete or an upsert
+per key, never a row older than what the table holds; a soft_delete's marks, a history's
+versions) instead of a commit. Nothing is written: not the targets, not the staging
 table, not the quarantine. Refusals (a TSO outside what is readable, a schema change in
 between) come from `as_of` and `snapshot`; so does which targets are absent at the TSO
 (their upstream tables did not exist then): they have no frame and no view, and the read
@@ -29,9 +30,10 @@ from pyspark.sql import functions as F
 
 from ticdc_sync.core.errors import UserError
 from ticdc_sync.core.model import Project
-from ticdc_sync.core.sqlgen import COMMIT_TS, OP_COL, quote
+from ticdc_sync.core.sqlgen import quote
 from ticdc_sync.read import as_of as ao
 from ticdc_sync.read import snapshot as snap
+from ticdc_sync.spark.apply.merge_rules import merged
 from ticdc_sync.spark.apply.rows import TargetWriter
 from ticdc_sync.warehouse.locations import state_location, warehouse_path
 
@@ -161,13 +163,14 @@ def _read(
         if isinstance(step, ao.AddColumns):
             df = added(df, step)
             continue
+        own = writer.own_columns()
         target_cols = [
-            (f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name != COMMIT_TS
+            (f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name not in own
         ]
         found = writer.changes(step, target_cols, quarantine=False)
         if found is not None:
             src, keys = found
-            df = merged(df, src, keys, [n for n, _ in target_cols])
+            df = merged(df, src, rp.plan.mode, keys, [n for n, _ in target_cols])
     return df
 
 
@@ -197,40 +200,6 @@ def added(df: DataFrame, step: ao.AddColumns) -> DataFrame:
 
 def _quiet(_line: str) -> None:
     return None
-
-
-def merged(
-    target: DataFrame, src: DataFrame, keys: Sequence[str], columns: Sequence[str]
-) -> DataFrame:
-    """`target` after the MERGE of `src` (one change per key, `__op` 'D' for a delete), as
-    `sqlgen.merge_sql` does it: a matched key is deleted or updated unless the table's row
-    is newer (`_commit_ts`), an unmatched upsert is inserted."""
-    t = target.select(
-        *[F.col(quote(c)).alias(f"t{i}") for i, c in enumerate([*columns, COMMIT_TS])],
-        F.lit(True).alias("__t"),
-    )
-    s = src.select(
-        *[F.col(quote(c)).alias(f"s{i}") for i, c in enumerate([*columns, COMMIT_TS])],
-        F.col(OP_COL).alias("__op"),
-        F.lit(True).alias("__s"),
-    )
-    index = {c: i for i, c in enumerate(columns)}
-    on = None
-    for k in keys:
-        cond = F.col(f"t{index[k]}").eqNullSafe(F.col(f"s{index[k]}"))
-        on = cond if on is None else on & cond
-    j = t.join(s, on, "full_outer")
-    ct = len(columns)
-    matched = F.col("__t").isNotNull() & F.col("__s").isNotNull()
-    guard = F.col(f"t{ct}").isNull() | (F.col(f"t{ct}") <= F.col(f"s{ct}"))
-    take_s = (F.col("__t").isNull() | (matched & guard)) & F.col("__s").isNotNull()
-    deleted = take_s & (F.col("__op") == "D")
-    out = j.where(~deleted & (F.col("__t").isNotNull() | F.col("__s").isNotNull()))
-    picked = {
-        c: F.when(take_s, F.col(f"s{i}")).otherwise(F.col(f"t{i}")).alias(c)
-        for i, c in enumerate([*columns, COMMIT_TS])
-    }
-    return out.select(*[picked[c] for c in target.columns])
 
 
 class Views(list[str]):
