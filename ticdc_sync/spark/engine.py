@@ -80,6 +80,9 @@ class SparkEngine:
         self.on_step = on_step or (lambda _t, _s: None)
         self.on_first_apply = on_first_apply
         self._lock = threading.Lock()
+        # Targets whose files a killed run wrote and never committed were looked for
+        # (`rewrite.Rewriter.remove_orphans_once`): once per target per run.
+        self.orphans_checked: set[str] = set()
         self.names = [s.name for s in project.sources]
         # The staged windows read once for the targets of a round (None: each target
         # reads the staging table itself). They are copied on apply threads, so in a
@@ -223,7 +226,7 @@ class SparkEngine:
         # target's marker, the staging tallies) and the MERGE's settings are session confs.
         spark = fanout.target_session(self.spark, self.session_conf)
         w = TargetWriter(spark, self.state, sp.source, t, out)
-        p = StepRunner(w, t, should_stop, self.on_step)
+        p = StepRunner(w, t, should_stop, self.on_step, self.orphans_checked)
         windows = self.windows
         with labels.pool(spark, labels.APPLY_POOL):
             window = None

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from ticdc_sync.core.errors import BlockedError, UserError
 from ticdc_sync.core.window import Marker
 from ticdc_sync.plan.model import (
+    WRITE_REWRITE,
     Create,
     Ddl,
     Features,
@@ -32,6 +33,7 @@ from ticdc_sync.plan.model import (
     end_ts,
 )
 from ticdc_sync.spark.apply.ddl_commit import apply_ddl, apply_features, blocked_error
+from ticdc_sync.spark.apply.rewrite import Rewriter
 from ticdc_sync.spark.apply.rows import TargetWriter
 from ticdc_sync.spark.runtime import labels
 from ticdc_sync.warehouse.lease import LeaseLost
@@ -82,8 +84,12 @@ class StepRunner:
         target: TargetPlan,
         should_stop: StopCheck = _never,
         on_step: StepHook = _ignore,
+        checked: set[str] | None = None,
     ) -> None:
         self.writer = writer
+        # The row segments the plan sends to a rewrite; `checked`: the targets whose
+        # uncommitted rewrite files this run removed already (one look per target per run).
+        self.rewriter = Rewriter(writer, set() if checked is None else checked)
         self.target = target
         self.steps: deque[Step] = deque(target.steps)
         self.n_steps = len(self.steps)
@@ -164,7 +170,12 @@ class StepRunner:
 
             self.marker = load.load(w, step.load)
         elif isinstance(step, Rows):
-            self.marker = w.merge(self.marker, step)
+            self.rewriter.remove_orphans_once()
+            self.marker = (
+                self.rewriter.segment(self.marker, step)
+                if step.write == WRITE_REWRITE
+                else w.merge(self.marker, step)
+            )
         elif isinstance(step, Ddl):
             self.marker = apply_ddl(w, self.marker, step.ddl, step.ahead)
         elif isinstance(step, Stop):

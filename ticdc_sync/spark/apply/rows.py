@@ -143,10 +143,10 @@ class TargetWriter:
 
     def target_columns(self) -> list[tuple[str, str]]:
         df = self.spark.read.format("delta").load(self.location)
-        own = self._own_columns()
+        own = self.own_columns()
         return [(f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name not in own]
 
-    def _own_columns(self) -> set[str]:
+    def own_columns(self) -> set[str]:
         """The target's columns that are not upstream columns: `_commit_ts` and its mode's."""
         return {COMMIT_TS, *(n for n, _ in self.plan.mode_columns)}
 
@@ -271,7 +271,7 @@ class TargetWriter:
         # plan or a job (one per target per batch otherwise); else ask Delta.
         facts = checksum_facts(self.location)
         if facts is not None:
-            own = self._own_columns()
+            own = self.own_columns()
             target_cols = [c for c in facts.columns if c[0] not in own]
             files, size = facts.files, facts.size
         elif not table_exists(self.spark, self.location):
@@ -301,7 +301,7 @@ class TargetWriter:
                 sql = INSERT_SQL[self.plan.mode](self.ref, SOURCE_VIEW, cols)
                 # Not counted before it runs, and it reads the source's whole window:
                 # bounded by what was ever staged for the source.
-                conf.update(_interpreted_conf(self._source_rows_staged()))
+                conf.update(_interpreted_conf(self.source_rows_staged()))
             elif size <= SMALL_TARGET:
                 # A small target (most tables of a real database, and every table in a
                 # short --follow batch): its MERGE costs little but fixed overhead, paid
@@ -442,10 +442,10 @@ class TargetWriter:
     def _copy(self, src: DataFrame) -> DataFrame:
         """`src` computed into a local checkpoint on disk; interpreted when the source never
         staged more than SMALL_SOURCE_ROWS row changes (`_interpreted_conf`)."""
-        with session_confs(self.spark, _interpreted_conf(self._source_rows_staged())):
+        with session_confs(self.spark, _interpreted_conf(self.source_rows_staged())):
             return src.localCheckpoint(eager=True, storageLevel=SOURCE_COPY)
 
-    def _source_rows_staged(self) -> int:
+    def source_rows_staged(self) -> int:
         """How many row changes of the source were ever staged, all its tables (the staging
         tallies). A job over a segment reads the staged window of the whole source (or its
         shared copy) and keeps the segment's tables' rows: this bounds what it reads,
