@@ -48,7 +48,8 @@ def _log_names(loc: Path) -> set[str]:
 def _uncommitted(wh: str) -> set[str]:
     """Rewrite folders of any target that no commit of its log names."""
     found: set[str] = set()
-    for loc in Path(wh).iterdir() if Path(wh).is_dir() else ():
+    tables = Path(wh) / "tables"
+    for loc in tables.iterdir() if tables.is_dir() else ():
         if (loc / "_delta_log").is_dir():
             names = {p.name for p in loc.iterdir() if FOLDER.match(p.name)}
             found |= {f"{loc.name}/{n}" for n in names - _log_names(loc)}
