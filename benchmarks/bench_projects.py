@@ -18,13 +18,20 @@ import workload as W  # noqa: E402
 
 
 def make_project(
-    root: Path, cap: W.Capture, deletion_vectors: bool = False, mode: str = "mirror"
+    root: Path,
+    cap: W.Capture,
+    deletion_vectors: bool = False,
+    mode: str = "mirror",
+    rewrite_below: str | None = None,
 ) -> Path:
     """A project over `cap`'s capture; `deletion_vectors`: its targets are created with
     them (`table_features.deletion_vectors: true`; the default is without); `mode`: every
-    target's mode (`defaults.mode`)."""
+    target's mode (`defaults.mode`); `rewrite_below`: `defaults.rewrite_below` (`0`: every
+    segment MERGEs)."""
     root.mkdir(parents=True, exist_ok=True)
     defaults = ["defaults:"]
+    if rewrite_below is not None:
+        defaults.append(f"  rewrite_below: {rewrite_below}")
     if deletion_vectors:
         defaults.append("  table_features:\n    deletion_vectors: true")
     if mode != "mirror":
