@@ -18,8 +18,14 @@ Emit = Callable[[str, str], None]  # (section title, text)
 
 
 def _explain_string(df, mode: str = "formatted") -> str:
-    jvm = df.sparkSession._jvm
-    return str(jvm.PythonSQLUtils.explainString(df._jdf.queryExecution(), mode))
+    """What `df.explain(mode)` prints (a classic session and a Spark Connect one alike)."""
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        df.explain(mode=mode)
+    return buf.getvalue().rstrip("\n")
 
 
 class _Staged:

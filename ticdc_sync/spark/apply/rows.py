@@ -60,6 +60,7 @@ from ticdc_sync.spark.runtime.delta_log import (
     table_exists,
     target_marker,
 )
+from ticdc_sync.spark.runtime.remote import num_partitions
 from ticdc_sync.spark.staging.state import State
 
 if TYPE_CHECKING:
@@ -597,8 +598,11 @@ def _small_merge_conf(src: DataFrame) -> dict[str, str]:
     cost (benchmarks/README.md). Its shuffles then get as many partitions as the copied
     source has: that copy was computed adaptively, so it has one partition when it is
     small and more for a large batch, which the MERGE's join of it then keeps."""
-    # The copy's partitions are known without a job (its blocks are in place).
-    parts = src._jdf.rdd().getNumPartitions()  # type: ignore[attr-defined]
+    # The copy's partitions are known without a job (its blocks are in place); over Spark
+    # Connect they are not known: the MERGE keeps the session's settings.
+    parts = num_partitions(src)
+    if parts is None:
+        return {}
     return {ADAPTIVE: "false", SHUFFLE_PARTITIONS: str(max(1, parts))}
 
 
