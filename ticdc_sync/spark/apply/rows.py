@@ -42,7 +42,7 @@ from ticdc_sync.core.upstream import TableSchema
 from ticdc_sync.core.window import Marker
 from ticdc_sync.plan.model import Properties, Rows, RowTable, TargetPlan
 from ticdc_sync.spark.apply import mode_rows
-from ticdc_sync.spark.apply.local_copies import SOURCE_COPY, drop_checkpoint
+from ticdc_sync.spark.apply.local_copies import drop_checkpoint, local_copy
 from ticdc_sync.spark.apply.row_typing import (
     ROW_NAMES,
     Images,
@@ -444,7 +444,7 @@ class TargetWriter:
         """`src` computed into a local checkpoint on disk; interpreted when the source never
         staged more than SMALL_SOURCE_ROWS row changes (`_interpreted_conf`)."""
         with session_confs(self.spark, _interpreted_conf(self._source_rows_staged())):
-            return src.localCheckpoint(eager=True, storageLevel=SOURCE_COPY)
+            return local_copy(src)
 
     def _source_rows_staged(self) -> int:
         """How many row changes of the source were ever staged, all its tables (the staging

@@ -248,6 +248,32 @@ def num_partitions(df) -> int | None:
     return int(df._jdf.rdd().getNumPartitions())
 
 
+def local_checkpoint(df, storage_level):
+    """`df.localCheckpoint(eager=True, storageLevel=storage_level)`, read in `df`'s own
+    session, its observations filled by the copy's job (as in a classic session).
+
+    Spark Connect's client (pyspark 4.2) does neither by itself: it gives the copy to the
+    thread's active session, the run's, which does not hold it when `df` is of another
+    session (`fanout`), and it sends the checkpoint without `df`'s observations. So the
+    command is sent here as `localCheckpoint` sends it, with both."""
+    if not is_connect(df):
+        return df.localCheckpoint(eager=True, storageLevel=storage_level)
+    from pyspark.sql.connect import plan
+    from pyspark.sql.connect.session import SparkSession
+
+    session = df.sparkSession
+    client = session.client
+    command = plan.Checkpoint(child=df._plan, local=True, eager=True, storage_level=storage_level)
+    local = SparkSession._active_session
+    before = getattr(local, "session", None)
+    local.session = session  # whose the copy is (`conversion.proto_to_remote_cached_dataframe`)
+    try:
+        _, properties, _ = client.execute_command(command.command(client), df._plan.observations)
+    finally:
+        local.session = before
+    return properties["checkpoint_command_result"]
+
+
 def release_copy(df) -> None:
     """Free a `localCheckpoint` copy on the server now rather than when it is collected:
     a classic session unpersists its RDD (what Delta does with its own copies); a Connect
