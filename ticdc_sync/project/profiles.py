@@ -152,8 +152,8 @@ SPARK_REMOTE_ENV = "SPARK_REMOTE"
 
 def _remote(spark: dict, ctx: Ctx, file: str, data: Any, where: tuple) -> str | None:
     """The Spark Connect server of the output: its `spark.remote`, else $SPARK_REMOTE
-    (None: a classic session). A remote with a master or a jar folder is an issue: the
-    server has both."""
+    (None: a classic session). A `spark.remote` beside a master or a jar folder is an
+    issue: the server has both; $SPARK_REMOTE, as in pyspark, wins over them."""
     remote = spark.get("remote") or os.environ.get(SPARK_REMOTE_ENV) or None
     if remote is None:
         return None
@@ -171,7 +171,7 @@ def _remote(spark: dict, ctx: Ctx, file: str, data: Any, where: tuple) -> str | 
         )
         return None
     for key, why in (("master", "the server's own master"), ("jars_dir", "the server's jars")):
-        if key in spark:
+        if key in spark and spark.get("remote"):
             ctx.issues.append(
                 Issue(
                     file,

@@ -60,7 +60,7 @@ from ticdc_sync.spark.runtime.delta_log import (
     table_exists,
     target_marker,
 )
-from ticdc_sync.spark.runtime.remote import num_partitions
+from ticdc_sync.spark.runtime.remote import num_partitions, observed
 from ticdc_sync.spark.staging.state import State
 
 if TYPE_CHECKING:
@@ -315,7 +315,7 @@ class TargetWriter:
                 # The copy's job fills `counted` (an eager checkpoint is an action).
                 src = materialized = self._copy(src)
                 src.createOrReplaceTempView(SOURCE_VIEW)
-                interpreted = _interpreted_conf(counted.get["rows"])
+                interpreted = _interpreted_conf((observed(counted) or {}).get("rows"))
                 append = self._appends(kinds, key_names, conf=interpreted)
                 if append:
                     sql = INSERT_SQL[self.plan.mode](self.ref, SOURCE_VIEW, cols)
@@ -392,9 +392,8 @@ class TargetWriter:
         statement's own: interpreted where it would be)."""
         if kinds is None:
             return False
-        try:
-            seen = kinds.get
-        except Exception:  # noqa: BLE001 - see below
+        seen = observed(kinds)
+        if seen is None:
             # Never filled: Spark replaced a segment it knew to be empty (a span typed with
             # no schema, say) by an empty relation, counting node and all. Nothing to write.
             return False

@@ -274,6 +274,16 @@ def local_checkpoint(df, storage_level):
     return properties["checkpoint_command_result"]
 
 
+def observed(observation) -> dict | None:
+    """What `observation` counted, or None where no job filled it (Spark replaced a frame
+    it knew to be empty by an empty relation, observing node and all): a classic session
+    raises then, a Spark Connect one answers an empty dict."""
+    try:
+        return dict(observation.get) or None
+    except Exception:  # noqa: BLE001 - never filled
+        return None
+
+
 def release_copy(df) -> None:
     """Free a `localCheckpoint` copy on the server now rather than when it is collected:
     a classic session unpersists its RDD (what Delta does with its own copies); a Connect
