@@ -49,7 +49,8 @@ def client_config(options: Mapping[str, str]) -> dict[str, str]:
         found = dict(_JAAS.findall(jaas))
         for key in ("username", "password"):
             if key in found:
-                conf.setdefault(f"sasl.{key}", found[key])
+                # JAAS quoting: a backslash escapes the next character.
+                conf.setdefault(f"sasl.{key}", re.sub(r"\\(.)", r"\1", found[key]))
     truststore = options.get("ssl.truststore.location")
     if truststore and options.get("ssl.truststore.type", "").upper() == "PEM":
         conf.setdefault("ssl.ca.location", truststore)
