@@ -309,7 +309,11 @@ def _state(spark) -> list[tuple[str, str]]:
     return [(s.operation_id, names.Name(s.state)) for s in resp.operation_statuses]
 
 
-_ENDED = ("SUCCEEDED", "FAILED", "CANCELLED", "UNKNOWN")
+def _runs(state: str) -> bool:
+    """Whether an operation in `state` may still do work. TERMINATING ones have ended
+    (finished, failed or cancelled) and wait only for their client to release them, which a
+    killed client never does: the server drops them after its detached timeout."""
+    return state == "OPERATION_STATE_RUNNING"
 
 
 def stop_orphans(
@@ -356,11 +360,11 @@ def _stop_one(remote: str, sid: str, out: Callable[[str], None], wait: float) ->
             if "SESSION_NOT_FOUND" in str(e) or "SESSION_CLOSED" in str(e):
                 return None
             raise unreachable(remote, e) from e
-        running = [op for op, st in states if st not in _ENDED]
+        running = [op for op, st in states if _runs(st)]
         if running:
             spark.interruptAll()
             deadline = time.monotonic() + wait
-            while any(st not in _ENDED for _, st in _state(spark)):
+            while any(_runs(st) for _, st in _state(spark)):
                 if time.monotonic() > deadline:
                     raise UserError(
                         f"the Spark Connect server {remote} still runs {len(running)} "
