@@ -38,6 +38,7 @@ from tests.spark.engine_harness import (
 )
 from tests.spark.truth import assert_table_equals, schema_sql
 from ticdc_sync.commands import cli
+from ticdc_sync.spark.capture import capture
 from ticdc_sync.warehouse.locations import target_location, warehouse_path
 
 pytestmark = [pytest.mark.connect, pytest.mark.slow]
@@ -93,16 +94,13 @@ def test_example_end_to_end_over_connect(remote, connect_server, tmp_path, capsy
 def test_follow_over_connect(remote, connect_server, tmp_path):
     """`run --follow` reading Kafka (offsets and topics through the Python Kafka client,
     records through the server's Kafka source): messages before it starts and while it
-    runs, SIGTERM, exact targets, every record staged once."""
+    runs, SIGTERM, exact targets, every record staged once; then `capture` of the topic."""
     protocol, topic = "canal-json", "follow"
     history = generate(
         HistoryConfig(seed=7, transactions=30, partitions=3, dispatch="index-value", ddl_count=1)
     )
     enc = encode(history, protocol, topic)
-    pieces = enc.chunks(2)
     broker = broker_module().KafkaBroker(tmp_path / "kafka", die_with_parent=True)
-    proc: subprocess.Popen | None = None
-    log = tmp_path / "follow.log"
     try:
         bootstrap = broker.start()
         broker.create_topic(topic, partitions=3)
@@ -116,7 +114,29 @@ def test_follow_over_connect(remote, connect_server, tmp_path):
             options={"default.api.timeout.ms": "20000", "request.timeout.ms": "10000"},
         )
         _remote_profile(root, connect_server.remote)
-        produce_records(remote, bootstrap, topic, pieces[0])
+        _follow(remote, root, bootstrap, topic, enc, tmp_path / "follow.log")
+        project = load(root)
+        check_targets(remote, project, enc.truth, enc.schemas, "follow over connect")
+        assert_each_record_staged_once(remote, project, enc.records)
+        # `capture` of the same topic through the server: every record.
+        assert capture(project, out=lambda _s: None, spark=remote) == 0
+        captured = {
+            (int(line["partition"]), int(line["offset"]))
+            for f in sorted((root / "captures" / topic).glob("part-*.jsonl"))
+            for line in map(json.loads, f.read_text().splitlines())
+        }
+        assert captured == {(r.partition, r.offset) for r in enc.records}
+    finally:
+        broker.close()
+
+
+def _follow(remote, root: Path, bootstrap: str, topic: str, enc, log: Path) -> None:
+    """`run --follow` over the first half of the records, the rest produced while it runs,
+    until everything is applied; then SIGTERM, which it must end with 0."""
+    pieces = enc.chunks(2)
+    produce_records(remote, bootstrap, topic, pieces[0])
+    proc: subprocess.Popen | None = None
+    try:
         with open(log, "wb") as fh:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "ticdc_sync.commands.cli", "run", "--follow"]
@@ -157,10 +177,6 @@ def test_follow_over_connect(remote, connect_server, tmp_path):
         if proc is not None and proc.poll() is None:
             kill_tree(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
-        broker.close()
-    project = load(root)
-    check_targets(remote, project, enc.truth, enc.schemas, "follow over connect")
-    assert_each_record_staged_once(remote, project, enc.records)
 
 
 def test_sigkill_of_the_client_at_random_moments_then_resume_equals_truth(
