@@ -96,3 +96,20 @@ def test_a_runs_session_ids_follow_from_its_lease_token():
     url = remote._with_session("sc://h:15002/;token=x;session_id=old", base)
     assert url == f"sc://h:15002/;token=x;session_id={base}"
     assert remote._with_session("sc://h:15002", base) == f"sc://h:15002/;session_id={base}"
+
+
+def test_a_server_nobody_answers_at_is_an_error_at_once():
+    import socket
+    import time
+
+    from ticdc_sync.core.errors import UserError
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again below: nothing listens there
+    t0 = time.monotonic()
+    with pytest.raises(UserError) as e:
+        remote.connect(f"sc://127.0.0.1:{port}", conf={}, kafka=False)
+    assert time.monotonic() - t0 < 15
+    assert f"cannot use the Spark Connect server sc://127.0.0.1:{port}" in str(e.value)
+    assert "spark.remote or $SPARK_REMOTE" in str(e.value)

@@ -93,6 +93,26 @@ def unreachable(remote: str, e: BaseException) -> UserError:
     )
 
 
+# Spark Connect's default port, when an `sc://` address names none.
+DEFAULT_PORT = 15002
+REACH_TIMEOUT_S = 10.0
+
+
+def check_reachable(remote: str, timeout: float = REACH_TIMEOUT_S) -> None:
+    """A UserError at once when nothing accepts a connection at `remote`'s host and port:
+    the client would otherwise retry for minutes before it says anything."""
+    import socket
+    import urllib.parse
+
+    url = urllib.parse.urlparse("http" + remote.removeprefix("sc").split("/;")[0])
+    host, port = url.hostname or "localhost", url.port or DEFAULT_PORT
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return
+    except OSError as e:
+        raise unreachable(remote, e) from e
+
+
 def connect(
     remote: str,
     *,
@@ -102,6 +122,7 @@ def connect(
     upload: bool = True,
 ):
     """A checked session on the server `remote` with the SQL settings `conf`."""
+    check_reachable(remote)
     spark = open_session(remote, sid)
     try:
         check_server(spark, remote, kafka)
