@@ -39,12 +39,6 @@ def server_module() -> ModuleType:
     return mod
 
 
-def pytest_configure(config) -> None:
-    config.addinivalue_line(
-        "markers", "connect: needs the Spark Connect server of tests/connect (127.0.0.1)"
-    )
-
-
 # A server already running (`python scripts/connect_server.py start`): the tests use it
 # instead of starting their own, for quick turns while developing.
 EXISTING_ENV = "TICDC_SYNC_TEST_CONNECT_REMOTE"
