@@ -87,11 +87,13 @@ def pytest_runtest_setup(item) -> None:
 FIXTURE_GROUPS = {
     "s3_server": "s3-server",
     "standalone_cluster": "spark-cluster",
+    "connect_server": "connect-server",
     "kafka_broker": "kafka-broker",
 }
 FILE_GROUPS = {
     "tests/s3/": "s3-server",
     "tests/cluster/": "spark-cluster",
+    "tests/connect/": "connect-server",
     "tests/kafka/test_capture.py": "kafka-broker",
     "tests/kafka/test_capture_replay.py": "kafka-broker",
     "tests/kafka/test_e2e_protocols.py": "kafka-broker",

@@ -114,6 +114,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
         f"{len(p.tables)} table entries, {n_schemas} known upstream tables, "
         f"{len(p.warnings)} warnings"
     )
+    if p.output.spark_remote:
+        from ticdc_sync.core.model import TransportKind
+        from ticdc_sync.core.spark_stack import remote_needs
+
+        kafka = p.output.transport.kind is TransportKind.KAFKA
+        _out(
+            f"spark: a Spark Connect client of {p.output.spark_remote}: {remote_needs(kafka)}; "
+            "checked when a run connects"
+        )
     return EXIT_OK
 
 

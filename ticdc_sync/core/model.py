@@ -329,6 +329,9 @@ class Output:
     name: str  # target name, e.g. "dev"
     spark_master: str = "local[*]"
     spark_conf: dict[str, str] = field(default_factory=dict)
+    # A Spark Connect server (`spark.remote`, else $SPARK_REMOTE): `sc://host:port`. When
+    # set, the run is a client of that server: no local JVM, no master, no jars here.
+    spark_remote: str | None = None
     jars_dir: str | None = None  # air-gapped: a folder of jars instead of Maven Central
     warehouse: str = "warehouse"  # path or URI where Delta tables and state live
     # The warehouse's run lease (ticdc_sync/warehouse/lease.py): its ttl, and how long a run waits

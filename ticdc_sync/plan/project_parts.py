@@ -56,8 +56,11 @@ def output_dict(project: Project) -> dict[str, Any]:
         transport["bootstrap_servers"] = out.transport.bootstrap_servers
         transport["starting_offsets"] = out.transport.starting_offsets
         transport["options"] = redacted(out.transport.kafka_options, IN_PLANS)
-    workers, workers_from = apply_workers(out.apply_workers, out.spark_master, os.cpu_count())
+    master = f"remote {out.spark_remote}" if out.spark_remote else out.spark_master
+    workers, workers_from = apply_workers(out.apply_workers, master, os.cpu_count())
+    remote = {"spark_remote": out.spark_remote} if out.spark_remote else {}
     return {
+        **remote,
         "spark_master": out.spark_master,
         "spark_conf": redacted(out.spark_conf, IN_PLANS),
         "jars_dir": display_location(project, out.jars_dir) if out.jars_dir else None,

@@ -18,6 +18,7 @@ from typing import Any
 from ticdc_sync.core import datatypes
 from ticdc_sync.core.durations import render_ms
 from ticdc_sync.core.model import Mode
+from ticdc_sync.core.spark_stack import remote_needs
 from ticdc_sync.core.sqlgen import COMMIT_TS, create_table_sql, table_ref
 from ticdc_sync.core.sqlgen_history import MERGE_SQL
 from ticdc_sync.plan import policy
@@ -367,7 +368,14 @@ def render_text(plan: Plan) -> str:
     d = plan_dict(plan)
     lines: list[str] = [f"Plan for project {plan.project} (target {plan.target})", ""]
     o = plan.output
-    lines += ["Output", f"  spark master: {o['spark_master']}"]
+    if o.get("spark_remote"):
+        kafka = o["transport"]["type"] == "kafka"
+        lines += [
+            "Output",
+            f"  spark remote: {o['spark_remote']}  (Spark Connect: {remote_needs(kafka)})",
+        ]
+    else:
+        lines += ["Output", f"  spark master: {o['spark_master']}"]
     if o["spark_conf"]:
         lines.append(f"  spark conf: {_kv(o['spark_conf'])}")
     if o["jars_dir"]:

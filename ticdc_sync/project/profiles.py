@@ -126,9 +126,11 @@ def load_output(
         )
     else:
         transport = Transport(TransportKind.FILES, captures=str(tr.get("captures", "captures")))
+    remote = _remote(spark, ctx, file, data, (profile_name, "outputs", chosen, "spark"))
     return Output(
         name=chosen,
         spark_master=str(spark.get("master", "local[*]")),
+        spark_remote=remote,
         spark_conf={str(k): _conf_str(v) for k, v in sorted((spark.get("conf") or {}).items())},
         jars_dir=spark.get("jars_dir"),
         warehouse=str(out.get("warehouse", "warehouse")),
@@ -142,6 +144,45 @@ def load_output(
             if key in lease
         },
     )
+
+
+# pyspark's own variable for a Spark Connect server: `sc://host:port`.
+SPARK_REMOTE_ENV = "SPARK_REMOTE"
+
+
+def _remote(spark: dict, ctx: Ctx, file: str, data: Any, where: tuple) -> str | None:
+    """The Spark Connect server of the output: its `spark.remote`, else $SPARK_REMOTE
+    (None: a classic session). A `spark.remote` beside a master or a jar folder is an
+    issue: the server has both; $SPARK_REMOTE, as in pyspark, wins over them."""
+    remote = spark.get("remote") or os.environ.get(SPARK_REMOTE_ENV) or None
+    if remote is None:
+        return None
+    remote = str(remote).strip()
+    named = "spark.remote" if spark.get("remote") else f"${SPARK_REMOTE_ENV}"
+    if not remote.startswith("sc://"):
+        ctx.issues.append(
+            Issue(
+                file,
+                line_of(data, (*where, "remote")) if spark.get("remote") else None,
+                ".".join(map(str, (*where, "remote"))),
+                f"{named} {remote!r} is not a Spark Connect address",
+                "write it as sc://host:port (15002 is Spark Connect's default port)",
+            )
+        )
+        return None
+    for key, why in (("master", "the server's own master"), ("jars_dir", "the server's jars")):
+        if key in spark and spark.get("remote"):
+            ctx.issues.append(
+                Issue(
+                    file,
+                    line_of(data, (*where, key)),
+                    ".".join(map(str, (*where, key))),
+                    f"spark.{key} cannot be used with {named} (a Spark Connect server runs "
+                    f"with {why})",
+                    f"remove spark.{key}, or the remote to run a Spark session here",
+                )
+            )
+    return remote
 
 
 def _conf_str(v: Any) -> str:

@@ -240,6 +240,7 @@ class SparkEngine:
                 w.use_window(None)
                 if windows is not None:
                     windows.release(sp.source.name, t.name, window)
+                fanout.done(spark)
         if p.crash is not None:
             # A lost run lease (`Fatal`) ends the run; anything else fails this target.
             raise p.crash

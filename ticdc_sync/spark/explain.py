@@ -18,8 +18,14 @@ Emit = Callable[[str, str], None]  # (section title, text)
 
 
 def _explain_string(df, mode: str = "formatted") -> str:
-    jvm = df.sparkSession._jvm
-    return str(jvm.PythonSQLUtils.explainString(df._jdf.queryExecution(), mode))
+    """What `df.explain(mode)` prints (a classic session and a Spark Connect one alike)."""
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        df.explain(mode=mode)
+    return buf.getvalue().rstrip("\n")
 
 
 class _Staged:
@@ -45,17 +51,29 @@ def explain(
     spark=None,
     jvm_output: Callable[[str], None] | None = None,
 ) -> int:
+    from ticdc_sync.spark.runner import run_session
+    from ticdc_sync.spark.runtime.remote import is_connect
+
+    if spark is not None:
+        return _explain(project, plan, out, spark)
+    spark = run_session(project, jvm_output)
+    try:
+        return _explain(project, plan, out, spark)
+    finally:
+        if is_connect(spark):
+            spark.stop()  # its session on the server (a classic one ends with the process)
+
+
+def _explain(project: Project, plan: Plan, out: Emit, spark) -> int:
     from pyspark.sql import functions as F
 
     from ticdc_sync.core.sqlgen import table_ref
     from ticdc_sync.core.sqlgen_history import MERGE_SQL
     from ticdc_sync.plan.steps import segment
     from ticdc_sync.spark.apply.rows import SOURCE_VIEW, TargetWriter
-    from ticdc_sync.spark.runner import run_session
     from ticdc_sync.spark.staging.decode import decode_records
     from ticdc_sync.spark.transports.sources import read_records
 
-    spark = spark or run_session(project, jvm_output)
     for sp in plan.sources:
         source = sp.source
         records = read_records(spark, project, source, {})

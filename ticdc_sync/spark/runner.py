@@ -39,18 +39,25 @@ if TYPE_CHECKING:
     from ticdc_sync.run.loop import LoopResult, StopRequest
     from ticdc_sync.run.metrics_export import MetricsOptions
     from ticdc_sync.spark.runtime.progress import RunProgress
+    from ticdc_sync.warehouse.lease import RunLease
 
 
-def run_session(project: Project, jvm_output: Callable[[str], None] | None = None):
-    """The session for `project`'s profile output; the JVM's output to `jvm_output`."""
+def run_session(
+    project: Project,
+    jvm_output: Callable[[str], None] | None = None,
+    session_id: str | None = None,
+):
+    """The session for `project`'s profile output; the JVM's output to `jvm_output`
+    (`session_id`: the id of a Spark Connect session, `remote.session_id`)."""
     from ticdc_sync.spark.runtime.session import build_session
 
     spark = build_session(
         project.output,
         kafka=project.output.transport.kind is TransportKind.KAFKA,
         jvm_output=jvm_output,
+        session_id=session_id,
     )
-    if jvm_output is None:
+    if jvm_output is None and not project.output.spark_remote:
         # No log file to keep Spark's warnings in: keep them off the terminal.
         spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -166,6 +173,7 @@ def run(
                     stop_request=stop_request,
                     reloading=reloading,
                     metrics=watch,
+                    lease=lease,
                 ),
                 spark,
             )
@@ -204,6 +212,7 @@ class _Run:
     stop_request: StopRequest  # fed by the first Ctrl-C / SIGTERM (`stop`)
     reloading: dict  # reload= and force= (`_Replan`)
     metrics: _Metrics | None = None  # where the run's metrics go
+    lease: RunLease | None = None  # the run lease this run holds
 
 
 class _Metrics:
@@ -272,6 +281,49 @@ class _Metrics:
 def _run_locked(r: _Run, spark) -> int:
     """The run loop (`loop.run_loop`) over a Spark engine: plain runs stage once and apply
     everything resolved; `--follow` polls until stopped."""
+    t0 = time.monotonic()
+    built = spark is None
+    if spark is None:
+        with r.progress.phase("starting Spark"):
+            spark = _start_session(r)
+        if r.stop is not None:
+            r.stop.reinstall()
+    try:
+        return _run_with(r, spark, t0)
+    finally:
+        if built:
+            _end_session(spark)
+
+
+def _start_session(r: _Run):
+    """The run's session. Over Spark Connect its id comes from the lease's token, and what
+    a killed run that held the lease before left running on the server is stopped first
+    (`remote.stop_orphans`): it may still commit, and this run must read the state after."""
+    remote = r.project.output.spark_remote
+    if not remote or r.lease is None:
+        return run_session(r.project, r.console.jvm_line if r.console is not None else None)
+    from ticdc_sync.spark.runtime import remote as connect
+
+    spark = run_session(r.project, session_id=connect.session_id(r.lease.token))
+    if r.lease.taken_over is not None:
+        connect.stop_orphans(remote, r.lease.taken_over.token, r.out)
+    return spark
+
+
+def _end_session(spark) -> None:
+    """A Spark Connect session (and the ones beside it, `fanout`) is released on the server
+    at the end of the run: what it holds there would otherwise stay until it times out. A
+    classic session ends with the process."""
+    from ticdc_sync.spark.runtime import fanout
+    from ticdc_sync.spark.runtime.remote import is_connect
+
+    if is_connect(spark):
+        fanout.release_all(spark)
+        spark.stop()
+
+
+def _run_with(r: _Run, spark, t0: float) -> int:
+    """The loop over the session `spark`."""
     from ticdc_sync.core.interrupts import EXIT_INTERRUPTED
     from ticdc_sync.plan.project_parts import output_dict
     from ticdc_sync.run.loop import Settings, run_loop
@@ -280,12 +332,6 @@ def _run_locked(r: _Run, spark) -> int:
     from ticdc_sync.spark.runtime import labels
     from ticdc_sync.spark.staging.state import State
 
-    t0 = time.monotonic()
-    if spark is None:
-        with r.progress.phase("starting Spark"):
-            spark = run_session(r.project, r.console.jvm_line if r.console is not None else None)
-        if r.stop is not None:
-            r.stop.reinstall()
     r.progress.attach(spark)
     with labels.phase(spark, "open state"), r.progress.phase("open state", groups=["open state"]):
         state = State(spark, r.warehouse)

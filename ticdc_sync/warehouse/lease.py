@@ -252,6 +252,9 @@ class RunLease:
         self._mine: Lease | None = None  # the row of our newest commit
         self._renewed_mono = 0.0  # monotonic time at which our newest renewal was started
         self._lost: str | None = None
+        # The lease this run took over from a holder that died or stopped renewing (its
+        # work may live on elsewhere: a Spark Connect server's sessions), else None.
+        self.taken_over: Lease | None = None
         self._last_error: str | None = None
         self._renewals = 0
         self._stop = threading.Event()
@@ -305,6 +308,7 @@ class RunLease:
                 )
             if self._commit(table, self._row(now, acquired=now), "acquire"):
                 if why is not None and current is not None:
+                    self.taken_over = current
                     self.out(f"took over the run lease of {current.holder}: {why}")
                 self._tidy()
                 return self

@@ -42,7 +42,7 @@ from ticdc_sync.core.upstream import TableSchema
 from ticdc_sync.core.window import Marker
 from ticdc_sync.plan.model import Properties, Rows, RowTable, TargetPlan
 from ticdc_sync.spark.apply import mode_rows
-from ticdc_sync.spark.apply.local_copies import SOURCE_COPY, drop_checkpoint
+from ticdc_sync.spark.apply.local_copies import drop_checkpoint, local_copy
 from ticdc_sync.spark.apply.row_typing import (
     ROW_NAMES,
     Images,
@@ -60,6 +60,7 @@ from ticdc_sync.spark.runtime.delta_log import (
     table_exists,
     target_marker,
 )
+from ticdc_sync.spark.runtime.remote import num_partitions, observed
 from ticdc_sync.spark.staging.state import State
 
 if TYPE_CHECKING:
@@ -314,7 +315,7 @@ class TargetWriter:
                 # The copy's job fills `counted` (an eager checkpoint is an action).
                 src = materialized = self._copy(src)
                 src.createOrReplaceTempView(SOURCE_VIEW)
-                interpreted = _interpreted_conf(counted.get["rows"])
+                interpreted = _interpreted_conf((observed(counted) or {}).get("rows"))
                 append = self._appends(kinds, key_names, conf=interpreted)
                 if append:
                     sql = INSERT_SQL[self.plan.mode](self.ref, SOURCE_VIEW, cols)
@@ -391,9 +392,8 @@ class TargetWriter:
         statement's own: interpreted where it would be)."""
         if kinds is None:
             return False
-        try:
-            seen = kinds.get
-        except Exception:  # noqa: BLE001 - see below
+        seen = observed(kinds)
+        if seen is None:
             # Never filled: Spark replaced a segment it knew to be empty (a span typed with
             # no schema, say) by an empty relation, counting node and all. Nothing to write.
             return False
@@ -443,7 +443,7 @@ class TargetWriter:
         """`src` computed into a local checkpoint on disk; interpreted when the source never
         staged more than SMALL_SOURCE_ROWS row changes (`_interpreted_conf`)."""
         with session_confs(self.spark, _interpreted_conf(self.source_rows_staged())):
-            return src.localCheckpoint(eager=True, storageLevel=SOURCE_COPY)
+            return local_copy(src)
 
     def source_rows_staged(self) -> int:
         """How many row changes of the source were ever staged, all its tables (the staging
@@ -597,8 +597,11 @@ def _small_merge_conf(src: DataFrame) -> dict[str, str]:
     cost (benchmarks/README.md). Its shuffles then get as many partitions as the copied
     source has: that copy was computed adaptively, so it has one partition when it is
     small and more for a large batch, which the MERGE's join of it then keeps."""
-    # The copy's partitions are known without a job (its blocks are in place).
-    parts = src._jdf.rdd().getNumPartitions()  # type: ignore[attr-defined]
+    # The copy's partitions are known without a job (its blocks are in place); over Spark
+    # Connect they are not known: the MERGE keeps the session's settings.
+    parts = num_partitions(src)
+    if parts is None:
+        return {}
     return {ADAPTIVE: "false", SHUFFLE_PARTITIONS: str(max(1, parts))}
 
 

@@ -47,7 +47,7 @@ from pyspark.sql import functions as F
 
 from ticdc_sync.core.events import KIND_ROW
 from ticdc_sync.plan.model import Rows, TargetPlan, end_ts
-from ticdc_sync.spark.apply.local_copies import SOURCE_COPY, drop_checkpoint
+from ticdc_sync.spark.apply.local_copies import drop_checkpoint, local_copy
 from ticdc_sync.spark.runtime.labels import job_name
 from ticdc_sync.spark.staging.state import State
 
@@ -132,7 +132,7 @@ class SharedWindow:
         view = f"__ticdc_sync_window_{uuid.uuid4().hex}"
         with job_name(spark, f"ticdc-sync: shared window of {source}"):
             # On local disk, as a MERGE source copy: a window has no size bound.
-            copy = ev.localCheckpoint(eager=True, storageLevel=SOURCE_COPY)
+            copy = local_copy(ev)
         copy.createGlobalTempView(view)
         groups, group_of = split(_rows(counted), tables_of or {})
         return cls(spark, view, copy, spans, groups, group_of)
@@ -172,9 +172,7 @@ class SharedWindow:
                 return view
             whole = _global_view(spark, self.view)
             with job_name(spark, "ticdc-sync: shared window, a group's tables"):
-                copy = whole.where(_listed(sorted(self.groups[group]))).localCheckpoint(
-                    eager=True, storageLevel=SOURCE_COPY
-                )
+                copy = local_copy(whole.where(_listed(sorted(self.groups[group]))))
             view = f"__ticdc_sync_window_{uuid.uuid4().hex}"
             copy.createGlobalTempView(view)
             with self._lock:

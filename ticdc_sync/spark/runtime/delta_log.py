@@ -7,6 +7,7 @@ never writes a table. The one thing it removes is a log without a commit
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from pyspark.sql.types import StructType
 
 from ticdc_sync.core.sqlgen import table_ref
 from ticdc_sync.core.window import Marker
+from ticdc_sync.spark.runtime.remote import is_connect
 from ticdc_sync.warehouse.locations import is_local, local_path
 
 T = TypeVar("T")
@@ -53,6 +55,11 @@ def table_exists(spark: SparkSession, location: str) -> bool:
     found = has_commit(location)
     if found is not None:
         return found
+    if is_connect(spark):
+        # delta-spark's Python API needs Delta's own Connect plugin on a server: delta-rs.
+        from ticdc_sync.core import lake
+
+        return lake.exists(location)
     from delta.tables import DeltaTable
 
     return DeltaTable.isDeltaTable(spark, location)
@@ -72,6 +79,9 @@ def clear_uncommitted_log(spark: SparkSession, location: str) -> None:
         if log.is_dir():
             shutil.rmtree(log)
         return
+    if is_connect(spark):
+        _clear_uncommitted_remote_log(location)
+        return
     jvm = spark.sparkContext._jvm
     log_path = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/_delta_log")
     fs = log_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
@@ -83,6 +93,28 @@ def clear_uncommitted_log(spark: SparkSession, location: str) -> None:
         if _is_log_entry(path.getName()) or path.getParent().getName() == "_commits":
             return
     fs.delete(log_path, True)
+
+
+def _clear_uncommitted_remote_log(location: str) -> None:
+    """`clear_uncommitted_log` of an object-store table through delta-rs's object store
+    (over Spark Connect, whose client has no Hadoop file system)."""
+    import pyarrow.fs as pafs
+    from deltalake.fs import DeltaStorageHandler
+
+    from ticdc_sync.core.lake import storage_options, table_uri
+
+    uri = table_uri(location)
+    fs = pafs.PyFileSystem(DeltaStorageHandler(uri, storage_options(uri)))
+    infos = fs.get_file_info(pafs.FileSelector("_delta_log", recursive=True, allow_not_found=True))
+    files = [i for i in infos if i.is_file]
+    if any(_is_log_entry(i.base_name) or "/_commits/" in f"/{i.path}" for i in files):
+        return
+    for info in files:
+        fs.delete_file(info.path)
+    # The folder markers Delta's `mkdirs` wrote, where the store keeps them.
+    for marker in ("_delta_log/_commits/", "_delta_log/"):
+        with contextlib.suppress(OSError, FileNotFoundError):
+            fs.delete_file(marker)
 
 
 def has_data_files(spark: SparkSession, location: str) -> bool:

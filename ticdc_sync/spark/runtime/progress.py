@@ -7,6 +7,12 @@ the console's thread) reads the phase's Spark jobs, found by their job group
 (`labels.phase`): tasks done of all tasks, from Spark's status store, and records and
 bytes read by the staging read (the job named `labels.read_job`), which Spark updates as
 tasks finish and at executor heartbeats. Must not start jobs or change what a run does.
+
+Over Spark Connect there is no status store to poll: the server streams each operation's
+stages (tasks done of all tasks, bytes read) to the client, and a handler registered on
+the run's session (`attach`) keeps them by the phase of the thread that runs the operation
+(`labels.current`). Coarser: no records read, and the applies' own sessions (`fanout`)
+report no tasks (their targets and steps still show).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from dataclasses import dataclass, field
 
 from ticdc_sync.core.progress import PhaseStatus, render
 from ticdc_sync.spark.runtime import labels
+from ticdc_sync.spark.runtime.remote import is_connect
 
 _DONE = ("COMPLETE", "FAILED", "SKIPPED")
 
@@ -49,10 +56,29 @@ class RunProgress:
         # Wall seconds of each phase that ended (run_results' `phases`; staging and
         # applies overlap, so their seconds do too).
         self._seconds: dict[str, float] = {}
+        # Spark Connect: per operation, (its phase's job group, when first heard of, tasks
+        # done, tasks, bytes read), from the server's progress messages.
+        self._ops: dict[str, tuple[str, float, int, int, int]] = {}
 
     def attach(self, spark) -> None:
         """The session whose jobs to read (once it exists)."""
         self.spark = spark
+        if is_connect(spark):
+            spark.registerProgressHandler(self._on_progress)
+
+    def _on_progress(self, stages, inflight_tasks, operation_id, done) -> None:
+        """Spark Connect's progress message of an operation (in the thread running it)."""
+        group = labels.current()
+        if group is None or operation_id is None:
+            return
+        stages = list(stages or ())
+        tasks_done = sum(int(s.num_completed_tasks) for s in stages)
+        tasks = sum(int(s.num_tasks) for s in stages)
+        read = sum(int(s.num_bytes_read) for s in stages)
+        with self._lock:
+            seen = self._ops.get(operation_id)
+            first = seen[1] if seen is not None else time.monotonic()
+            self._ops[operation_id] = (group, first, tasks_done, tasks, read)
 
     @contextmanager
     def phase(
@@ -164,12 +190,15 @@ class RunProgress:
             return render(st)
 
     def _jobs(self, groups: tuple[str, ...]) -> set[int]:
-        if self.spark is None or not groups:
+        if self.spark is None or not groups or is_connect(self.spark):
             return set()
         tracker = self.spark.sparkContext.statusTracker()
         return {j for g in groups for j in tracker.getJobIdsForGroup(g)}
 
     def _poll(self, phase: _Phase) -> None:
+        if is_connect(self.spark):
+            self._poll_connect(phase)
+            return
         sc = self.spark.sparkContext
         tracker = sc.statusTracker()
         store = sc._jsc.sc().statusStore()
@@ -196,6 +225,15 @@ class RunProgress:
             st.tasks_done, st.tasks_total = done, total
             if reading:
                 st.records, st.bytes = records, read_bytes
+
+    def _poll_connect(self, phase: _Phase) -> None:
+        with self._lock:
+            ops = [o for o in self._ops.values() if o[0] in phase.groups and o[1] >= phase.started]
+            st = phase.status
+            st.tasks_done = sum(o[2] for o in ops)
+            st.tasks_total = sum(o[3] for o in ops)
+            if phase.read_job is not None and ops:
+                st.bytes = sum(o[4] for o in ops)
 
     def _name(self, store, job: int) -> str:
         name = self._job_names.get(job)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ticdc_sync.core import spark_stack
 from ticdc_sync.core.errors import UserError
 from ticdc_sync.core.model import Output
 from ticdc_sync.spark.runtime import storage
@@ -31,12 +32,12 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: resolutions are not serialized
     fcntl = None  # type: ignore[assignment]
 
-SCALA = "2.13"
-SPARK_VERSION = "4.2.0"
-# delta-spark's pip package is 4.4.x for Spark 4.2; the JVM artifact carries the Spark
-# version in its name. 4.4.0 is the newest of it on Maven Central.
-DELTA_PACKAGE = f"io.delta:delta-spark_4.2_{SCALA}:4.4.0"
-KAFKA_PACKAGE = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA}:{SPARK_VERSION}"
+# The versions and Maven coordinates (`core.spark_stack`, shared with a Spark Connect
+# server's launch and what `validate` says a server needs).
+SCALA = spark_stack.SCALA
+SPARK_VERSION = spark_stack.SPARK_VERSION
+DELTA_PACKAGE = spark_stack.DELTA_PACKAGE
+KAFKA_PACKAGE = spark_stack.KAFKA_PACKAGE
 # spark-sql-kafka 4.2.0 depends on spark-token-provider-kafka 4.2.0, which Maven Central
 # does not carry; 4.0.0 is the newest published and is API-compatible for what the Kafka
 # source uses (delegation-token helpers). It is excluded from Ivy resolution and fetched
@@ -48,8 +49,7 @@ MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 DEFAULT_IVY_HOME = "~/.ivy2.5.2"
 
 DEFAULT_CONF: dict[str, str] = {
-    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    **spark_stack.DELTA_SERVER_CONF,
     # Values are decoded and compared in UTC; source time zones are applied explicitly.
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "8",
@@ -348,8 +348,10 @@ def build_session(
     extra_conf: dict[str, str] | None = None,
     jars: dict[str, str] | None = None,
     jvm_output: Callable[[str], None] | None = None,
+    session_id: str | None = None,
 ):  # -> pyspark.sql.SparkSession (pyspark imported lazily)
-    """Create (or return the active) SparkSession configured for `output`.
+    """Create (or return the active) SparkSession configured for `output`; a Spark Connect
+    session when the output names a server (`remote_session`; `session_id` is its id).
 
     Precedence: DEFAULT_CONF < jar settings < storage settings (S3 warehouse, from the
     environment) < the profile's `spark.conf` (whose jar lists add to the jar settings,
@@ -361,6 +363,8 @@ def build_session(
     log4j, the JVM), when this call starts the JVM (`jvm_output.launch`); else the
     terminal's stderr, as PySpark does.
     """
+    if output is not None and output.spark_remote:
+        return remote_session(output, kafka=kafka, extra_conf=extra_conf, session_id=session_id)
     from pyspark.sql import SparkSession
 
     conf = dict(DEFAULT_CONF)
@@ -415,6 +419,59 @@ def build_session(
             if not _gateway_exited(e) or not (missing := unresolved_packages(conf)):
                 raise
             raise _jars_unavailable(missing, conf, jvm_output is not None) from e
+
+
+# DEFAULT_CONF's settings that belong to a Spark Connect server (static, or not SQL): a
+# client's session does not set them (`remote_session`).
+SERVER_ONLY = (
+    "spark.sql.extensions",
+    "spark.sql.catalog.",
+    "spark.sql.warehouse.dir",
+    "spark.scheduler.",
+    "spark.ui.",
+    "spark.jars",
+    "spark.driver.",
+    "spark.hadoop.",
+)
+
+
+def remote_session(
+    output: Output,
+    *,
+    kafka: bool,
+    extra_conf: dict[str, str] | None = None,
+    session_id: str | None = None,
+):
+    """A Spark Connect session on the output's server (`remote.connect`, which checks the
+    server), with DEFAULT_CONF's SQL settings (the rest are the server's, `SERVER_ONLY`),
+    then the profile's `spark.conf` and `extra_conf`, all of which it must accept."""
+    from ticdc_sync.spark.runtime import remote
+
+    conf = {k: v for k, v in DEFAULT_CONF.items() if not k.startswith(SERVER_ONLY)}
+    conf.update(output.spark_conf)
+    conf.update(extra_conf or {})
+    assert output.spark_remote is not None
+    return remote.connect(output.spark_remote, conf=conf, kafka=kafka, sid=session_id)
+
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+def server_args(conf: dict[str, str] | None = None) -> list[str]:
+    """`spark-submit` arguments (after `--class SERVER_CLASS`) that give a Spark Connect
+    server what ticdc-sync needs: the Delta and Kafka connector jars (the coordinates a
+    local session resolves), Delta's extension and catalog, the driver in UTC; `conf` last."""
+    token = fetch_jar(*TOKEN_PROVIDER, cache_dir() / "jars")
+    settings = {
+        **spark_stack.DELTA_SERVER_CONF,
+        "spark.jars.excludes": f"{TOKEN_PROVIDER[0]}:{TOKEN_PROVIDER[1]}",
+        "spark.driver.extraJavaOptions": DRIVER_TIME_ZONE,
+        **(conf or {}),
+    }
+    args = ["--packages", f"{DELTA_PACKAGE},{KAFKA_PACKAGE}", "--jars", str(token)]
+    for key, value in sorted(settings.items()):
+        args += ["--conf", f"{key}={value}"]
+    return args
 
 
 def run_jars(spark) -> list[Path]:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pyspark.sql import SparkSession
 
 from ticdc_sync.run.engine import Compacted
-from ticdc_sync.spark.runtime import labels
+from ticdc_sync.spark.runtime import fanout, labels
 from ticdc_sync.spark.staging.table import COMPACT_ABOVE_FILES, Staging
 
 # Compaction shares the cores with staging and applies: weighted like the applies
@@ -74,8 +74,11 @@ class Compactor:
         error = None
         try:
             spark = self._session()
-            with labels.pool(spark, POOL), labels.job_name(spark, f"{labels.PREFIX}compact"):
-                self._staging.compact(spark)
+            try:
+                with labels.pool(spark, POOL), labels.job_name(spark, f"{labels.PREFIX}compact"):
+                    self._staging.compact(spark)
+            finally:
+                fanout.done(spark)
         except Exception as e:  # noqa: BLE001 - reported; the next one starts over
             text = str(e).strip()
             error = (text.splitlines()[0] if text else type(e).__name__)[:300]

@@ -44,6 +44,7 @@ from ticdc_sync.spark.runtime.delta_log import (
     newest_version,
 )
 from ticdc_sync.spark.runtime.labels import job_name, read_job
+from ticdc_sync.spark.runtime.remote import default_parallelism, is_connect
 from ticdc_sync.warehouse.locations import state_location
 
 STAGED_SCHEMA = "`source` STRING, " + EVENT_SCHEMA
@@ -281,9 +282,13 @@ class Staging:
             increments = self._aggregate(self.events().where(since))
         after = before.copy()
         after.fold(increments)
-        # No partition, so no task: a commit of nothing but the tallies.
-        nothing = self.spark.createDataFrame(
-            self.spark.sparkContext.emptyRDD(), self.events().schema
+        # No partition, so no task: a commit of nothing but the tallies. (Over Spark
+        # Connect, without RDDs, an empty local relation, which the server scans as one.)
+        schema = self.events().schema
+        nothing = (
+            self.spark.createDataFrame([], schema)
+            if is_connect(self.spark)
+            else self.spark.createDataFrame(self.spark.sparkContext.emptyRDD(), schema)
         )
         tallies = self._tallies_after(source, after)
         with (
@@ -367,7 +372,7 @@ class Staging:
         # VACUUM lists the table's folders in a job of this many tasks (Spark's default:
         # 10,000), which made a VACUUM of a dozen files cost many times its OPTIMIZE; the
         # staging table has one folder (benchmarks/README.md).
-        listing = {LISTING_PARALLELISM: str(max(1, spark.sparkContext.defaultParallelism))}
+        listing = {LISTING_PARALLELISM: str(max(1, default_parallelism(spark)))}
         with self.rewrite_lock, without_user_metadata(spark):
             before_commit()
             with session_confs(spark, sizes):

@@ -3,7 +3,7 @@
 ticdc-sync keeps its own position per topic-partition (the next offset to read), so each
 call reads exactly `[start, latest-at-call-time)` per partition: the latest offsets are
 fetched first (Kafka AdminClient through py4j; kafka-clients comes with the Spark Kafka
-connector), then one `spark.read.format("kafka")` batch is built for exactly those ranges.
+connector; over Spark Connect a Python Kafka client, `kafka_client`), then one `spark.read.format("kafka")` batch is built for exactly those ranges.
 The returned end offsets are exact, so the caller can checkpoint them atomically with the
 data and call again for the next micro-batch (`run --follow`).
 
@@ -100,6 +100,13 @@ UNAVAILABLE_MARKERS = (
     "org.apache.kafka.common.errors.CoordinatorNotAvailableException",
     "Timed out waiting for a node assignment",
     "Timed out waiting to send the call",
+    # librdkafka's (the Python client's, over Spark Connect): KafkaError codes.
+    "code=_TRANSPORT",
+    "code=_TIMED_OUT",
+    "code=_ALL_BROKERS_DOWN",
+    "code=REQUEST_TIMED_OUT",
+    "code=LEADER_NOT_AVAILABLE",
+    "code=NOT_LEADER_OR_FOLLOWER",
 )
 
 
@@ -147,6 +154,18 @@ def _java_error(e: Exception) -> str:
 
 @contextmanager
 def _admin(spark: SparkSession, transport: Transport) -> Iterator[Any]:
+    """Kafka's metadata: through Kafka's AdminClient in the session's JVM; over Spark
+    Connect, whose client has none, through a Python Kafka client (`kafka_client`)."""
+    from ticdc_sync.spark.runtime.remote import is_connect
+
+    if is_connect(spark):
+        from ticdc_sync.spark.transports import kafka_client
+
+        with kafka_client.admin(
+            client_options(transport), ADMIN_TIMEOUT_S, str(transport.bootstrap_servers)
+        ) as admin:
+            yield admin
+        return
     jvm = spark._jvm
     opts = client_options(transport)
     props = jvm.java.util.Properties()
@@ -160,24 +179,55 @@ def _admin(spark: SparkSession, transport: Transport) -> Iterator[Any]:
             f"(hint: check transport.options; in use: {redact(opts)})"
         ) from e
     try:
-        yield admin
+        yield _JvmAdmin(spark, admin, transport)
     finally:
         admin.close(jvm.java.time.Duration.ofSeconds(10))
 
 
-def _get(spark: SparkSession, future: Any, what: str, transport: Transport) -> Any:
-    unit = spark._jvm.java.util.concurrent.TimeUnit.SECONDS
-    try:
-        return future.get(ADMIN_TIMEOUT_S, unit)
-    except Exception as e:
-        msg = _java_error(e)
-        hint = "check bootstrap_servers, network access and the security options"
-        if "UnknownTopicOrPartition" in msg:
-            hint = "create the topic, or fix the source's topics"
-        raise UserError(
-            f"Kafka at {transport.bootstrap_servers}: {what} failed: {msg} (hint: {hint}; "
-            f"client options in use: {redact(client_options(transport))})"
-        ) from e
+class _JvmAdmin:
+    """Topic metadata and offsets through Kafka's AdminClient in the session's JVM."""
+
+    def __init__(self, spark: SparkSession, admin: Any, transport: Transport) -> None:
+        self.spark, self.admin, self.transport = spark, admin, transport
+
+    def _get(self, future: Any, what: str) -> Any:
+        unit = self.spark._jvm.java.util.concurrent.TimeUnit.SECONDS
+        try:
+            return future.get(ADMIN_TIMEOUT_S, unit)
+        except Exception as e:
+            msg = _java_error(e)
+            hint = "check bootstrap_servers, network access and the security options"
+            if "UnknownTopicOrPartition" in msg:
+                hint = "create the topic, or fix the source's topics"
+            raise UserError(
+                f"Kafka at {self.transport.bootstrap_servers}: {what} failed: {msg} (hint: "
+                f"{hint}; client options in use: {redact(client_options(self.transport))})"
+            ) from e
+
+    def topics(self) -> set[str]:
+        return {str(t) for t in self._get(self.admin.listTopics().names(), "listing topics")}
+
+    def partitions(self, names: list[str]) -> dict[str, list[int]]:
+        jlist = self.spark._jvm.java.util.ArrayList()
+        for t in names:
+            jlist.add(t)
+        desc = self._get(self.admin.describeTopics(jlist).allTopicNames(), "describing topics")
+        return {t: sorted(int(p.partition()) for p in desc.get(t).partitions()) for t in names}
+
+    def offsets(self, tps: list[tuple[str, int]], spec: str) -> Offsets:
+        jvm = self.spark._jvm
+        adm = jvm.org.apache.kafka.clients.admin
+        jspec = adm.OffsetSpec.earliest() if spec == "earliest" else adm.OffsetSpec.latest()
+        req = jvm.java.util.HashMap()
+        for t, p in tps:
+            req.put(jvm.org.apache.kafka.common.TopicPartition(t, p), jspec)
+        options = adm.ListOffsetsOptions()
+        if client_options(self.transport).get("isolation.level") == "read_committed":
+            # Then the readable end is the last stable offset, as the Spark reader sees it.
+            level = jvm.org.apache.kafka.common.IsolationLevel.READ_COMMITTED
+            options = adm.ListOffsetsOptions(level)
+        res = self._get(self.admin.listOffsets(req, options).all(), f"listing {spec} offsets")
+        return {(str(tp.topic()), int(tp.partition())): int(i.offset()) for tp, i in res.items()}
 
 
 def list_partitions(
@@ -188,11 +238,10 @@ def list_partitions(
 ) -> dict[str, list[int]]:
     """Partitions of `topics` plus every topic matching `topic_pattern` (a full match)."""
     with _admin(spark, transport) as admin:
-        return _partitions(spark, admin, transport, topics, topic_pattern)
+        return _partitions(admin, transport, topics, topic_pattern)
 
 
 def _partitions(
-    spark: SparkSession,
     admin: Any,
     transport: Transport,
     topics: tuple[str, ...] | None,
@@ -200,7 +249,7 @@ def _partitions(
 ) -> dict[str, list[int]]:
     wanted = set(topics or ())
     if topic_pattern or wanted:
-        existing = set(_get(spark, admin.listTopics().names(), "listing topics", transport))
+        existing = admin.topics()
         missing = sorted(wanted - existing)
         if missing:
             raise UserError(
@@ -214,30 +263,11 @@ def _partitions(
             wanted |= {t for t in existing if rx.fullmatch(t)}
     if not wanted:
         return {}
-    jlist = spark._jvm.java.util.ArrayList()
-    for t in sorted(wanted):
-        jlist.add(t)
-    desc = _get(spark, admin.describeTopics(jlist).allTopicNames(), "describing topics", transport)
-    return {t: sorted(int(p.partition()) for p in desc.get(t).partitions()) for t in sorted(wanted)}
+    return admin.partitions(sorted(wanted))
 
 
-def _offsets(
-    spark: SparkSession, admin: Any, transport: Transport, tps: list[tuple[str, int]], spec: str
-) -> Offsets:
-    if not tps:
-        return {}
-    jvm = spark._jvm
-    adm = jvm.org.apache.kafka.clients.admin
-    jspec = adm.OffsetSpec.earliest() if spec == "earliest" else adm.OffsetSpec.latest()
-    req = jvm.java.util.HashMap()
-    for t, p in tps:
-        req.put(jvm.org.apache.kafka.common.TopicPartition(t, p), jspec)
-    options = adm.ListOffsetsOptions()
-    if client_options(transport).get("isolation.level") == "read_committed":
-        # Then the readable end is the last stable offset, as the Spark reader sees it.
-        options = adm.ListOffsetsOptions(jvm.org.apache.kafka.common.IsolationLevel.READ_COMMITTED)
-    res = _get(spark, admin.listOffsets(req, options).all(), f"listing {spec} offsets", transport)
-    return {(str(tp.topic()), int(tp.partition())): int(info.offset()) for tp, info in res.items()}
+def _offsets(admin: Any, tps: list[tuple[str, int]], spec: str) -> Offsets:
+    return admin.offsets(tps, spec) if tps else {}
 
 
 def latest_offsets(
@@ -246,7 +276,7 @@ def latest_offsets(
     """The next offset each partition will be written at (the log end)."""
     tps = [(t, p) for t, ps in sorted(partitions.items()) for p in ps]
     with _admin(spark, transport) as admin:
-        return _offsets(spark, admin, transport, tps, "latest")
+        return _offsets(admin, tps, "latest")
 
 
 def _default_start(
@@ -312,10 +342,10 @@ def read_kafka_records(
     is one too. `on_size` hears how many records the ranges hold.
     """
     with _admin(spark, transport) as admin:
-        parts = _partitions(spark, admin, transport, topics, topic_pattern)
+        parts = _partitions(admin, transport, topics, topic_pattern)
         tps = [(t, p) for t, ps in sorted(parts.items()) for p in ps]
-        earliest = _offsets(spark, admin, transport, tps, "earliest")
-        latest = _offsets(spark, admin, transport, tps, "latest")
+        earliest = _offsets(admin, tps, "earliest")
+        latest = _offsets(admin, tps, "latest")
 
     begin: Offsets = {}
     gaps: list[tuple[tuple[str, int], int, int]] = []

@@ -19,6 +19,7 @@ from ticdc_sync.core.events import RECORD_SCHEMA
 from ticdc_sync.core.model import Project, Source, TransportKind
 from ticdc_sync.spark.runtime import raised
 from ticdc_sync.spark.runtime.conf import session_conf
+from ticdc_sync.spark.runtime.remote import default_parallelism
 from ticdc_sync.spark.transports.splits import best_split
 
 CAPTURE_LINE_SCHEMA = (
@@ -276,7 +277,7 @@ def balanced_splits(spark: SparkSession, project: Project, source: Source):
     sizes = [
         f.stat().st_size for t in source_topics(project, source) for f in _capture_files(root, t)
     ]
-    split = best_split(sizes, spark.sparkContext.defaultParallelism)
+    split = best_split(sizes, default_parallelism(spark))
     return session_conf(spark, key, str(split))
 
 
