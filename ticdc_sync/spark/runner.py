@@ -41,6 +41,12 @@ if TYPE_CHECKING:
     from ticdc_sync.spark.runtime.progress import RunProgress
 
 
+# A trim raises a source's bound, and its DELETE then rewrites staging files beside the
+# polls: not every poll, but often enough that a `--follow` run's staging stays small (30
+# polls: a minute at the default 2 s).
+TRIM_EVERY_POLLS = 30
+
+
 def run_session(project: Project, jvm_output: Callable[[str], None] | None = None):
     """The session for `project`'s profile output; the JVM's output to `jvm_output`."""
     from ticdc_sync.spark.runtime.session import build_session
@@ -309,9 +315,7 @@ def _run_locked(r: _Run, spark) -> int:
         follow=r.follow,
         poll_seconds=r.poll_seconds,
         max_polls=r.max_batches,
-        # Trimming rewrites the staging table: not every poll, but often enough that a
-        # `--follow` run's staging stays small (30 polls: a minute at the default 2 s).
-        trim_every_seconds=30 * r.poll_seconds,
+        trim_every_seconds=TRIM_EVERY_POLLS * r.poll_seconds,
         retention_ms=r.project.staging_retention_ms,
         sync_every_ms=r.project.sync_every_ms,
         selected=lambda name: selected(name, r.select, r.exclude),
