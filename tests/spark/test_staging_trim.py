@@ -227,3 +227,25 @@ def test_a_read_takes_the_staged_changes_of_its_own_tallies_while_a_trim_deletes
     # A read after the trim knows of it: the version at 300 cannot be read at 450 now.
     with pytest.raises(Exception, match="were trimmed"):
         as_of(spark, project, 450)
+
+
+def test_without_a_jvm_the_trim_is_one_sql_delete_of_the_same_events(spark, tmp_path):
+    """A Spark Connect session has no JVM to reach: its trim is a SQL DELETE, of the same
+    events (and, lost to a poll, raises `LostToPolls` to be tried again)."""
+    kept = []
+    for way in (trim._delete_apart, trim._delete_sql):
+        staging = Staging(spark, str(tmp_path / way.__name__))
+        staging.stage(SOURCE, batch(spark, 0))
+        staging.intend_trim(SOURCE, TS0 + 9)
+        staging.stage(SOURCE, batch(spark, BATCH_EVENTS, 5))
+        job = TrimJob.of(SOURCE, staging.published(SOURCE))  # type: ignore[arg-type]
+        assert job is not None
+        late = batch(spark, BATCH_EVENTS + 5, 3).withColumn("commit_ts", F.lit(TS0).cast("long"))
+        staging.stage(SOURCE, late)
+        assert way(spark, staging.events_path, job) == 10
+        kept.append(offsets(spark, staging))
+    assert (
+        kept[0]
+        == kept[1]
+        == [*range(10, BATCH_EVENTS + 5), *range(BATCH_EVENTS + 5, BATCH_EVENTS + 8)]
+    )

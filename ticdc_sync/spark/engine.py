@@ -98,6 +98,9 @@ class SparkEngine:
         )
         # Per source, the bound its staged events were last deleted up to by this process.
         self._deleted_to: dict[str, int] = {}
+        # Sources whose DELETE failed since the last trim: tried again at the next trim,
+        # not after every poll.
+        self._failed: set[str] = set()
         # What ended beside the polls since the last trim reported it (`_harvest`).
         self._ended = Maintained()
 
@@ -305,6 +308,7 @@ class SparkEngine:
                     staging.intend_trim(name, bound)
             if final:
                 staging.publish()
+        self._failed.clear()
         if final:
             # A round started earlier first; then this run's last trims, all waited for.
             self.maintenance.wait()
@@ -319,7 +323,8 @@ class SparkEngine:
         """Start the staging table's maintenance beside the polls unless it is running: the
         DELETE of each trim a commit has published and this process has not run yet (after
         a restart: each published one, the first time, which deletes what a run killed in
-        between left), and (`compact`) a compaction if one is due."""
+        between left; not one that failed since the last trim), and (`compact`) a
+        compaction if one is due."""
         self._harvest()
         if self.maintenance.busy():
             return
@@ -328,7 +333,8 @@ class SparkEngine:
         for name in self.names:
             published = staging.published(name)
             job = TrimJob.of(name, published) if published is not None else None
-            if job is not None and job.upto_ts > self._deleted_to.get(name, -1):
+            due = job is not None and job.upto_ts > self._deleted_to.get(name, -1)
+            if due and name not in self._failed:
                 jobs.append(job)
         self.maintenance.start(jobs, COMPACT_ABOVE_FILES if compact else None)
 
@@ -341,6 +347,7 @@ class SparkEngine:
                 self._ended.trimmed[name] = (bound, before + n)
                 self._ended.failed.pop(name, None)
             self._ended.failed.update(m.failed)
+            self._failed.update(m.failed)
             if m.compacted is not None:
                 self._ended.compacted = m.compacted
 

@@ -123,17 +123,19 @@ def _delete_apart(spark: SparkSession, events_path: str, job: TrimJob) -> int:
     work = log.startTransaction()
     events = spark.read.format("delta").option("versionAsOf", work.readVersion()).load(events_path)
     where = job.where()
-    name = F.col("_metadata.file_name")
-    hits = events.where(where).groupBy(name.alias("f")).count().collect()
+    path = F.col("_metadata.file_path")
+    hits = events.where(where).groupBy(path.alias("f")).count().collect()
     if not hits:
         return 0
-    names = sorted(r["f"] for r in hits)
+    paths = sorted(r["f"] for r in hits)
+    names = [p.rsplit("/", 1)[-1] for p in paths]
     deleted = sum(int(r["count"]) for r in hits)
-    # What the files keep: everything but the trim's events (a NULL condition keeps).
+    # What those files keep: everything but the trim's events (a NULL condition keeps).
+    # Read as the Parquet files they are (the staging table maps no columns and has no
+    # deletion vectors), so that only they are read; a column a file predates reads NULL,
+    # as Delta reads it.
     keep: DataFrame = (
-        events.where(name.isin(names))
-        .where(f"NOT coalesce(({where}), false)")
-        .select(*[F.col(f"`{c}`") for c in events.columns])
+        spark.read.schema(events.schema).parquet(*paths).where(f"NOT coalesce(({where}), false)")
     )
     added = work.writeFiles(keep._jdf)
     in_names = F.substring_index(F.col("path"), "/", -1).isin(names)
