@@ -4,11 +4,11 @@
 Either, run between two polls, held `--follow`'s staging back for as long as it took (a
 compaction took tens of seconds once the stream was fast, and the changes that piled up
 behind it were the staging freshness's p99: benchmarks/README.md). Here they run on a daemon
-thread, in a Spark session of its own, while the loop goes on staging: a poll's blind append
-and an OPTIMIZE or a trim (committed as a rearrangement of files: `trim.py`) commit beside each
-other without a conflict, and none of the maintenance's commits carries tallies. They conflict
-with each other and with a batch's rewrite, so one runs at a time, and each holds
-`Staging.rewrite_lock`.
+thread, in a Spark session of its own, while the loop goes on staging: Delta commits a poll's
+blind append beside an OPTIMIZE without a conflict, and a trim keeps its commit apart from its
+work, in a window of milliseconds (`trim.py`); none of the maintenance's commits carries
+tallies. A trim and a compaction (and a batch's rewrite) would conflict with each other, so
+one runs at a time, and each holds `Staging.rewrite_lock`.
 
 Starts at most one round at a time and reports how each ended (`Maintained`); decides
 nothing about when the loop trims or to which bound, and knows nothing of targets.
