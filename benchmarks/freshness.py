@@ -190,12 +190,15 @@ class Producer:
         return None
 
 
-def _project(root: Path, bootstrap: str, tables: int, target_lag: str) -> Path:
+def _project(
+    root: Path, bootstrap: str, tables: int, target_lag: str, retention: str | None = None
+) -> Path:
     import yaml
 
     root.mkdir(parents=True)
+    staging = f"staging:\n  retention: {retention}\n" if retention else ""
     (root / "ticdc_sync.yml").write_text(
-        f"name: bench\nprofile: bench\ndefaults:\n  target_lag: {target_lag}\n"
+        f"name: bench\nprofile: bench\ndefaults:\n  target_lag: {target_lag}\n{staging}"
     )
     profile = {
         "bench": {
@@ -349,10 +352,13 @@ class Follower:
     subprocess of its own session. A context manager: on exit the follower is killed if
     it still runs, the broker closed, and the follower's log copied to `keep`."""
 
-    def __init__(self, tmp: Path, tables: int, target_lag: str, keep: Path) -> None:
+    def __init__(
+        self, tmp: Path, tables: int, target_lag: str, keep: Path, retention: str | None = None
+    ) -> None:
         self.tmp = tmp
         self.tables = tables
         self.target_lag = target_lag
+        self.retention = retention  # `staging.retention` (None: ticdc-sync's default)
         self.keep = keep
         self.names = [s.table for s in W.bench_tables(tables)]
         self.log = tmp / "follow.log"
@@ -364,7 +370,7 @@ class Follower:
         try:
             bootstrap = self.broker.start()
             self.broker.create_topic(W.TOPIC, partitions=PARTITIONS)
-            _project(self.root, bootstrap, self.tables, self.target_lag)
+            _project(self.root, bootstrap, self.tables, self.target_lag, self.retention)
             self.prod = Producer(bootstrap, self.tables)
             self._spawn()
         except BaseException:

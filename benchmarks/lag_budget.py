@@ -66,6 +66,8 @@ GROWTH_FACTOR, GROWTH_SLACK_S = 1.1, 2.0  # last third's median peak <= mid's * 
 
 # The line `run --follow` prints per poll (`loop_results.PollSummary.line`).
 POLL_LINE = re.compile(r"poll \d+: (\d+) event\(s\) staged, (\d+) applied, (\d+) behind")
+# The line a trim's DELETE that ended prints (`run.engine.TrimOutcome.lines`).
+TRIM_LINE = re.compile(r"(\d+) applied event\(s\) older than the retention deleted")
 
 
 def _resolved(text: str | None, source) -> tuple[int, bool]:
@@ -218,6 +220,12 @@ def _polls(log: Path) -> list[tuple[int, int, int]]:
     ]
 
 
+def _trims(log: Path) -> list[int]:
+    """The events each trim's DELETE deleted, as the follower reported them so far."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return [int(m.group(1)) for m in (TRIM_LINE.search(x) for x in text.splitlines()) if m]
+
+
 def follow_step(
     tables: int,
     rate: float,
@@ -227,16 +235,25 @@ def follow_step(
     tmp: Path,
     *,
     targets: bool = True,
+    retention: str | None = None,
 ) -> dict:
     """One fresh follower over `tables` tables: staging freshness, and (`targets`) target
-    freshness and whether the count holds the lag."""
+    freshness and whether the count holds the lag. `retention`: the project's
+    `staging.retention` (None: the default, 7d, under which a run this short trims
+    nothing)."""
     from ticdc_sync.project import load_project
 
     tmp.mkdir(parents=True)
     kind = "" if targets else "-staging"
     keep = W.OUT / f"lagbudget-{tables}{kind}-follow.log"
-    res: dict = {"tables": tables, "rate": rate, "lag": lag_s, "seconds": seconds}
-    with F.Follower(tmp, tables, f"{lag_s}s", keep) as f:
+    res: dict = {
+        "tables": tables,
+        "rate": rate,
+        "lag": lag_s,
+        "seconds": seconds,
+        "retention": retention,
+    }
+    with F.Follower(tmp, tables, f"{lag_s}s", keep, retention) as f:
         source = load_project(f.root).sources[0]
         prod, names = f.prod, f.names
         t0 = time.monotonic()
@@ -274,6 +291,8 @@ def follow_step(
         check = latest_check(f.root, names[0])
         f.stop(wait=60)
         polls = _polls(f.log)[p0:p1]
+        trims = _trims(f.log)
+        res["trims"] = {"n": len(trims), "events": sum(trims)}
         commits = staging_commits(f.wh, source)
         times, tso = readable(commits)
         cms = prod.ts_of[lo] >> 18, last_ts >> 18
@@ -313,9 +332,11 @@ def measure_budget(
     staging_tables: int | None,
     staging_seconds: float,
     tmp: Path,
+    retention: str | None = None,
 ) -> dict:
     """Steps over `counts` (stopping at the first that does not hold), then a staging-only
-    step at `staging_tables` unless a step ran there."""
+    step at `staging_tables` unless a step ran there; each with `staging.retention`
+    `retention` (None: the default)."""
     res: dict = {
         "rate": rate,
         "lag": lag_s,
@@ -323,9 +344,12 @@ def measure_budget(
         "steps": [],
         "staging_tables": staging_tables,
         "staging": None,
+        "retention": retention,
     }
     for n in counts:
-        step = follow_step(n, rate, lag_s, settle_s, seconds, tmp / f"tables-{n}")
+        step = follow_step(
+            n, rate, lag_s, settle_s, seconds, tmp / f"tables-{n}", retention=retention
+        )
         res["steps"].append(step)
         if not step["target"]["ok"]:
             break
@@ -338,5 +362,6 @@ def measure_budget(
             staging_seconds,
             tmp / f"staging-{staging_tables}",
             targets=False,
+            retention=retention,
         )
     return res

@@ -886,10 +886,14 @@ def budget_rows(res: dict) -> list[tuple[str, str, str, str]]:
         ck = step["check"]
         gap = "-" if st.get("gap_s") is None else f"{st['gap_s']:.1f} / {st['gap_s_max']:.1f} s"
         agrees = "yes" if ck["ok"] else f"NO: {ck['found']} not in [{ck['before']}, {ck['after']}]"
+        tr = step.get("trims") or {"n": 0, "events": 0}
+        kept = step.get("retention") or "7d (default)"
         rows.append(
             (
-                "  staging commits: count, mean / max gap; snapshot('latest') agrees",
-                f"{st['commits']}, {gap}; {agrees}",
+                "  staging commits: count, mean / max gap; snapshot('latest') agrees; "
+                "trims (retention)",
+                f"{st['commits']}, {gap}; {agrees}; {tr['n']} deleting "
+                f"{tr['events']:,} events ({kept})",
                 "",
                 "",
             )
@@ -1009,6 +1013,12 @@ def main() -> None:
         type=float,
         default=None,
         help="lagbudget: measured seconds of that follower (60; --quick 20)",
+    )
+    ap.add_argument(
+        "--budget-retention",
+        default=None,
+        help="lagbudget: the projects' staging.retention, e.g. 30s, so that the followers "
+        "trim while measured (default: ticdc-sync's, 7d: nothing is trimmed)",
     )
     ap.add_argument("--flat-runs", type=int, default=None, help="consecutive runs (30; --quick 6)")
     ap.add_argument(
@@ -1171,6 +1181,7 @@ def main() -> None:
                 staging_tables,
                 a.budget_staging_seconds or (20.0 if a.quick else 60.0),
                 Path(btmp),
+                a.budget_retention,
             )
         loads.append(os.getloadavg()[0])
     if "memory" in only:

@@ -5,7 +5,7 @@ tests that kill it with SIGKILL (`tests/spark/test_staging_compaction.py`).
 
 Goes on from what is staged (the tally's last offset) and stages up to BATCHES batches of
 `BATCH_EVENTS` row events, one staging commit each, as a `--follow` run's polls do; after
-each, starts a compaction (`compaction.Compactor`, on its thread) once more than
+each, starts a compaction (`maintenance.Maintenance`, on its thread) once more than
 `COMPACT_ABOVE` files were added since the last one. Prints `STAGED <last offset>` after
 each staging commit, `COMPACTING` when a compaction starts, `COMPACTED ok|<error>` when one
 ends. Exits 0 after waiting for the last compaction.
@@ -62,7 +62,7 @@ def main(warehouse: str, batches: int) -> int:
     time.tzset()
     from ticdc_sync.spark.runtime.conf import INTERPRETED
     from ticdc_sync.spark.runtime.session import build_session
-    from ticdc_sync.spark.staging.compaction import Compactor
+    from ticdc_sync.spark.staging.maintenance import Maintenance
     from ticdc_sync.spark.staging.table import Staging
 
     spark = build_session(
@@ -80,12 +80,12 @@ def main(warehouse: str, batches: int) -> int:
     )
     spark.sparkContext.setLogLevel("ERROR")
     staging = Staging(spark, warehouse)
-    compactor = Compactor(staging, spark.newSession)
+    compactor = Maintenance(staging, spark.newSession)
 
     def report() -> None:
-        ended = compactor.ended()
-        if ended is not None:
-            print(f"COMPACTED {ended.error or 'ok'}", flush=True)
+        for ended in compactor.ended():
+            if ended.compacted is not None:
+                print(f"COMPACTED {ended.compacted.error or 'ok'}", flush=True)
 
     parts = staging.tally(SOURCE).partitions
     offset = max((p.last_offset for p in parts.values()), default=-1) + 1

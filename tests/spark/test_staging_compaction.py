@@ -1,6 +1,6 @@
 """The staging table's compaction (`Staging.compact`) rewrites only its small files, and only
 once enough new ones were added since the last time; it runs beside staging
-(`compaction.Compactor`) without losing an event or a tally, also when killed.
+(`maintenance.Maintenance`) without losing an event or a tally, also when killed.
 
 Each staging commit adds a file or a few. A compacted file at or above the size bound is
 left alone by the next compaction, so a compaction costs what was staged since the last
@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from tests.compaction_child import BATCH_EVENTS, SOURCE, batch
 from tests.processes import kill_tree
-from ticdc_sync.spark.staging.compaction import Compactor
+from ticdc_sync.spark.staging.maintenance import Maintenance
 from ticdc_sync.spark.staging.table import Staging
 
 pytestmark = pytest.mark.spark
@@ -95,7 +95,7 @@ def assert_each_event_once_and_tallied(spark, staging: Staging, last: int) -> No
 def test_staging_goes_on_beside_a_compaction_and_loses_nothing(spark, tmp_path):
     staging = Staging(spark, str(tmp_path / "wh"))
     offset = stage_batches(spark, staging, 4)
-    compactor = Compactor(staging, spark.newSession)
+    compactor = Maintenance(staging, spark.newSession)
     assert not compactor.start_if_due(above_files=20)
     assert compactor.start_if_due(above_files=3)
     # Stage while it runs, as a `--follow` run's polls do (bounded: it ends on its own).
@@ -105,9 +105,10 @@ def test_staging_goes_on_beside_a_compaction_and_loses_nothing(spark, tmp_path):
         staging.stage(SOURCE, batch(spark, offset))
         offset += BATCH_EVENTS
     assert compactor.wait(timeout=300)
-    ended = compactor.ended()
-    assert ended is not None and ended.error is None, ended
-    assert compactor.ended() is None  # reported once
+    (ended,) = compactor.ended()
+    assert ended.compacted is not None and ended.compacted.error is None, ended
+    assert not ended.trimmed and not ended.failed
+    assert compactor.ended() == []  # reported once
 
     commits = history(spark, staging)
     optimize = [c for c in commits if c["operation"] == "OPTIMIZE"]
@@ -127,17 +128,6 @@ def test_staging_goes_on_beside_a_compaction_and_loses_nothing(spark, tmp_path):
     staging.stage(SOURCE, batch(spark, offset))
     offset += BATCH_EVENTS
     assert_each_event_once_and_tallied(spark, staging, offset - 1)
-
-
-def test_a_trim_waits_for_the_compaction_instead_of_the_loop(spark, tmp_path):
-    staging = Staging(spark, str(tmp_path / "wh"))
-    staging.stage(SOURCE, batch(spark, 0))
-    with staging.rewrite_lock:  # what a compaction holds while it runs
-        assert staging.trim([SOURCE], SOURCE, 1000 + 9) is None
-        assert staging.tally(SOURCE).trimmed is None
-    assert spark.read.format("delta").load(staging.events_path).count() == BATCH_EVENTS
-    assert staging.trim([SOURCE], SOURCE, 1000 + 9) == 10
-    assert staging.tally(SOURCE).trimmed == 1009
 
 
 @pytest.mark.slow

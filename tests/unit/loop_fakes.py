@@ -350,7 +350,7 @@ class Fake:
             blocked=blocked,
         )
 
-    def trim(self, bounds) -> TrimOutcome:
+    def trim(self, bounds, *, final: bool = False) -> TrimOutcome:
         with self._writer("trim"):
             self.trims.append(dict(bounds))
         return TrimOutcome(deleted={s: 1 for s in bounds})

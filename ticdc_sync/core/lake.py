@@ -160,15 +160,19 @@ def spark_type(t: Any) -> str:
 
 
 class LakeTable:
-    """One Delta table, loaded once: every answer is as of the version it loaded first.
+    """One Delta table, loaded once: every answer is as of the version it loaded first
+    (`version`: that one; None: its newest).
 
     delta-rs loads it where it can (`read` needs that); otherwise the metadata comes from
     `DeltaLog`, and `read` says why it cannot read."""
 
-    def __init__(self, location: str, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, location: str, env: Mapping[str, str] | None = None, *, version: int | None = None
+    ) -> None:
         self.location = location
         self.uri = table_uri(location)
         self.options = storage_options(self.uri, env)
+        self._version = version
         self._table: DeltaTable | None = None
         self._log: DeltaLog | None = None
         self._refused: str | None = None  # why delta-rs did not load it
@@ -188,7 +192,7 @@ class LakeTable:
         if self._log is not None:
             return self._log
         try:
-            self._table = DeltaTable(self.uri, storage_options=self.options)
+            self._table = DeltaTable(self.uri, storage_options=self.options, version=self._version)
             return _RsSnapshot(self._table)
         except TableNotFoundError as e:
             raise UserError(
@@ -199,6 +203,9 @@ class LakeTable:
         except OSError as e:
             raise self._error("cannot read the table", e) from e
         except DeltaError as e:
+            if self._version is not None:
+                # `DeltaLog` reads the newest version only.
+                raise self._error(f"cannot read version {self._version}", e) from e
             # delta-rs refuses tables with a feature it does not know; their log is
             # still plain JSON and Parquet.
             self._refused = _first_line(e)

@@ -71,8 +71,10 @@ class SourceTally:
     # Lowest and highest commit_ts of each table's row changes ever staged (None in a tally
     # written before they were kept: unknown).
     spans: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
-    # The highest commit_ts a trim deleted row and watermark events up to (None: none
-    # recorded): staged changes above it are all still there (`as_of` reads them).
+    # The highest commit_ts a trim deletes row and watermark events up to (None: none
+    # recorded): staged changes above it are all still there (`as_of` reads them), those at
+    # or below it may be gone. A commit carries it before the DELETE runs (beside the
+    # polls, in a commit of its own), so no reader of the tallies misses a deletion.
     trimmed: int | None = None
 
     @property
@@ -160,10 +162,10 @@ class Carried:
     """The tallies one staging commit carries."""
 
     sources: dict[str, SourceTally]
-    # True: they count the commit's own events (a poll's stage, a trim, the commit after a
-    # catch-up batch's write); False: they end just before them (that write; every stage
-    # of earlier versions), and the events staged after them must be aggregated and folded
-    # in.
+    # True: they count the commit's own events (a poll's stage, the commit after a catch-up
+    # batch's write, one of a trim's bound); False: they end just before them (that write;
+    # every stage of earlier versions), and the events staged after them must be
+    # aggregated and folded in.
     complete: bool
 
 

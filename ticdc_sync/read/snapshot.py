@@ -64,6 +64,10 @@ class Snapshot:
     at: ao.AsOf
     targets: tuple[TargetAt, ...]
     plan: Plan  # the plan over the read versions (its source plans hold the timelines)
+    # The staging table's version whose tallies the read rests on (None: no staging table).
+    # Its staged changes are read as of it: a trim's DELETE committed later may remove
+    # changes below its bound, which those tallies do not know of yet.
+    staging_version: int | None = None
 
 
 def selected(plan: Plan, names: Sequence[str]) -> list[TargetPlan]:
@@ -97,7 +101,7 @@ def snapshot(
     resolved = {t.source: _resolved(plan, t.source) for t in chosen}
     at = ao.resolve(value, resolved)
     wh = warehouse_path(project)
-    events = LakeTable(state_location(wh, "events"))
+    events = LakeTable(state_location(wh, "events"), version=state.staging_version)
     found: dict[str, tuple[TargetPlan, ao.Version | None, str | None]] = {}
     absent: dict[str, ao.Absent] = {}
     for t in chosen:
@@ -141,7 +145,7 @@ def snapshot(
             steps = ()
         rp = ao.ReadPlan(t.name, t.source, t.location, at.tso, v.version, v.marker, steps, tp)
         out.append(TargetAt(t.name, t.source, t.location, v.version, applied, pending, read=rp))
-    return Snapshot(at, tuple(out), read_plan)
+    return Snapshot(at, tuple(out), read_plan, state.staging_version)
 
 
 def _resolved(plan: Plan, source: str) -> int | None:

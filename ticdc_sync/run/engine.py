@@ -126,13 +126,30 @@ class Compacted:
 
 @dataclass(frozen=True, slots=True)
 class TrimOutcome:
-    """What a trim of the staging table did (`Engine.trim`)."""
+    """What the staging table's trims and compaction did beside the polls since the last
+    trim reported (`Engine.trim`): a trim's DELETE runs after the commit that publishes its
+    bound, so a trim reports the DELETEs that ended since the one before it."""
 
     deleted: Mapping[str, int] = field(default_factory=dict)  # per source trimmed: events deleted
-    # Sources not trimmed this time (the staging table was being compacted): asked again.
-    deferred: tuple[str, ...] = ()
+    # Per source whose DELETE failed: why (its bound stays published; tried again later).
+    failed: Mapping[str, str] = field(default_factory=dict)
     # A compaction of the staging table (beside the polls) ended since the last trim.
     compacted: Compacted | None = None
+
+    def lines(self) -> list[str]:
+        """What the run prints of it."""
+        out = [
+            f"  {name}: {n} applied event(s) older than the retention deleted"
+            for name, n in sorted(self.deleted.items())
+            if n
+        ]
+        out += [
+            f"  {name}: staged events not trimmed ({why}); tried again later"
+            for name, why in sorted(self.failed.items())
+        ]
+        if self.compacted is not None:
+            out.append(self.compacted.line())
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,11 +186,11 @@ class Engine(Protocol):
         so. A blocked or failed target is an outcome; raises only `Fatal`."""
         ...
 
-    def trim(self, bounds: Mapping[str, int]) -> TrimOutcome:
-        """Delete each source's staged row and watermark events at or below its bound
-        (`retention.trim_bound`), or put a source off (`TrimOutcome.deferred`); compact the
-        staging table when it has many files (beside the polls, reported by a later
-        trim)."""
+    def trim(self, bounds: Mapping[str, int], *, final: bool = False) -> TrimOutcome:
+        """Trim each source's staged row and watermark events at or below its bound
+        (`retention.trim_bound`), and compact the staging table when it has many files,
+        both beside the polls: what ended is reported by a later trim. `final` (the run
+        ends after it): wait for them, and report them."""
         ...
 
     def record_sync_point(self, point: SyncPoint) -> None:

@@ -4,7 +4,8 @@ budget in worker threads, trim the staging table, stop when asked. It is written
 
 Three kinds of thread. The stager stages every source once per poll; the same one thread
 makes the run's other writes to the warehouse (trims, sync points) between two stages, so
-they never race a stage. Due targets (`schedule`) go to a pool of apply workers. The loop
+they never race a stage (a trim there only hands the engine its bounds: the engine rewrites
+the staging table beside the polls). Due targets (`schedule`) go to a pool of apply workers. The loop
 thread only decides: it hands the stager its next step and each free worker its next
 target the moment either ends, and waits for neither. Each `StageOutcome` and
 `ApplyOutcome` is folded on the loop thread into the in-memory warehouse state: tallies, DDL

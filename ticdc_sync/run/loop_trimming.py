@@ -1,6 +1,6 @@
 """The run loop's trims: each source's bound (`retention.trim_bound` over where its targets
-stand) handed to the stager thread, and what a trim deleted and compacted reported
-(`Trimming`, a mixin of the loop).
+stand) handed to the stager thread, and what the engine deleted and compacted beside the
+polls since the last trim reported (`Trimming`, a mixin of the loop).
 
 No pyspark.
 """
@@ -29,19 +29,18 @@ class Trimming(LoopState):
                 bounds[name] = bound
         if not bounds and not final:
             return False
-        self._give(Chore("trim", self.stager.submit(self.engine.trim, bounds), bounds=bounds))
+        future = self.stager.submit(self.engine.trim, bounds, final=final)
+        self._give(Chore("trim", future, bounds=bounds))
         if final:
             self.chore.future.result()  # type: ignore[union-attr]
             self._harvest_chore()
         return True
 
     def _trimmed(self, bounds: dict[str, int], o: TrimOutcome) -> None:
-        # A deferred source is trimmed at a later call, to the bound it then has.
-        self.trimmed.update({k: v for k, v in bounds.items() if k not in o.deferred})
+        self.trimmed.update(bounds)
         for name, n in sorted(o.deleted.items()):
             if n:
                 sr = self.result.sources.setdefault(name, SourceRun(name))
                 sr.trimmed_events += n
-                self.out(f"  {name}: {n} applied event(s) older than the retention deleted")
-        if o.compacted is not None:
-            self.out(o.compacted.line())
+        for line in o.lines():
+            self.out(line)

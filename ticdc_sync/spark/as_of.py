@@ -90,18 +90,24 @@ class AsOfRead:
 
 
 class _Staged:
-    """What `TargetWriter` reads of the state tables in a read: the staged events, only."""
+    """What `TargetWriter` reads of the state tables in a read: the staged events, only, as
+    of the staging table's version whose tallies `snapshot` read (`Snapshot.staging_version`:
+    a trim that version does not know of yet may be deleting some of them)."""
 
-    def __init__(self, events_path: str) -> None:
+    def __init__(self, events_path: str, version: int | None) -> None:
         self.events_path = events_path
+        self.version = version
 
     def events(self, spark: SparkSession) -> DataFrame:
-        return spark.read.format("delta").load(self.events_path)
+        reader = spark.read.format("delta")
+        if self.version is not None:
+            reader = reader.option("versionAsOf", self.version)
+        return reader.load(self.events_path)
 
 
 class _ReadState:
-    def __init__(self, events_path: str) -> None:
-        self.staging = _Staged(events_path)
+    def __init__(self, events_path: str, version: int | None) -> None:
+        self.staging = _Staged(events_path, version)
 
 
 def as_of(
@@ -124,7 +130,7 @@ def as_of(
 
         project = load_project(Path(project))
     s = snap.snapshot(project, at, targets, strict=True, others=others)
-    state = _ReadState(state_location(warehouse_path(project), "events"))
+    state = _ReadState(state_location(warehouse_path(project), "events"), s.staging_version)
     frames: dict[str, DataFrame] = {}
     versions: dict[str, int] = {}
     pending: dict[str, int] = {}

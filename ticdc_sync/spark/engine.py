@@ -8,8 +8,10 @@ in a session of its own), and reports its new state as delta-rs reads it. Target
 source due in the same round (`ApplyJob.peers`) read their staged rows from one copy of the
 window (`shared_window`), a cache dropped when they are done and at the end of the run
 (`close`). The run's own writes (stage, trim, sync points) come from the loop's stager
-thread, one at a time; the staging table's compaction runs beside them on a thread of its
-own (`compaction`), committing nothing they conflict with.
+thread, one at a time. A trim there only raises a source's trimmed bound, which the next
+staging commit publishes; the DELETE that follows, and the staging table's compaction, run
+beside the polls on a thread of their own (`maintenance`), committing nothing a poll
+conflicts with.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ from ticdc_sync.spark.apply.shared_window import Windows
 from ticdc_sync.spark.runtime import fanout, labels
 from ticdc_sync.spark.staging import staged_batch
 from ticdc_sync.spark.staging.batch import labels_phase, resolve_bad_records, stage_source
-from ticdc_sync.spark.staging.compaction import Compactor
+from ticdc_sync.spark.staging.maintenance import Maintained, Maintenance
 from ticdc_sync.spark.staging.state import State
+from ticdc_sync.spark.staging.table import COMPACT_ABOVE_FILES
+from ticdc_sync.spark.staging.trim import TrimJob, may_delete
 from ticdc_sync.warehouse import read as warehouse
 
 if TYPE_CHECKING:
@@ -90,21 +94,30 @@ class SparkEngine:
         self.windows: Windows | None = Windows(
             fanout.target_session(spark, self.session_conf), state
         )
-        # The staging table's compaction runs beside the polls, in a session of its own.
-        self.compactor = Compactor(
+        # The staging table's trims and compaction run beside the polls, in a session of
+        # their own.
+        self.maintenance = Maintenance(
             state.staging, lambda: fanout.target_session(spark, self.session_conf)
         )
+        # Per source, the bound its staged events were last deleted up to by this process.
+        self._deleted_to: dict[str, int] = {}
+        # Sources whose DELETE failed since the last trim: tried again at the next trim,
+        # not after every poll.
+        self._failed: set[str] = set()
+        # What ended beside the polls since the last trim reported it (`_harvest`).
+        self._ended = Maintained()
 
     def close(self, *, at_once: bool = False) -> None:
-        """The end of the run: wait for a compaction of the staging table still running
-        (unless `at_once`: a commit of it is atomic, so leaving it loses nothing), and drop
-        what the applies cached (the shared windows)."""
-        if not at_once and self.compactor.busy():
-            self.out("  waiting for the staging table's compaction to end")
-            self.compactor.wait()
-        ended = self.compactor.ended()
-        if ended is not None:
-            self.out(ended.line())
+        """The end of the run: wait for the staging table's maintenance still running
+        (unless `at_once`: each of its commits is atomic, and a trim published and not yet
+        deleted is deleted by a later run), say how it ended, and drop what the applies
+        cached (the shared windows)."""
+        if not at_once and self.maintenance.busy():
+            self.out("  waiting for the staging table's trim or compaction to end")
+            self.maintenance.wait()
+        self._harvest()
+        for line in _outcome(self._take_ended()).lines():
+            self.out(line)
         if self.windows is not None:
             self.windows.close()
 
@@ -139,9 +152,13 @@ class SparkEngine:
 
     def stage(self, source: Source) -> StageOutcome:
         """Read what the source holds after the staged positions, stage it in one commit,
-        and settle its open bad records (quarantined where their table's policy says so)."""
+        and settle its open bad records (quarantined where their table's policy says so).
+        That commit publishes any trimmed bound raised since the last one: its DELETE then
+        starts beside the polls."""
         with labels.pool(self.spark, labels.STAGE_POOL):
-            return self._stage(source)
+            outcome = self._stage(source)
+        self._maintain(compact=False)
+        return outcome
 
     def _stage(self, source: Source) -> StageOutcome:
         t0 = time.monotonic()
@@ -277,26 +294,70 @@ class SparkEngine:
 
     # --- trimming ----------------------------------------------------------------------
 
-    def trim(self, bounds: Mapping[str, int]) -> TrimOutcome:
-        """Delete each source's staged events at or below its bound (`retention.trim_bound`
-        decided it), then start compacting the staging table beside the polls when it has
-        gathered many files (`compaction.Compactor`). A source is put off (`deferred`) while
-        a compaction runs: its DELETE would conflict with it."""
-        deleted: dict[str, int] = {}
-        deferred: list[str] = []
+    def trim(self, bounds: Mapping[str, int], *, final: bool = False) -> TrimOutcome:
+        """Raise each source's trimmed bound (`retention.trim_bound` decided it) where the
+        staging table holds events at or below it: the next staging commit publishes it,
+        and only then are they deleted, beside the polls (`maintenance`), in a DELETE that
+        carries no tallies. Start that, and a compaction of the staging table when it has
+        gathered many files. `final` (the run ends: no poll follows): publish the bounds in
+        a commit of their own and wait for the DELETEs and the compaction. Reports what
+        ended beside the polls since the last trim."""
+        staging = self.state.staging
         with labels_phase(self.spark, "retention"), labels.pool(self.spark, labels.STAGE_POOL):
             for name, bound in sorted(bounds.items()):
-                if not _may_trim(self.state, name, bound):
-                    deleted[name] = 0
+                raised = staging.tally(name).trimmed
+                if raised is not None and raised >= bound:
                     continue
-                n = self.state.staging.trim(self.names, name, bound)
-                if n is None:
-                    deferred.append(name)
-                else:
-                    deleted[name] = n
-        ended = self.compactor.ended()
-        self.compactor.start_if_due()
-        return TrimOutcome(deleted, deferred=tuple(deferred), compacted=ended)
+                if may_delete(staging.events_path, name, bound):
+                    staging.intend_trim(name, bound)
+            if final:
+                staging.publish()
+        self._failed.clear()
+        if final:
+            # A round started earlier first; then this run's last trims, all waited for.
+            self.maintenance.wait()
+            self._maintain(compact=True)
+            self.maintenance.wait()
+        else:
+            self._maintain(compact=True)
+        self._harvest()
+        return _outcome(self._take_ended())
+
+    def _maintain(self, *, compact: bool) -> None:
+        """Start the staging table's maintenance beside the polls unless it is running: the
+        DELETE of each trim a commit has published and this process has not run yet (after
+        a restart: each published one, the first time, which deletes what a run killed in
+        between left; not one that failed since the last trim), and (`compact`) a
+        compaction if one is due."""
+        self._harvest()
+        if self.maintenance.busy():
+            return
+        staging = self.state.staging
+        jobs = []
+        for name in self.names:
+            published = staging.published(name)
+            job = TrimJob.of(name, published) if published is not None else None
+            due = job is not None and job.upto_ts > self._deleted_to.get(name, -1)
+            if due and name not in self._failed:
+                jobs.append(job)
+        self.maintenance.start(jobs, COMPACT_ABOVE_FILES if compact else None)
+
+    def _harvest(self) -> None:
+        """Fold the maintenance rounds that ended into what the next trim reports."""
+        for m in self.maintenance.ended():
+            for name, (bound, n) in m.trimmed.items():
+                self._deleted_to[name] = max(self._deleted_to.get(name, -1), bound)
+                _, before = self._ended.trimmed.get(name, (bound, 0))
+                self._ended.trimmed[name] = (bound, before + n)
+                self._ended.failed.pop(name, None)
+            self._ended.failed.update(m.failed)
+            self._failed.update(m.failed)
+            if m.compacted is not None:
+                self._ended.compacted = m.compacted
+
+    def _take_ended(self) -> Maintained:
+        ended, self._ended = self._ended, Maintained()
+        return ended
 
     # --- sync points -------------------------------------------------------------------
 
@@ -320,23 +381,10 @@ class SparkEngine:
             )
 
 
-def _may_trim(state, source: str, bound: int) -> bool:
-    """Whether the staging table may hold an event `Staging.trim` would delete. Asked of
-    delta-rs, which answers from the files' statistics without a Spark job (the staged
-    events of a warehouse younger than the retention never are); where it cannot answer,
-    the trim runs and finds out itself."""
-    from ticdc_sync.core.events import KIND_EMPTY, KIND_ROW, KIND_WATERMARK
-    from ticdc_sync.core.lake import LakeTable
-
-    where = [
-        ("source", "=", source),
-        ("kind", "in", [KIND_ROW, KIND_WATERMARK, KIND_EMPTY]),
-        ("commit_ts", "<=", int(bound)),
-    ]
-    try:
-        return LakeTable(state.staging.events_path).read(["commit_ts"], where, limit=1).num_rows > 0
-    except Exception:  # noqa: BLE001 - only a shortcut: Spark's DELETE decides
-        return True
+def _outcome(m: Maintained) -> TrimOutcome:
+    """What a trim reports of the maintenance that ended beside the polls."""
+    deleted = {name: n for name, (_, n) in m.trimmed.items()}
+    return TrimOutcome(deleted, failed=dict(m.failed), compacted=m.compacted)
 
 
 def t_rows(tally, t: tuple[str, str]) -> int:

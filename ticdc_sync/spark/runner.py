@@ -42,6 +42,12 @@ if TYPE_CHECKING:
     from ticdc_sync.warehouse.lease import RunLease
 
 
+# A trim raises a source's bound, and its DELETE then rewrites staging files beside the
+# polls: not every poll, but often enough that a `--follow` run's staging stays small (30
+# polls: a minute at the default 2 s).
+TRIM_EVERY_POLLS = 30
+
+
 def run_session(
     project: Project,
     jvm_output: Callable[[str], None] | None = None,
@@ -355,9 +361,7 @@ def _run_with(r: _Run, spark, t0: float) -> int:
         follow=r.follow,
         poll_seconds=r.poll_seconds,
         max_polls=r.max_batches,
-        # Trimming rewrites the staging table: not every poll, but often enough that a
-        # `--follow` run's staging stays small (30 polls: a minute at the default 2 s).
-        trim_every_seconds=30 * r.poll_seconds,
+        trim_every_seconds=TRIM_EVERY_POLLS * r.poll_seconds,
         retention_ms=r.project.staging_retention_ms,
         sync_every_ms=r.project.sync_every_ms,
         selected=lambda name: selected(name, r.select, r.exclude),

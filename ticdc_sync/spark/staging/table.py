@@ -3,8 +3,9 @@
 Consumed positions and watermarks are derived from the staged events, so they are committed
 atomically with the events themselves; each staging commit carries the running tallies of
 everything staged up to and including its own batch (`staged.py`), so `plan`, `status` and
-a read as of `latest` know what is staged from the newest commit alone.
-Only small aggregates and DDL events reach the driver here; rows never do. Knows nothing of
+a read as of `latest` know what is staged from the newest commit alone. A trim's bound
+travels in those tallies too (`intend_trim`); its DELETE follows later, beside the polls
+(`trim.py`). Only small aggregates and DDL events reach the driver here; rows never do. Knows nothing of
 targets.
 """
 
@@ -138,9 +139,10 @@ class Staging:
         # The table's data files right after this process's last compaction (None: none
         # yet): compacted files stay, so only the files added since count toward the next.
         self._compacted_files: int | None = None
-        # Held while the table's files are compacted (`compact`, on a thread of its own):
-        # a trim's DELETE or a batch's rewrite would conflict with it (both remove files
-        # it rewrites); a blind append does not, so staging goes on beside it.
+        # Held while the table's files are rewritten beside the polls (a trim's DELETE,
+        # `compact`: `maintenance.Maintenance`, on a thread of its own) and while a batch is
+        # rewritten (`_replace`): any two of them would conflict (each removes files the
+        # other rewrites); a blind append does not, so staging goes on beside them.
         self.rewrite_lock = threading.Lock()
 
     def _set_missing_properties(
@@ -244,7 +246,9 @@ class Staging:
             # A batch of nothing makes no commit (Delta skips it), unless the newest
             # commit's tallies leave out its own batch (an earlier version's, or a
             # catch-up's write whose tallies' commit never came): this one completes them.
-            complete = {} if increments or self._carried().complete else RECORD_EMPTY_COMMIT
+            # Nor when a trim waits for a commit to carry its bound (`intend_trim`).
+            carries = increments or (self._carried().complete and not self._unpublished())
+            complete = {} if carries else RECORD_EMPTY_COMMIT
             self._new = False
             with (
                 user_metadata(self.spark, to_user_metadata(tallies)),
@@ -282,27 +286,13 @@ class Staging:
             increments = self._aggregate(self.events().where(since))
         after = before.copy()
         after.fold(increments)
-        # No partition, so no task: a commit of nothing but the tallies. (Over Spark
-        # Connect, without RDDs, an empty local relation, which the server scans as one.)
-        schema = self.events().schema
-        nothing = (
-            self.spark.createDataFrame([], schema)
-            if is_connect(self.spark)
-            else self.spark.createDataFrame(self.spark.sparkContext.emptyRDD(), schema)
-        )
-        tallies = self._tallies_after(source, after)
-        with (
-            user_metadata(self.spark, to_user_metadata(tallies)),
-            session_confs(self.spark, RECORD_EMPTY_COMMIT),
-        ):
-            nothing.write.format("delta").mode("append").save(self.events_path)
-        self._stored = Carried(tallies, complete=True)
+        self._commit_tallies(self._tallies_after(source, after))
         return increments
 
     def _replace(self, where: str, carried: str, rows: DataFrame) -> None:
         """Replace the staged events `where` selects with `rows`, in one atomic commit
-        (`replaceWhere`) whose userMetadata is `carried`. Waits for a compaction in progress,
-        which may be rewriting the same files."""
+        (`replaceWhere`) whose userMetadata is `carried`. Waits for a trim's DELETE or a
+        compaction in progress (`rewrite_lock`), which may be rewriting the same files."""
         with self.rewrite_lock, user_metadata(self.spark, carried):
             (
                 rows.write.format("delta")
@@ -320,35 +310,62 @@ class Staging:
         """The tallies of a commit that brings `source` to `after`."""
         return {**self._others(source), **self._tallies, source: after}
 
-    def trim(self, sources: list[str], source: str, upto_ts: int) -> int | None:
-        """Delete `source`'s row, watermark and empty events with commit_ts <= `upto_ts`
-        (`retention.trim_bound` decides it), in one commit; the number deleted, or None
-        when a compaction holds the table (`rewrite_lock`): the trim waits for a later call
-        rather than the loop for the compaction.
+    # --- trims ---------------------------------------------------------------------
 
-        The commit carries every source's tallies (what it deleted is in them already), so
-        consumed positions and watermarks do not move. DDL and bad events stay. The source's
-        tally records how far it was trimmed (`SourceTally.trimmed`, set before the DELETE:
-        a failed one only claims more), so a read as of a TSO knows which staged changes
-        are still there."""
-        if not self.rewrite_lock.acquire(blocking=False):
-            return None
-        try:
-            return self._trim(sources, source, upto_ts)
-        finally:
-            self.rewrite_lock.release()
-
-    def _trim(self, sources: list[str], source: str, upto_ts: int) -> int:
+    def intend_trim(self, source: str, upto_ts: int) -> bool:
+        """Raise `source`'s trimmed bound (`SourceTally.trimmed`) to `upto_ts` in its tally,
+        which the next staging commit carries (a poll's, or `publish`'s). Its events at or
+        below it are deleted only once that commit has landed (`published`, then
+        `trim.delete` beside the polls): every reader that could read them knows by then
+        that they may be gone. Whether the bound rose."""
         tally = self.tally(source)
-        tally.trimmed = max(tally.trimmed if tally.trimmed is not None else -1, int(upto_ts))
-        carried = to_user_metadata({s: self.tally(s) for s in sources})
-        where = (
-            f"`source` = {sql_string(source)} AND kind IN ('row', 'watermark', 'empty') "
-            f"AND commit_ts <= {int(upto_ts)}"
+        if tally.trimmed is not None and tally.trimmed >= upto_ts:
+            return False
+        raised = tally.copy()
+        raised.trimmed = int(upto_ts)
+        # A new tally, not the old one changed: the newest commit's (`_carried`) may be
+        # that very object, and it must keep saying what that commit carried.
+        self._tallies[source] = raised
+        return True
+
+    def published(self, source: str) -> SourceTally | None:
+        """`source`'s tally as the table's newest commit with tallies carries it (None: it
+        names no such source): its `trimmed` is the bound readers know of."""
+        return self._carried().sources.get(source)
+
+    def _unpublished(self) -> bool:
+        """Whether a trimmed bound was raised (`intend_trim`) that no commit carries yet."""
+        carried = self._carried().sources
+        return any(
+            t.trimmed is not None and (s not in carried or carried[s].trimmed != t.trimmed)
+            for s, t in self._tallies.items()
         )
-        with user_metadata(self.spark, carried):
-            rows = self.spark.sql(f"DELETE FROM {table_ref(self.events_path)} WHERE {where}")
-            return int(rows.collect()[0][0] or 0)
+
+    def publish(self) -> bool:
+        """Commit nothing but the tallies when they hold a trimmed bound no commit carries
+        yet (a run's last trim: no poll follows to carry it); whether it committed."""
+        if not self._unpublished():
+            return False
+        tallies = {**{s: self.tally(s) for s in self._carried().sources}, **self._tallies}
+        self._commit_tallies(tallies)
+        return True
+
+    def _commit_tallies(self, tallies: dict[str, SourceTally]) -> None:
+        """One commit of no events that carries `tallies` (counting everything staged)."""
+        # No partition, so no task: a commit of nothing but the tallies. (Over Spark
+        # Connect, without RDDs, an empty local relation, which the server scans as one.)
+        schema = self.events().schema
+        nothing = (
+            self.spark.createDataFrame([], schema)
+            if is_connect(self.spark)
+            else self.spark.createDataFrame(self.spark.sparkContext.emptyRDD(), schema)
+        )
+        with (
+            user_metadata(self.spark, to_user_metadata(tallies)),
+            session_confs(self.spark, RECORD_EMPTY_COMMIT),
+        ):
+            nothing.write.format("delta").mode("append").save(self.events_path)
+        self._stored = Carried(tallies, complete=True)
 
     def compaction_due(self, above_files: int = COMPACT_ABOVE_FILES) -> bool:
         """Whether more than `above_files` data files were added since this process last
@@ -361,12 +378,13 @@ class Staging:
     ) -> None:
         """OPTIMIZE the staging table's files smaller than `smaller_than` bytes, then VACUUM
         what no version within Delta's retention needs, in `spark` (default: this staging's
-        session; `compaction.Compactor` gives it one of its own, to run beside the polls).
+        session; `maintenance.Maintenance` gives it one of its own, to run beside the polls).
 
         Neither commit carries tallies: they change no event, and every reader of the
         tallies takes the newest commit that carries them (`latest_user_metadata`,
         `LakeTable.newest_user_metadata`), so they may land between any two stages. Holds
-        `rewrite_lock`: a DELETE or a rewrite of the same files would conflict with it."""
+        `rewrite_lock`: a trim's DELETE or a batch's rewrite of the same files would
+        conflict with it."""
         spark = spark or self.spark
         sizes = {OPTIMIZE_MIN_FILE: str(smaller_than), OPTIMIZE_MAX_FILE: str(COMPACT_TO)}
         # VACUUM lists the table's folders in a job of this many tasks (Spark's default:
