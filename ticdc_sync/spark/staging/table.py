@@ -78,15 +78,29 @@ RECORD_EMPTY_COMMIT = {"spark.databricks.delta.skipRecordingEmptyCommits": "fals
 # the file statistics already do; the row-image text (`before_json`, `after_json`) was
 # hashed into a dictionary until it overflowed. Both the write and the targets' reads got
 # faster without them (benchmarks/README.md).
-# Delta hands a table's properties to the Parquet writer, which reads `#column` settings;
-# an older staging table gains them on the next run (`_set_missing_properties`).
+#
+# Pages of at most PAGE_ROWS rows, in files each sorted by LAYOUT (`_laid_out`): a reader of
+# one table's changes in a commit_ts range (a target's apply, a read as of a TSO) then reads
+# only the pages that hold them. File statistics skip whole files by commit_ts, but every
+# file holds every table's events of its batch; Parquet's page index (min/max per page,
+# which Spark's and delta-rs's readers use) skips the other tables' pages within a file,
+# once a table's rows are together and the pages small enough to fall inside them (Parquet's
+# default is 20,000 rows). Compaction (OPTIMIZE) keeps each file's rows together, in order.
+#
+# Delta hands a table's properties to the Parquet writer, which reads `#column` settings and
+# the page size; an older staging table gains them on the next run (`_set_missing_properties`).
+PAGE_ROWS = 1000
 STAGED_PROPERTIES = {
     "delta.dataSkippingStatsColumns": "source,topic,partition,offset,idx,kind,commit_ts,db,tbl",
     **{
         f"parquet.enable.dictionary#{c}": "false"
         for c in ("offset", "commit_ts", "kafka_ts", "before_json", "after_json")
     },
+    "parquet.page.row.count.limit": str(PAGE_ROWS),
 }
+# The order of the events within each staged file: a table's events together, by commit_ts.
+# Not by `source`: a batch is one source's.
+LAYOUT = ("db", "tbl", "commit_ts")
 
 
 @dataclass(frozen=True)
@@ -249,7 +263,7 @@ class Staging:
                 user_metadata(self.spark, to_user_metadata(tallies)),
                 session_confs(self.spark, complete),
             ):
-                batch.write.format("delta").mode("append").save(self.events_path)
+                _laid_out(batch).write.format("delta").mode("append").save(self.events_path)
             self._stored = Carried(tallies, complete=True)
         finally:
             kept.unpersist()
@@ -266,7 +280,7 @@ class Staging:
         )
         self._new = False
         with user_metadata(self.spark, earlier), job_name(self.spark, read_job(source)):
-            batch.write.format("delta").mode("append").save(self.events_path)
+            _laid_out(batch).write.format("delta").mode("append").save(self.events_path)
         since = _since_sql(source, before)
         increments = self._aggregate(self.events().where(since))
         if may_repeat and increments and _repeats(self.events().where(since)):
@@ -300,7 +314,8 @@ class Staging:
         which may be rewriting the same files."""
         with self.rewrite_lock, user_metadata(self.spark, carried):
             (
-                rows.write.format("delta")
+                _laid_out(rows)
+                .write.format("delta")
                 .mode("overwrite")
                 .option("replaceWhere", where)
                 .save(self.events_path)
@@ -495,6 +510,12 @@ class LazyTable:
                 ensure_table(self._spark, self._location, self._schema)
                 self._made = True
         return self._location
+
+
+def _laid_out(events: DataFrame) -> DataFrame:
+    """`events` sorted by LAYOUT within each task, so each file it writes holds a table's
+    events together (no shuffle: the files are the ones the write made anyway)."""
+    return events.sortWithinPartitions(*LAYOUT)
 
 
 def _properties_sql(properties: dict[str, str]) -> str:
