@@ -1,12 +1,15 @@
 """What a read as of a TSO reads of the staged changes: only the pages of the target's tables
 in (its version's applied ts, the TSO], not every table's changes of the window, nor what was
-staged before the version (`staging.table.LAYOUT`, `PAGE_ROWS`).
+staged before the version (`staging.table.LAYOUT`, `PAGE_ROWS`); and those as of the staging
+version where they were counted, so that its frames keep their rows when a later run trims
+them (`spark.as_of._Staged`).
 
 Eight tables, applied once; then a batch of row changes per table (1,000 each), interleaved as
 the upstream commits them, staged and not applied. The read of one target is checked through
 the staging scan's metrics in its executed plan (files and rows the scan produced), not
 timing; its rows against the upstream's; again after the staging table is compacted; and
-against the target a run applies afterwards.
+against the target a run applies afterwards. Then, with `staging.retention: 0s`, a read's
+frame computed again after a run applied and trimmed its pending changes.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import pytest
 from tests.spark.engine_harness import canal_row, load, make_project, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
 from ticdc_sync.spark import runner
-from ticdc_sync.spark.as_of import as_of
+from ticdc_sync.spark.as_of import as_of, register_views
+from ticdc_sync.spark.staging.state import State
 from ticdc_sync.spark.staging.table import PAGE_ROWS, Staging
 from ticdc_sync.warehouse.locations import warehouse_path
 
@@ -66,8 +70,8 @@ def _r(i: int, v: str) -> dict:
     return {"id": str(i), "v": v}
 
 
-def _project(tmp_path):
-    root = make_project(tmp_path, protocol="canal-json", schema_sql=SCHEMA)
+def _project(tmp_path, defaults: str = ""):
+    root = make_project(tmp_path, protocol="canal-json", schema_sql=SCHEMA, defaults=defaults)
     return root, load(root)
 
 
@@ -150,3 +154,32 @@ def test_a_read_scans_only_its_tables_pages_after_its_version(spark, tmp_path):
     read = as_of(spark, project, "latest", [TARGET])
     assert read.pending[TARGET] == 0
     assert {r["id"]: r["v"] for r in read.frames[TARGET].collect()} == h.truth[TARGET]
+
+
+def test_a_read_keeps_its_rows_when_a_run_trims_the_changes_it_read(spark, tmp_path):
+    root, project = _project(tmp_path, defaults="staging:\n  retention: 0s\n")
+    h = History()
+    h.changes(10)
+    write_captures(root, "t", h.records)
+    assert runner.run(project, spark=spark, out=lambda s: None) == 0
+    applied = len(h.records)
+    h.changes(40)
+    write_captures(root, "t", h.records[applied:])
+    _stage_only(spark, project)
+    read = as_of(spark, project, "latest", [TARGET])
+    assert read.pending[TARGET] == 40
+    df = read.frames[TARGET]
+    assert {r["id"]: r["v"] for r in df.collect()} == h.truth[TARGET]
+    # A run applies the changes the read merged and deletes them from the staging table.
+    lines: list[str] = []
+    assert runner.run(project, spark=spark, out=lines.append) == 0
+    assert "applied event(s) older than the retention deleted" in "\n".join(lines)
+    staging = State(spark, warehouse_path(project)).staging
+    assert staging.events().where(f"kind = 'row' AND tbl = '{TARGET}'").count() == 0
+    # A query of the frame (planned anew, unlike a second `collect` of the same frame,
+    # which keeps its plan and the files it listed): the target's version the read chose,
+    # and the changes staged after it as the read found them, trimmed or not.
+    assert {r["id"]: r["v"] for r in df.select("id", "v").collect()} == h.truth[TARGET]
+    register_views(spark, read)
+    got = spark.sql(f"SELECT id, v FROM {TARGET}").collect()
+    assert {r["id"]: r["v"] for r in got} == h.truth[TARGET]

@@ -64,6 +64,9 @@ class Snapshot:
     at: ao.AsOf
     targets: tuple[TargetAt, ...]
     plan: Plan  # the plan over the read versions (its source plans hold the timelines)
+    # The staging table's version the pending changes were counted at (None: no target has
+    # any): the one a read of them reads (`spark.as_of`), whatever is staged or trimmed after.
+    staging_version: int | None = None
 
 
 def selected(plan: Plan, names: Sequence[str]) -> list[TargetPlan]:
@@ -143,7 +146,8 @@ def snapshot(
             steps = ()
         rp = ao.ReadPlan(t.name, t.source, t.location, at.tso, v.version, v.marker, steps, tp)
         out.append(TargetAt(t.name, t.source, t.location, v.version, applied, pending, read=rp))
-    return Snapshot(at, tuple(out), read_plan)
+    counted = any(t.read is not None and not t.read.exact for t in out)
+    return Snapshot(at, tuple(out), read_plan, events.version() if counted else None)
 
 
 def _resolved(plan: Plan, source: str) -> int | None:

@@ -88,18 +88,34 @@ class AsOfRead:
 
 
 class _Staged:
-    """What `TargetWriter` reads of the state tables in a read: the staged events, only."""
+    """What `TargetWriter` reads of the state tables in a read: the staged events, only, as
+    of the staging table's `version` (`Snapshot.staging_version`, where the pending changes
+    were counted). Pinned, the read's frames give the same rows each time they are computed,
+    though later runs stage more and trim what they applied: a frame over the table's newest
+    version would lose the changes a trim deleted after the read. One frame for every
+    target of the read."""
 
-    def __init__(self, events_path: str) -> None:
+    def __init__(self, events_path: str, version: int | None) -> None:
         self.events_path = events_path
+        self.version = version
+        self._events: DataFrame | None = None
 
     def events(self, spark: SparkSession) -> DataFrame:
-        return spark.read.format("delta").load(self.events_path)
+        if self._events is None:
+            reader = spark.read.format("delta")
+            if self.version is not None:
+                # First the newest version: Delta then holds that snapshot (and its file
+                # list) in memory, and the pinned one below, the same version unless a
+                # commit came in between, is read from it instead of being rebuilt.
+                reader.load(self.events_path)
+                reader = reader.option("versionAsOf", self.version)
+            self._events = reader.load(self.events_path)
+        return self._events
 
 
 class _ReadState:
-    def __init__(self, events_path: str) -> None:
-        self.staging = _Staged(events_path)
+    def __init__(self, events_path: str, version: int | None) -> None:
+        self.staging = _Staged(events_path, version)
 
 
 def as_of(
@@ -122,7 +138,7 @@ def as_of(
 
         project = load_project(Path(project))
     s = snap.snapshot(project, at, targets, strict=True, others=others)
-    state = _ReadState(state_location(warehouse_path(project), "events"))
+    state = _ReadState(state_location(warehouse_path(project), "events"), s.staging_version)
     frames: dict[str, DataFrame] = {}
     versions: dict[str, int] = {}
     pending: dict[str, int] = {}
