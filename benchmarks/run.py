@@ -34,6 +34,9 @@ Measures, in one run and on one local[2] SparkSession (best of --repeat each):
   asof     a fresh read of one target (`as_of(..., "latest")`) against reading the target
            alone, with 1, 10 and 60 s of a 2,000 ev/s stream staged but not applied
            (as_of_read.py)
+  visible  `run --follow` (`target_lag: 1m`) against a live producer, one target read as
+           of `latest` in a loop: each change's commit to its first read (fresh_visible.py;
+           not in the default set)
 `--profile` also runs e2e pass 1 once under cProfile and prints where the driver waited.
 `compare.py` runs `ticdc-sync run` at this checkout against another commit, alternating.
 Not part of the test suite. Captures are cached under benchmarks/out/ (gitignored).
@@ -1035,6 +1038,14 @@ def main() -> None:
     )
     ap.add_argument("--load-rows", type=int, default=None, help="rows of the load export")
     ap.add_argument(
+        "--visible-seconds",
+        type=float,
+        default=None,
+        help="visible: measured seconds (120; --quick 30), after a minute not measured",
+    )
+    ap.add_argument("--visible-rate", type=float, default=2000.0, help="visible: events/s")
+    ap.add_argument("--visible-tables", type=int, default=20, help="visible: tables (20)")
+    ap.add_argument(
         "--asof-rows",
         type=int,
         default=None,
@@ -1183,6 +1194,24 @@ def main() -> None:
                 Path(btmp),
                 a.budget_retention,
             )
+        loads.append(os.getloadavg()[0])
+    if "visible" in only:
+        import fresh_visible
+
+        vspark = session()
+        try:
+            with tempfile.TemporaryDirectory(prefix="ticdc-bench-visible-") as vtmp:
+                res["visible"] = fresh_visible.measure_visible(
+                    vspark,
+                    a.visible_tables,
+                    a.visible_rate,
+                    "1m",
+                    60.0,
+                    a.visible_seconds or (30.0 if a.quick else 120.0),
+                    Path(vtmp),
+                )
+        finally:
+            vspark.stop()
         loads.append(os.getloadavg()[0])
     if "memory" in only:
         res["memory"] = [measure_memory(m, a.protocol, a.repeat, a.mem_heap) for m in mem_sizes]
@@ -1353,6 +1382,10 @@ def main() -> None:
         import as_of_read
 
         rows += as_of_read.table_rows(res["asof"])
+    if "visible" in res:
+        import fresh_visible
+
+        rows += fresh_visible.table_rows(res["visible"])
 
     print()
     print(

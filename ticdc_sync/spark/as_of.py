@@ -92,17 +92,26 @@ class AsOfRead:
 class _Staged:
     """What `TargetWriter` reads of the state tables in a read: the staged events, only, as
     of the staging table's version whose tallies `snapshot` read (`Snapshot.staging_version`:
-    a trim that version does not know of yet may be deleting some of them)."""
+    a trim that version does not know of yet may be deleting some of them). Pinned, the
+    read's frames give the same rows each time they are computed, though later runs stage
+    more and trim what they applied. One frame for every target of the read."""
 
     def __init__(self, events_path: str, version: int | None) -> None:
         self.events_path = events_path
         self.version = version
+        self._events: DataFrame | None = None
 
     def events(self, spark: SparkSession) -> DataFrame:
-        reader = spark.read.format("delta")
-        if self.version is not None:
-            reader = reader.option("versionAsOf", self.version)
-        return reader.load(self.events_path)
+        if self._events is None:
+            reader = spark.read.format("delta")
+            if self.version is not None:
+                # First the newest version: Delta then holds that snapshot (and its file
+                # list) in memory, and the pinned one below, the same version unless a
+                # commit came in between, is read from it instead of being rebuilt.
+                reader.load(self.events_path)
+                reader = reader.option("versionAsOf", self.version)
+            self._events = reader.load(self.events_path)
+        return self._events
 
 
 class _ReadState:

@@ -6,7 +6,10 @@ everything staged up to and including its own batch (`staged.py`), so `plan`, `s
 a read as of `latest` know what is staged from the newest commit alone. A trim's bound
 travels in those tallies too (`intend_trim`); its DELETE follows later, beside the polls
 (`trim.py`). Only small aggregates and DDL events reach the driver here; rows never do. Knows nothing of
-targets.
+targets. It stays one module: one class, `Staging`, whose appends, carried tallies, trim
+intents, compaction and page layout share one table's lock (`rewrite_lock`) and its
+carried tallies; the trim's DELETE (`trim.py`) and the thread beside the polls
+(`maintenance.py`) are apart already.
 """
 
 from __future__ import annotations
@@ -80,15 +83,29 @@ RECORD_EMPTY_COMMIT = {"spark.databricks.delta.skipRecordingEmptyCommits": "fals
 # the file statistics already do; the row-image text (`before_json`, `after_json`) was
 # hashed into a dictionary until it overflowed. Both the write and the targets' reads got
 # faster without them (benchmarks/README.md).
-# Delta hands a table's properties to the Parquet writer, which reads `#column` settings;
-# an older staging table gains them on the next run (`_set_missing_properties`).
+#
+# Pages of at most PAGE_ROWS rows, in files each sorted by LAYOUT (`_laid_out`): a reader of
+# one table's changes in a commit_ts range (a target's apply, a read as of a TSO) then reads
+# only the pages that hold them. File statistics skip whole files by commit_ts, but every
+# file holds every table's events of its batch; Parquet's page index (min/max per page,
+# which Spark's and delta-rs's readers use) skips the other tables' pages within a file,
+# once a table's rows are together and the pages small enough to fall inside them (Parquet's
+# default is 20,000 rows). Compaction (OPTIMIZE) keeps each file's rows together, in order.
+#
+# Delta hands a table's properties to the Parquet writer, which reads `#column` settings and
+# the page size; an older staging table gains them on the next run (`_set_missing_properties`).
+PAGE_ROWS = 1000
 STAGED_PROPERTIES = {
     "delta.dataSkippingStatsColumns": "source,topic,partition,offset,idx,kind,commit_ts,db,tbl",
     **{
         f"parquet.enable.dictionary#{c}": "false"
         for c in ("offset", "commit_ts", "kafka_ts", "before_json", "after_json")
     },
+    "parquet.page.row.count.limit": str(PAGE_ROWS),
 }
+# The order of the events within each staged file: a table's events together, by commit_ts.
+# Not by `source`: a batch is one source's.
+LAYOUT = ("db", "tbl", "commit_ts")
 
 
 @dataclass(frozen=True)
@@ -254,7 +271,7 @@ class Staging:
                 user_metadata(self.spark, to_user_metadata(tallies)),
                 session_confs(self.spark, complete),
             ):
-                batch.write.format("delta").mode("append").save(self.events_path)
+                _laid_out(batch).write.format("delta").mode("append").save(self.events_path)
             self._stored = Carried(tallies, complete=True)
         finally:
             kept.unpersist()
@@ -271,7 +288,7 @@ class Staging:
         )
         self._new = False
         with user_metadata(self.spark, earlier), job_name(self.spark, read_job(source)):
-            batch.write.format("delta").mode("append").save(self.events_path)
+            _laid_out(batch).write.format("delta").mode("append").save(self.events_path)
         since = _since_sql(source, before)
         increments = self._aggregate(self.events().where(since))
         if may_repeat and increments and _repeats(self.events().where(since)):
@@ -295,7 +312,8 @@ class Staging:
         compaction in progress (`rewrite_lock`), which may be rewriting the same files."""
         with self.rewrite_lock, user_metadata(self.spark, carried):
             (
-                rows.write.format("delta")
+                _laid_out(rows)
+                .write.format("delta")
                 .mode("overwrite")
                 .option("replaceWhere", where)
                 .save(self.events_path)
@@ -518,6 +536,12 @@ class LazyTable:
                 ensure_table(self._spark, self._location, self._schema)
                 self._made = True
         return self._location
+
+
+def _laid_out(events: DataFrame) -> DataFrame:
+    """`events` sorted by LAYOUT within each task, so each file it writes holds a table's
+    events together (no shuffle: the files are the ones the write made anyway)."""
+    return events.sortWithinPartitions(*LAYOUT)
 
 
 def _properties_sql(properties: dict[str, str]) -> str:
