@@ -140,6 +140,39 @@ def staging_lags(prod: F.Producer, lo: int, hi: int, times, tso):
     return lag
 
 
+def trim_gaps(wh: Path, t0_ms: int, t1_ms: int) -> dict:
+    """Gaps (s) between consecutive polls' staging commits (WRITEs) in [t0_ms, t1_ms]: the
+    longest of those with a trim's commit (a DELETE) between them, and of the others. A trim
+    run between two polls lengthens the gap around it by its own length; one run beside
+    them does not."""
+    from ticdc_sync.warehouse.locations import state_location
+
+    log = Path(state_location(str(wh), "events")) / "_delta_log"
+    ops: list[tuple[int, str]] = []
+    for f in sorted(log.glob("*.json")):
+        for line in f.read_text().splitlines():
+            if line.startswith('{"commitInfo"'):
+                info = json.loads(line)["commitInfo"]
+                ops.append((int(info["timestamp"]), info.get("operation", "")))
+    ops = [o for o in sorted(ops) if t0_ms <= o[0] <= t1_ms]
+    with_trim: list[float] = []
+    other: list[float] = []
+    last: int | None = None
+    trimmed = False
+    for t, op in ops:
+        if op == "DELETE":
+            trimmed = True
+        elif op == "WRITE":
+            if last is not None:
+                (with_trim if trimmed else other).append((t - last) / 1000)
+            last, trimmed = t, False
+    return {
+        "gap_trim_s_max": max(with_trim, default=None),
+        "gap_trim_n": len(with_trim),
+        "gap_other_s_max": max(other, default=None),
+    }
+
+
 def _staging_detail(commits, t0_ms: int, t1_ms: int) -> dict:
     """The staging commits in [t0_ms, t1_ms]: how many, and their mean and longest gap."""
     import numpy as np
@@ -299,6 +332,7 @@ def follow_step(
         res["staging"] = {
             **F._stats(staging_lags(prod, lo, hi, times, tso)),
             **_staging_detail(commits, *cms),
+            **trim_gaps(f.wh, *cms),
             "achieved": achieved,
         }
         a, found, b = check

@@ -901,6 +901,17 @@ def budget_rows(res: dict) -> list[tuple[str, str, str, str]]:
                 "",
             )
         )
+        if st.get("gap_trim_n"):
+            rows.append(
+                (
+                    "  longest gap between two polls' commits with a trim's commit between "
+                    "them / without",
+                    f"{st['gap_trim_s_max']:.1f} s ({st['gap_trim_n']}) / "
+                    + ("-" if st["gap_other_s_max"] is None else f"{st['gap_other_s_max']:.1f} s"),
+                    "",
+                    "",
+                )
+            )
 
     first = steps[0] if steps else None
     if first is not None:
