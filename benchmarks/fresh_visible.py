@@ -140,8 +140,9 @@ def measure_visible(
             prod.run_for(rate, settle_s)
             first_read = len(reader.reads)
             lo, hi, achieved = prod.run_for(rate, seconds)
-            tb = np.frombuffer(prod.table_of, dtype=np.uint16)[lo:hi]
-            ts = np.frombuffer(prod.ts_of, dtype=np.int64)[lo:hi][tb == TARGET_INDEX]
+            # Copies: the producer goes on appending to its arrays.
+            tb = np.array(prod.table_of[lo:hi], dtype=np.uint16)
+            ts = np.array(prod.ts_of[lo:hi], dtype=np.int64)[tb == TARGET_INDEX]
             last = int(ts.max())
             drained = prod.run_until(
                 rate, lambda: (f.alive(), reader.tso() >= last)[1], 4 * GOAL_S + 60

@@ -1219,7 +1219,7 @@ def main() -> None:
                     "1m",
                     60.0,
                     a.visible_seconds or (30.0 if a.quick else 120.0),
-                    Path(vtmp),
+                    Path(vtmp) / "visible",
                 )
         finally:
             vspark.stop()
