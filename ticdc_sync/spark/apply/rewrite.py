@@ -250,6 +250,7 @@ class Rewriter:
                 table.delete(folder)
                 if _marker_of_newest(table) != new_marker:
                     table.commit([], new_marker)
+                w.result.merges += 1  # a segment landed, as a MERGE of nothing counts
                 return new_marker
             now = int(time.time() * 1000)
             removes = [RemoveAction(p, True, now, size, {}) for p, size in table.files()]
