@@ -51,7 +51,14 @@ def test_a_small_targets_merge_lands_the_same_rows_interpreted_or_compiled(
 
     monkeypatch.setattr(batch, "SMALL_POLL_BYTES", batch.SMALL_POLL_BYTES if bound else 0)
     monkeypatch.setattr(batch, "small_poll", recording_poll)
-    root = make_project(tmp_path / "p", protocol="canal-json", schema_sql=SCHEMA)
+    # The MERGE path (`rewrite_below: 0`), whose execution this test records; a small
+    # target's rewrite lands the same rows (tests/spark/test_rewrite.py).
+    root = make_project(
+        tmp_path / "p",
+        protocol="canal-json",
+        schema_sql=SCHEMA,
+        defaults="defaults:\n  rewrite_below: 0\n",
+    )
     first = [
         _row("INSERT", 100, {"id": str(i), "v": f"v{i}", "n": f"{i}.25"}) for i in range(1, 21)
     ]

@@ -173,7 +173,7 @@ class StepRunner:
             self.rewriter.remove_orphans_once()
             self.marker = (
                 self.rewriter.segment(self.marker, step)
-                if step.write == WRITE_REWRITE
+                if step.write == WRITE_REWRITE and self.rewriter.can_commit()
                 else w.merge(self.marker, step)
             )
         elif isinstance(step, Ddl):

@@ -190,6 +190,7 @@ class Rewriter:
     def __init__(self, writer: TargetWriter, checked: set[str]) -> None:
         self.w = writer
         self.checked = checked
+        self.merged_instead: set[str] = set()
 
     def remove_orphans_once(self) -> None:
         """Remove the files a killed run wrote into the target and never committed, the
@@ -197,8 +198,8 @@ class Rewriter:
         can grow past `rewrite_below` after a killed rewrite). Before any write of this
         run, under its lease: no other run's commit can still be coming."""
         w = self.w
-        if w.location in self.checked:
-            return
+        if w.location in self.checked or "%" in table_uri(w.location):
+            return  # (delta-rs cannot open a folder named with a `%`: `can_commit`)
         uri = table_uri(w.location)
         if DeltaTable.is_deltatable(uri, storage_options(uri)):
             removed = remove_orphans(Table(w.location))
@@ -208,6 +209,20 @@ class Rewriter:
                     "wrote and never committed"
                 )
         self.checked.add(w.location)
+
+    def can_commit(self) -> bool:
+        """Whether delta-rs can commit to the target's folder. A folder named with a `%`
+        (a target left at an earlier version's %-escaped folder name, `legacy_path_segment`)
+        cannot: delta-rs decodes the escape in a path and writes its log beside the table,
+        file URI or not. Such a target's segments take the MERGE, which lands the same rows;
+        said once per run."""
+        w = self.w
+        if "%" not in table_uri(w.location):
+            return True
+        if w.location not in self.merged_instead:
+            self.merged_instead.add(w.location)
+            w.out(f"  {w.name}: its folder name holds a '%'; its rows take the MERGE path")
+        return False
 
     def segment(self, marker: Marker, step: Rows) -> Marker:
         """Land row segment `step` in one write and one commit; the target's new marker."""
