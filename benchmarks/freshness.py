@@ -191,14 +191,20 @@ class Producer:
 
 
 def _project(
-    root: Path, bootstrap: str, tables: int, target_lag: str, retention: str | None = None
+    root: Path,
+    bootstrap: str,
+    tables: int,
+    target_lag: str,
+    retention: str | None = None,
+    rewrite_below: str | None = None,
 ) -> Path:
     import yaml
 
     root.mkdir(parents=True)
     staging = f"staging:\n  retention: {retention}\n" if retention else ""
+    below = f"  rewrite_below: {rewrite_below}\n" if rewrite_below is not None else ""
     (root / "ticdc_sync.yml").write_text(
-        f"name: bench\nprofile: bench\ndefaults:\n  target_lag: {target_lag}\n{staging}"
+        f"name: bench\nprofile: bench\ndefaults:\n  target_lag: {target_lag}\n{below}{staging}"
     )
     profile = {
         "bench": {
@@ -353,12 +359,19 @@ class Follower:
     it still runs, the broker closed, and the follower's log copied to `keep`."""
 
     def __init__(
-        self, tmp: Path, tables: int, target_lag: str, keep: Path, retention: str | None = None
+        self,
+        tmp: Path,
+        tables: int,
+        target_lag: str,
+        keep: Path,
+        retention: str | None = None,
+        rewrite_below: str | None = None,
     ) -> None:
         self.tmp = tmp
         self.tables = tables
         self.target_lag = target_lag
         self.retention = retention  # `staging.retention` (None: ticdc-sync's default)
+        self.rewrite_below = rewrite_below  # `defaults.rewrite_below` (None: the default)
         self.keep = keep
         self.names = [s.table for s in W.bench_tables(tables)]
         self.log = tmp / "follow.log"
@@ -370,7 +383,14 @@ class Follower:
         try:
             bootstrap = self.broker.start()
             self.broker.create_topic(W.TOPIC, partitions=PARTITIONS)
-            _project(self.root, bootstrap, self.tables, self.target_lag, self.retention)
+            _project(
+                self.root,
+                bootstrap,
+                self.tables,
+                self.target_lag,
+                self.retention,
+                self.rewrite_below,
+            )
             self.prod = Producer(bootstrap, self.tables)
             self._spawn()
         except BaseException:

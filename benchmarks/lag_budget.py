@@ -269,11 +269,12 @@ def follow_step(
     *,
     targets: bool = True,
     retention: str | None = None,
+    rewrite_below: str | None = None,
 ) -> dict:
     """One fresh follower over `tables` tables: staging freshness, and (`targets`) target
     freshness and whether the count holds the lag. `retention`: the project's
     `staging.retention` (None: the default, 7d, under which a run this short trims
-    nothing)."""
+    nothing). `rewrite_below`: the project's `defaults.rewrite_below` (None: the default)."""
     from ticdc_sync.project import load_project
 
     tmp.mkdir(parents=True)
@@ -285,8 +286,9 @@ def follow_step(
         "lag": lag_s,
         "seconds": seconds,
         "retention": retention,
+        "rewrite_below": rewrite_below,
     }
-    with F.Follower(tmp, tables, f"{lag_s}s", keep, retention) as f:
+    with F.Follower(tmp, tables, f"{lag_s}s", keep, retention, rewrite_below) as f:
         source = load_project(f.root).sources[0]
         prod, names = f.prod, f.names
         t0 = time.monotonic()
@@ -367,10 +369,11 @@ def measure_budget(
     staging_seconds: float,
     tmp: Path,
     retention: str | None = None,
+    rewrite_below: str | None = None,
 ) -> dict:
     """Steps over `counts` (stopping at the first that does not hold), then a staging-only
     step at `staging_tables` unless a step ran there; each with `staging.retention`
-    `retention` (None: the default)."""
+    `retention` and `defaults.rewrite_below` `rewrite_below` (None: the defaults)."""
     res: dict = {
         "rate": rate,
         "lag": lag_s,
@@ -379,10 +382,18 @@ def measure_budget(
         "staging_tables": staging_tables,
         "staging": None,
         "retention": retention,
+        "rewrite_below": rewrite_below,
     }
     for n in counts:
         step = follow_step(
-            n, rate, lag_s, settle_s, seconds, tmp / f"tables-{n}", retention=retention
+            n,
+            rate,
+            lag_s,
+            settle_s,
+            seconds,
+            tmp / f"tables-{n}",
+            retention=retention,
+            rewrite_below=rewrite_below,
         )
         res["steps"].append(step)
         if not step["target"]["ok"]:
@@ -397,5 +408,6 @@ def measure_budget(
             tmp / f"staging-{staging_tables}",
             targets=False,
             retention=retention,
+            rewrite_below=rewrite_below,
         )
     return res

@@ -1034,6 +1034,12 @@ def main() -> None:
         help="lagbudget: the projects' staging.retention, e.g. 30s, so that the followers "
         "trim while measured (default: ticdc-sync's, 7d: nothing is trimmed)",
     )
+    ap.add_argument(
+        "--budget-rewrite-below",
+        default=None,
+        help="lagbudget: the projects' defaults.rewrite_below, e.g. 0 (every segment "
+        "MERGEs) or 1MiB (default: ticdc-sync's)",
+    )
     ap.add_argument("--flat-runs", type=int, default=None, help="consecutive runs (30; --quick 6)")
     ap.add_argument(
         "--flat-events", type=int, default=None, help="events per run (100,000; --quick 20,000)"
@@ -1204,6 +1210,7 @@ def main() -> None:
                 a.budget_staging_seconds or (20.0 if a.quick else 60.0),
                 Path(btmp),
                 a.budget_retention,
+                a.budget_rewrite_below,
             )
         loads.append(os.getloadavg()[0])
     if "visible" in only:
