@@ -198,8 +198,8 @@ class Rewriter:
         can grow past `rewrite_below` after a killed rewrite). Before any write of this
         run, under its lease: no other run's commit can still be coming."""
         w = self.w
-        if w.location in self.checked or "%" in table_uri(w.location):
-            return  # (delta-rs cannot open a folder named with a `%`: `can_commit`)
+        if w.location in self.checked or not _delta_rs_opens(w.location):
+            return
         uri = table_uri(w.location)
         if DeltaTable.is_deltatable(uri, storage_options(uri)):
             removed = remove_orphans(Table(w.location))
@@ -215,9 +215,9 @@ class Rewriter:
         (a target left at an earlier version's %-escaped folder name, `legacy_path_segment`)
         cannot: delta-rs decodes the escape in a path and writes its log beside the table,
         file URI or not. Such a target's segments take the MERGE, which lands the same rows;
-        said once per run."""
+        said once per apply of the target."""
         w = self.w
-        if "%" not in table_uri(w.location):
+        if _delta_rs_opens(w.location):
             return True
         if w.location not in self.merged_instead:
             self.merged_instead.add(w.location)
@@ -284,6 +284,12 @@ class Rewriter:
         w.result.deleted += int(seen[DELETED] or 0)
         w.result.merges += 1
         return new_marker
+
+
+def _delta_rs_opens(location: str) -> bool:
+    """Whether delta-rs opens the table at `location` where it is: not a folder named with a
+    `%`, whose escape delta-rs decodes (`Rewriter.can_commit`)."""
+    return "%" not in table_uri(location)
 
 
 def _conf(small: bool) -> dict[str, str]:
