@@ -126,10 +126,10 @@ LEFTOVER = "shop.leftover"  # a table whose create was killed before its first c
 
 def leftover(spark, warehouse: str) -> dict:
     """Create a state table where a killed create left only `_delta_log/` folder markers
-    (the test puts them there), as a run does (`staging.ensure_table`)."""
+    (the test puts them there), as a run does (`state_table.ensure_table`)."""
     from delta.tables import DeltaTable
 
-    from ticdc_sync.spark.staging.table import ensure_table
+    from ticdc_sync.spark.staging.state_table import ensure_table
 
     location = target_location(warehouse, LEFTOVER)
     ensure_table(spark, location, "id INT")

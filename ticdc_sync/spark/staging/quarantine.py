@@ -13,7 +13,8 @@ from pyspark.sql import functions as F
 
 from ticdc_sync.core.events import KIND_BAD
 from ticdc_sync.spark.runtime.conf import before_commit
-from ticdc_sync.spark.staging.table import LazyTable, Staging
+from ticdc_sync.spark.staging.state_table import LazyTable
+from ticdc_sync.spark.staging.table import Staging
 from ticdc_sync.warehouse.locations import state_location
 
 QUARANTINE_SCHEMA = (

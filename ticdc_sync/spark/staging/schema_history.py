@@ -10,7 +10,7 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 
 from ticdc_sync.spark.runtime.conf import before_commit
-from ticdc_sync.spark.staging.table import LazyTable
+from ticdc_sync.spark.staging.state_table import LazyTable
 from ticdc_sync.warehouse.locations import state_location
 
 SCHEMA_HISTORY_SCHEMA = (

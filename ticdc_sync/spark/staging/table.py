@@ -6,10 +6,11 @@ everything staged up to and including its own batch (`staged.py`), so `plan`, `s
 a read as of `latest` know what is staged from the newest commit alone. A trim's bound
 travels in those tallies too (`intend_trim`); its DELETE follows later, beside the polls
 (`trim.py`). Only small aggregates and DDL events reach the driver here; rows never do. Knows nothing of
-targets. It stays one module: one class, `Staging`, whose appends, carried tallies, trim
-intents, compaction and page layout share one table's lock (`rewrite_lock`) and its
-carried tallies; the trim's DELETE (`trim.py`) and the thread beside the polls
-(`maintenance.py`) are apart already.
+targets. One class, `Staging`, whose appends, carried tallies, trim intents, compaction and
+page layout share one table's lock (`rewrite_lock`) and its carried tallies; apart from it
+are the trim's DELETE (`trim.py`), the thread beside the polls (`maintenance.py`), the
+check for records staged twice (`repeats.py`) and the creation of state tables
+(`state_table.py`).
 """
 
 from __future__ import annotations
@@ -42,19 +43,16 @@ from ticdc_sync.spark.runtime.delta_log import (
     TableFacts,
     checksum_facts,
     checksum_num_files,
-    clear_uncommitted_log,
-    has_commit,
     latest_user_metadata,
     newest_version,
 )
 from ticdc_sync.spark.runtime.labels import job_name, read_job
 from ticdc_sync.spark.runtime.remote import default_parallelism, is_connect
+from ticdc_sync.spark.staging.repeats import POSITION, refuse_conflicts, repeats
+from ticdc_sync.spark.staging.state_table import ensure_table, properties_sql
 from ticdc_sync.warehouse.locations import state_location
 
 STAGED_SCHEMA = "`source` STRING, " + EVENT_SCHEMA
-# An event's position: a record's (topic, partition, offset) and its index among the
-# events decoded from that record.
-POSITION = ("topic", "partition", "offset", "idx")
 # Each staging commit adds a file or a few per task: past this many new ones, OPTIMIZE
 # bin-packs them.
 COMPACT_ABOVE_FILES = 200
@@ -177,7 +175,7 @@ class Staging:
         if missing:
             before_commit()
             self.spark.sql(
-                f"ALTER TABLE {table_ref(path)} SET TBLPROPERTIES ({_properties_sql(missing)})"
+                f"ALTER TABLE {table_ref(path)} SET TBLPROPERTIES ({properties_sql(missing)})"
             )
 
     def _add_missing_columns(
@@ -251,8 +249,8 @@ class Staging:
             with job_name(self.spark, read_job(source)):
                 increments = self._aggregate(kept)
             # Nothing read (a poll or run with nothing new): nothing can be there twice.
-            if may_repeat and increments and _repeats(kept):
-                _refuse_conflicts(source, kept)
+            if may_repeat and increments and repeats(kept):
+                refuse_conflicts(source, kept)
                 batch = kept.dropDuplicates(list(POSITION))
                 increments = self._aggregate(batch)
             else:
@@ -291,9 +289,9 @@ class Staging:
             _laid_out(batch).write.format("delta").mode("append").save(self.events_path)
         since = _since_sql(source, before)
         increments = self._aggregate(self.events().where(since))
-        if may_repeat and increments and _repeats(self.events().where(since)):
+        if may_repeat and increments and repeats(self.events().where(since)):
             try:
-                _refuse_conflicts(source, self.events().where(since))
+                refuse_conflicts(source, self.events().where(since))
             except UserError:
                 # Nothing of the batch stays: as if it had never been staged.
                 self._replace(since, earlier, self.spark.createDataFrame([], self.events().schema))
@@ -504,49 +502,10 @@ class Staging:
         return r["wm"] if r["wm"] is not None else r["ix"]
 
 
-def ensure_table(
-    spark: SparkSession, path: str, schema: str, properties: dict[str, str] | None = None
-) -> None:
-    """Create a state table at `path` unless it exists."""
-    if has_commit(path):
-        # Every run opens the state tables: a local one that exists needs no statement.
-        return
-    # A create killed before its first commit leaves a log that Delta takes for a table.
-    clear_uncommitted_log(spark, path)
-    props = {"delta.appendOnly": "false", **(properties or {})}
-    before_commit()
-    spark.sql(
-        f"CREATE TABLE IF NOT EXISTS {table_ref(path)} ({schema}) USING delta "
-        f"TBLPROPERTIES ({_properties_sql(props)})"
-    )
-
-
-class LazyTable:
-    """A state table created the first time its location is asked for (`path`), once, also
-    when several targets' threads ask at the same moment."""
-
-    def __init__(self, spark: SparkSession, location: str, schema: str) -> None:
-        self._spark, self._location, self._schema = spark, location, schema
-        self._made = False
-        self._lock = threading.Lock()
-
-    def path(self) -> str:
-        with self._lock:
-            if not self._made:
-                ensure_table(self._spark, self._location, self._schema)
-                self._made = True
-        return self._location
-
-
 def _laid_out(events: DataFrame) -> DataFrame:
     """`events` sorted by LAYOUT within each task, so each file it writes holds a table's
     events together (no shuffle: the files are the ones the write made anyway)."""
     return events.sortWithinPartitions(*LAYOUT)
-
-
-def _properties_sql(properties: dict[str, str]) -> str:
-    """`'k' = 'v', ...` for TBLPROPERTIES, in key order (same properties, same SQL)."""
-    return ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in sorted(properties.items()))
 
 
 def _since_sql(source: str, known: SourceTally) -> str:
@@ -561,55 +520,6 @@ def _since_sql(source: str, known: SourceTally) -> str:
         seen.append(f"({same})")
         newer.append(f"({same} AND `offset` > {int(p.last_offset)})")
     return f"{cond} AND ({' OR '.join(newer)} OR NOT ({' OR '.join(seen)}))"
-
-
-def _repeats(batch: DataFrame) -> bool:
-    """Whether a position is in `batch` twice. One narrow job over the kept batch's
-    positions, much cheaper than the check of every capture line it replaces
-    (benchmarks/README.md)."""
-    # A count, not `limit(1)`: where nothing repeats (the usual case) a limit reads the
-    # groups in growing rounds, one job each.
-    copies = batch.groupBy(*POSITION).count().where(F.col("count") > 1).count()
-    return copies > 0
-
-
-def _refuse_conflicts(source: str, batch: DataFrame) -> None:
-    """Raise if positions of `batch` hold copies that differ (`_conflicting_copies`)."""
-    conflicts = _conflicting_copies(batch)
-    if conflicts:
-        raise UserError(
-            f"source {source}: capture files hold different records at the same "
-            f"position: {', '.join(conflicts)} (hint: keep one file per range of "
-            "offsets, delete the wrong line or file, or capture the topic again "
-            "with `ticdc-sync capture`; nothing of this batch was staged)"
-        )
-
-
-def _conflicting_copies(batch: DataFrame) -> list[str]:
-    """Up to 3 positions (`topic/partition/offset`) in `batch` whose copies differ: two
-    records at one offset, where only one can be the record Kafka held. Runs only after
-    `_repeats` found copies, so normal runs never pay for it."""
-    fields = [f for f in batch.schema.fields if f.name != "source"]
-    # Maps cannot be hashed; their JSON text stands for them.
-    content = F.xxhash64(
-        *[
-            F.to_json(F.col(quote(f.name)))
-            if f.dataType.typeName() == "map"
-            else F.col(quote(f.name))
-            for f in fields
-        ]
-    )
-    rows = (
-        batch.groupBy(*POSITION)
-        .agg(F.count_distinct(content).alias("versions"))
-        .where(F.col("versions") > 1)
-        .select("topic", "partition", "offset")
-        .distinct()
-        .orderBy("topic", "partition", "offset")
-        .limit(3)
-        .collect()
-    )
-    return [f"{r['topic']}/{r['partition']}/{r['offset']}" for r in rows]
 
 
 def _watermark_ts() -> Column:
