@@ -2,7 +2,7 @@
 added target when its plan does not depend on the targets.
 
 Usage: python benchmarks/round_writer.py [--tables 3,50] [--rows 2000] [--batch 10000]
-                                         [--rounds 2]
+                                         [--rounds 2] [--collapse spark|arrow]
 
 For each table count, `--tables` small `mirror`-shaped Delta tables (Spark-created, no
 column mapping, `--rows` rows each) and a staging table of `--batch` Canal-like events over
@@ -14,9 +14,12 @@ a tenth deletes, the rest new keys). One round lands every table's events:
    values typed by the real codec SQL (`codecs.value_sql`) through a `CASE` over the
    *distinct* column typings of the round (a signature per (type, parameters), looked up
    per table from a broadcast catalog) into a canonical text (integers and decimals as
-   text, timestamps as microseconds), then grouped by table into `applyInArrow`;
-2. **per table, inside that job's tasks (pyarrow)**: the events collapsed to the last per
-   key (commit order), the canonical text cast to the table's Arrow types, the table's
+   text, timestamps as microseconds); the last change per (table, key) chosen by one
+   window over the key's canonical text, as the engine's collapse orders changes
+   (`--collapse arrow`: in each table's function instead); grouped by table into
+   `applyInArrow`;
+2. **per table, inside that job's tasks (pyarrow)**: the canonical text cast to the
+   table's Arrow types, the table's
    current Parquet files read, rows of changed keys dropped, upserts added, one Parquet
    file written into `rs-<uuid>/` in the table's folder; a row of file facts returned;
 3. **per table, on the driver**: one delta-rs commit removing the old files and adding the
@@ -139,7 +142,7 @@ def _setup(spark, root: Path, tables: int, rows: int, batch: int, seed: int):
     return paths, shapes, staged
 
 
-def _round(spark, paths, shapes, staged: Path, lo: int, hi: int) -> dict[str, float]:
+def _round(spark, paths, shapes, staged: Path, lo: int, hi: int, collapse: str) -> dict[str, float]:
     """One round over every table; its phases' seconds."""
     import pyarrow as pa
     from deltalake import DeltaTable
@@ -182,6 +185,15 @@ def _round(spark, paths, shapes, staged: Path, lo: int, hi: int) -> dict[str, fl
         .join(F.broadcast(due), "tbl")
         .select("tbl", "commit_ts", "partition", "offset", "idx", "op", canon.alias("vals"))
     )
+    if collapse == "spark":
+        # As the engine collapses (`TargetWriter.collapse`), keyed by the key's canonical
+        # text: one window for every table, the last change per (table, key).
+        from pyspark.sql import Window
+
+        last = Window.partitionBy("tbl", F.col("vals")["id"]).orderBy(
+            *[F.col(c).desc() for c in ("commit_ts", "partition", "offset", "idx")]
+        )
+        events = events.withColumn("__n", F.row_number().over(last)).where("__n = 1").drop("__n")
 
     def land(batch: pa.Table) -> pa.Table:
         import pyarrow.compute as pc
@@ -190,21 +202,25 @@ def _round(spark, paths, shapes, staged: Path, lo: int, hi: int) -> dict[str, fl
         name = batch.column("tbl")[0].as_py()
         f = facts[name]
         loc = f["location"]
-        # The last event per key in commit order.
-        keys = pc.map_lookup(batch.column("vals"), "id", "first").cast(pa.int64())
-        batch = batch.append_column("__key", keys).sort_by(
-            [
-                ("__key", "ascending"),
-                ("commit_ts", "ascending"),
-                ("partition", "ascending"),
-                ("offset", "ascending"),
-                ("idx", "ascending"),
-            ]
-        )
-        k = batch.column("__key").combine_chunks()
-        last = pc.not_equal(k.slice(0, len(k) - 1), k.slice(1)) if len(k) > 1 else None
-        keep = pa.concat_arrays([last, pa.array([True])]) if last is not None else pa.array([True])
-        latest = batch.filter(keep)
+        latest = batch
+        if collapse == "arrow":
+            # The last event per key in commit order.
+            keys = pc.map_lookup(batch.column("vals"), "id", "first").cast(pa.int64())
+            batch = batch.append_column("__key", keys).sort_by(
+                [
+                    ("__key", "ascending"),
+                    ("commit_ts", "ascending"),
+                    ("partition", "ascending"),
+                    ("offset", "ascending"),
+                    ("idx", "ascending"),
+                ]
+            )
+            k = batch.column("__key").combine_chunks()
+            last = pc.not_equal(k.slice(0, len(k) - 1), k.slice(1)) if len(k) > 1 else None
+            keep = (
+                pa.concat_arrays([last, pa.array([True])]) if last is not None else pa.array([True])
+            )
+            latest = batch.filter(keep)
         vals = latest.column("vals")
         upserts = latest.filter(pc.equal(latest.column("op"), "u"))
         uvals = upserts.column("vals")
@@ -310,6 +326,13 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=2000)
     ap.add_argument("--batch", type=int, default=10000)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument(
+        "--collapse",
+        choices=("spark", "arrow"),
+        default="spark",
+        help="where the last change per key is chosen: the round's query (a window, as the "
+        "engine does) or each table's pyarrow function",
+    )
     args = ap.parse_args()
     counts = [int(x) for x in args.tables.split(",")]
 
@@ -329,14 +352,14 @@ def main() -> None:
                 before = None
                 if rnd == args.rounds:
                     before = spark.read.format("delta").load(str(paths[0])).localCheckpoint()
-                phases = _round(spark, paths, shapes, staged, lo, hi)
+                phases = _round(spark, paths, shapes, staged, lo, hi, args.collapse)
                 if rnd:  # the first round warms the JVM and the Python workers
                     times[n].append(phases)
                 if before is not None:
                     _check(spark, paths[0], shapes[0], staged, before, lo, hi)
         print(
             f"{args.batch:,} events per round, tables of {args.rows:,} rows, "
-            f"{args.rounds} rounds (median seconds)"
+            f"{args.rounds} rounds (median seconds), collapsed in {args.collapse}"
         )
         for n in counts:
             med = {k: statistics.median(t[k] for t in times[n]) for k in times[n][0]}
