@@ -2,7 +2,8 @@
 tests marked `needs_shared` are skipped when ../shared is absent (tests/shared_paths.py);
 the JVMs that tests start compile for a short life and map a class-data-sharing archive
 once one exists (tests/jvm_archive.py); tests that share a costly fixture run in one worker
-when the suite runs in parallel (pytest-xdist, `--dist loadgroup`).
+when the suite runs in parallel (pytest-xdist, `--dist loadgroup`); the children tests
+start import this checkout (PYTHONPATH).
 
 The Kafka broker and the standalone Spark cluster run in their own process groups, so
 only their fixtures' teardown stops them; the default SIGTERM action skips it.
@@ -171,6 +172,15 @@ def pytest_configure(config) -> None:
     if "SPARK_LOCAL_DIRS" not in os.environ:
         _scratch["path"] = tempfile.mkdtemp(prefix="ticdc-sync-tests-spark-")
         os.environ["SPARK_LOCAL_DIRS"] = _scratch["path"]
+    # The children tests start (`python -m ticdc_sync...`, Spark's Python workers) import
+    # this checkout, not whatever `pip install -e` last pointed at: an install from another
+    # clone, since deleted, failed every such test with "No module named 'ticdc_sync'".
+    # Tests that need a child without it remove it themselves (the Connect server, the
+    # application virtualenv of tests/runtime).
+    repo = str(config.rootpath)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if repo not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([repo, *paths])
     config.addinivalue_line(
         "markers", "needs_shared: reads ../shared (third-party corpus, protocol docs)"
     )
