@@ -52,6 +52,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import run as R  # noqa: E402
+from commit_floor import _rs_commit  # noqa: E402
 
 from ticdc_sync.codecs import value_sql  # noqa: E402
 from ticdc_sync.core import datatypes  # noqa: E402
@@ -97,6 +98,16 @@ def _arrow_type(col: Column):
     if t == "TIMESTAMP":
         return pa.timestamp("us", tz="UTC")
     return pa.string()
+
+
+def _from_canonical(text, col: Column):
+    """The canonical text of `col`'s values (`_canonical`) as its Arrow type."""
+    import pyarrow as pa
+
+    t = _arrow_type(col)
+    if isinstance(t, pa.TimestampType):  # microseconds since the epoch
+        return text.cast(pa.int64()).cast(t)
+    return text.cast(t)
 
 
 def _setup(spark, root: Path, tables: int, rows: int, batch: int, seed: int):
@@ -225,14 +236,9 @@ def _round(spark, paths, shapes, staged: Path, lo: int, hi: int, collapse: str) 
         upserts = latest.filter(pc.equal(latest.column("op"), "u"))
         uvals = upserts.column("vals")
         cols = {
-            c.name: pc.map_lookup(uvals, c.name, "first").cast(
-                pa.int64() if isinstance(_arrow_type(c), pa.TimestampType) else _arrow_type(c)
-            )
+            c.name: _from_canonical(pc.map_lookup(uvals, c.name, "first"), c)
             for _, c in f["columns"]
         }
-        for _, c in f["columns"]:
-            if isinstance(_arrow_type(c), pa.TimestampType):
-                cols[c.name] = cols[c.name].cast(_arrow_type(c))
         cols["_commit_ts"] = upserts.column("commit_ts")
         new = pa.table(cols)
         current = pq.read_table([os.path.join(loc, p) for p, _ in f["files"]])
@@ -259,23 +265,15 @@ def _round(spark, paths, shapes, staged: Path, lo: int, hi: int, collapse: str) 
         .collect()
     )
     t_job = time.perf_counter()
-    from deltalake.transaction import AddAction, CommitProperties, RemoveAction
+    from deltalake.transaction import AddAction, RemoveAction
 
     now = int(time.time() * 1000)
     for w in written:
         f = facts[w["tbl"]]
-        dt = DeltaTable(f["location"])
         actions = [RemoveAction(p, True, now, size, {}) for p, size in f["files"]]
         stats = json.dumps({"numRecords": w["rows"]})
         actions.append(AddAction(w["path"], w["size"], {}, now, True, stats))
-        dt.create_write_transaction(
-            actions,
-            "append",
-            dt.schema(),
-            commit_properties=CommitProperties(
-                custom_metadata={"userMetadata": json.dumps({"round": [lo, hi]})}
-            ),
-        )
+        _rs_commit(Path(f["location"]), actions, lo)
     t_commit = time.perf_counter()
     assert len(written) == len(paths), (len(written), len(paths))
     return {
