@@ -25,8 +25,10 @@ from ticdc_sync.plan.model import (
     BLOCKED,
     OP_COPY_FROM,
     READY,
+    WRITE_ROUND,
     DeltaPart,
     Plan,
+    Rows,
     SourcePlan,
     TargetDdl,
     TargetPlan,
@@ -134,6 +136,7 @@ class Spec:
     rename_from: tuple[str, int] | None = None  # (target, wall ms) of a RENAME into it
     renamed_at: int | None = None  # wall ms of a RENAME that moves its table away
     create: bool = False  # created from a known schema before anything else
+    round: bool = False  # its rows are one round segment (`WRITE_ROUND`)
 
 
 @dataclass
@@ -161,6 +164,7 @@ class Fake:
     # Staged by an earlier run and not applied: (resolved wall ms, table -> commit wall ms).
     before: Batch | None = None
     spans_at_start: bool = True  # the engine tells what `before` holds, without a scan
+    rounds: bool = False  # lands round segments together (`apply_round`)
 
     def __post_init__(self) -> None:
         self.by_name = {s.name: s for s in self.specs}
@@ -170,6 +174,7 @@ class Fake:
         self.overlaps: list[str] = []
         self.bad_copies: list[str] = []
         self.calls: list[Call] = []
+        self.round_calls: list[tuple[str, ...]] = []
         self.stage_calls = 0
         self.staged_n: Counter[str] = Counter()
         self.tallies: dict[str, SourceTally] = {}
@@ -306,6 +311,11 @@ class Fake:
             with self.lock:
                 self.active[t.name] -= 1
 
+    def apply_round(self, jobs, should_stop) -> list[ApplyOutcome]:
+        assert self.rounds, "a round given to an engine that does not take rounds"
+        self.round_calls.append(tuple(job.target.name for job in jobs))
+        return [self.apply(job, should_stop) for job in jobs]
+
     def _apply(self, job: ApplyJob) -> ApplyOutcome:
         t = job.target
         old = self.targets.get(t.name, TargetState(t.name, exists=False))
@@ -409,6 +419,9 @@ class Fake:
             ddl.append(_ddl(s.name, c, BLOCKED))
             stop = min(resolved, c - 1)
             blocked = f"target {s.name}: blocked at commit_ts {c} by DDL `DROP COLUMN x`"
+        steps: tuple = ()
+        if s.round and stop is not None and stop > marker.applied_ts and not ddl:
+            steps = (Rows(marker.applied_ts, stop, ("id",), write=WRITE_ROUND),)
         create = None
         if s.create and not st.exists:
             create = TableSchema("app", s.name, (Column("id", "int"),), ("id",))
@@ -432,6 +445,7 @@ class Fake:
             blocked=blocked,
             lag_ms=s.lag_ms,
             lag_from="test",
+            steps=steps,
         )
 
     # --- facts for assertions -----------------------------------------------------------

@@ -197,6 +197,35 @@ def test_each_apply_is_told_the_targets_of_its_source_due_with_it() -> None:
     assert res.code == 0
 
 
+def test_targets_due_with_a_round_segment_left_go_in_one_round_on_one_worker() -> None:
+    clock = Clock(T0 + 10_000)
+    names = [f"r{i}" for i in range(4)]
+    fake = Fake(
+        [*(Spec(n, lag_ms=0, round=True) for n in names), Spec("m", lag_ms=0)],
+        {"s": [batch(T0 + 5_000, m=[T0], **{n: [T0] for n in names})]},
+        clock,
+        rounds=True,
+    )
+    pair = threading.Barrier(2, timeout=10)
+    # The round and the target that goes alone run beside each other: two workers, and
+    # the round takes one of them, not four.
+    fake.hooks = {n: (lambda job, stop: (pair.wait(), None)[1]) for n in ("r0", "m")}
+    with Threads(2, fake) as pool:
+        res = run(fake, workers=2, pool=pool)
+    assert fake.round_calls == [tuple(names)]
+    assert sorted(fake.names()) == sorted([*names, "m"]) and fake.overlaps == []
+    assert all(fake.at(n) == ts(T0) for n in [*names, "m"])
+    assert res.code == 0
+    # An engine that takes no rounds applies each target alone.
+    fake = Fake(
+        [Spec(n, lag_ms=0, round=True) for n in names],
+        {"s": [batch(T0 + 5_000, **{n: [T0] for n in names})]},
+        Clock(T0 + 10_000),
+    )
+    assert run(fake).code == 0 and fake.round_calls == []
+    assert sorted(fake.names()) == names
+
+
 def test_staging_never_waits_for_a_slow_apply_which_delays_no_other_target() -> None:
     clock = Clock(T0 + 2_000)
     polls = [

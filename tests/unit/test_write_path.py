@@ -1,5 +1,6 @@
-"""Which way each row segment lands (`plan.write_path`): a small target's segments are
-rewritten, a target at or above `rewrite_below`, or with a table feature the rewrite's
+"""Which way each row segment lands (`plan.write_path`): a small `mirror` target's segments
+take the round (a small target of another mode, or with a BINARY column or a FLOAT/DOUBLE
+key, the rewrite), a target at or above `rewrite_below`, or with a table feature the rewrite's
 writer does not keep, is merged; a DDL that adds such a feature sends the segments after it
 to the MERGE; `rewrite_below: 0` merges everything. The plan shows the path and why."""
 
@@ -8,12 +9,20 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from ticdc_sync.core.model import Defaults, Output, Project, Protocol, Source, TableEntry
+from ticdc_sync.core.model import (
+    Defaults,
+    Mode,
+    Output,
+    Project,
+    Protocol,
+    Source,
+    TableEntry,
+)
 from ticdc_sync.core.staged import PartitionTally, SourceTally
 from ticdc_sync.core.window import DdlEvent, Marker
 from ticdc_sync.ddl import parse_schema_sql
 from ticdc_sync.plan import build_plan, render_json, render_text
-from ticdc_sync.plan.model import WRITE_MERGE, WRITE_REWRITE, Ddl, Rows, TargetPlan
+from ticdc_sync.plan.model import WRITE_MERGE, WRITE_REWRITE, WRITE_ROUND, Ddl, Rows, TargetPlan
 from ticdc_sync.plan.write_path import with_writes
 from ticdc_sync.warehouse.state import SourceState, TargetState, WarehouseState
 
@@ -71,17 +80,49 @@ def _rows(t: TargetPlan) -> list[Rows]:
     return [s for s in t.steps if isinstance(s, Rows)]
 
 
-def test_a_small_target_is_rewritten_and_the_plan_says_why():
+ROUND_WHY = (
+    "target 2 KiB < rewrite_below 16 MiB, built-in default; with the other targets due in its round"
+)
+
+
+def test_a_small_target_takes_the_round_and_the_plan_says_why():
     project = _project()
     t = _target(project, data_bytes=2048)
     (seg,) = _rows(t)
-    assert seg.write == WRITE_REWRITE
-    assert seg.write_why == "target 2 KiB < rewrite_below 16 MiB, built-in default"
+    assert seg.write == WRITE_ROUND
+    assert seg.write_why == ROUND_WHY
     text = render_text(build_plan(project, _state(2048)))
-    assert (
-        "rows 5 < commit_ts <= 40: rewrite on id (primary key; target 2 KiB < rewrite_below "
-        "16 MiB, built-in default)" in text
+    assert f"rows 5 < commit_ts <= 40: round on id (primary key; {ROUND_WHY})" in text
+
+
+def _seeded(sql: str) -> Project:
+    seed = parse_schema_sql(sql, None, "t.sql")[0]
+    return replace(_project(), seed_schemas={("db", "t"): seed})
+
+
+def test_a_small_target_the_round_cannot_carry_is_rewritten_and_the_plan_says_why():
+    small = _target(_project(), data_bytes=2048)
+    soft = with_writes(replace(small, mode=Mode.SOFT_DELETE), small.steps)
+    assert [(s.write, s.write_why.rsplit("; ", 1)[-1]) for s in soft if isinstance(s, Rows)] == [
+        (WRITE_REWRITE, "mode soft_delete keeps the rewrite's own rules")
+    ]
+    binary = _target(_seeded("CREATE TABLE db.t (id INT PRIMARY KEY, v VARBINARY(8))"))
+    assert [(s.write, s.write_why.rsplit("; ", 1)[-1]) for s in _rows(binary)] == [
+        (WRITE_REWRITE, "column v is BINARY")
+    ]
+    floats = _target(_seeded("CREATE TABLE db.t (id DOUBLE PRIMARY KEY, v INT)"))
+    assert [(s.write, s.write_why.rsplit("; ", 1)[-1]) for s in _rows(floats)] == [
+        (WRITE_REWRITE, "key id is DOUBLE")
+    ]
+    # A FLOAT that is not a key, and every other type, takes the round.
+    others = _target(
+        _seeded(
+            "CREATE TABLE db.t (id BIGINT PRIMARY KEY, f FLOAT, d DOUBLE, x DECIMAL(30,4), "
+            "s VARCHAR(9), b TINYINT(1), dt DATE, ts TIMESTAMP(6), n DATETIME(3), y YEAR, "
+            "e ENUM('a','b'), j JSON, bit1 BIT(1), u BIGINT UNSIGNED, sm SMALLINT, ti TINYINT)"
+        )
     )
+    assert [s.write for s in _rows(others)] == [WRITE_ROUND]
 
 
 def test_a_large_target_or_one_with_deletion_vectors_is_merged():
@@ -99,7 +140,7 @@ def test_a_large_target_or_one_with_deletion_vectors_is_merged():
 
 def test_column_mapping_and_timestamp_ntz_keep_the_rewrite():
     t = _target(_project(), features=("appendOnly", "columnMapping", "invariants", "timestampNtz"))
-    assert [s.write for s in _rows(t)] == [WRITE_REWRITE]
+    assert [s.write for s in _rows(t)] == [WRITE_ROUND]
 
 
 def test_rewrite_below_is_read_from_the_entry_then_the_defaults():
@@ -108,7 +149,7 @@ def test_rewrite_below_is_read_from_the_entry_then_the_defaults():
     assert [s.write for s in _rows(t)] == [WRITE_MERGE]
     assert _rows(t)[0].write_why.startswith("rewrite_below 0 B, ")
     t = _target(_project(defaults=Defaults(rewrite_below=1 << 30)), data_bytes=100 << 20)
-    assert [s.write for s in _rows(t)] == [WRITE_REWRITE]
+    assert [s.write for s in _rows(t)] == [WRITE_ROUND]
     assert "ticdc_sync.yml defaults" in _rows(t)[0].write_why
 
 
@@ -122,7 +163,7 @@ def test_a_ddl_that_adds_a_feature_sends_later_segments_to_the_merge():
     # today): decided on the features in force at each segment.
     rows = [Rows(5, 19), Ddl(_fake_ddl(("deletionVectors",))), Rows(20, 40)]
     out = with_writes(t, rows)
-    assert [s.write for s in out if isinstance(s, Rows)] == [WRITE_REWRITE, WRITE_MERGE]
+    assert [s.write for s in out if isinstance(s, Rows)] == [WRITE_ROUND, WRITE_MERGE]
 
 
 def _fake_ddl(added: tuple[str, ...]):
@@ -151,5 +192,8 @@ def test_the_json_plan_carries_each_segment_s_write():
         targets={"t": TargetState("t", True, Marker(5), columns=(("id", "int"), ("v", "int")))},
     )
     js = render_json(build_plan(project, state))
-    assert '"write": "rewrite"' in js
-    assert '"write_why": "target 0 B < rewrite_below 16 MiB, built-in default"' in js
+    assert '"write": "round"' in js
+    assert (
+        '"write_why": "target 0 B < rewrite_below 16 MiB, built-in default; with the other '
+        'targets due in its round"' in js
+    )

@@ -346,13 +346,17 @@ WRITE_MERGE = "merge"  # one MERGE (or INSERT) through Delta's own writer
 # The table's rows and the segment's changes merged in one Spark write of new files, then
 # one commit that removes the old files and adds the new ones (`spark.apply.rewrite`).
 WRITE_REWRITE = "rewrite"
+# As a rewrite, but the new files of every target due in the same round come from ONE Spark
+# job for all of them (typed in one query, merged per target in Arrow), then one commit per
+# target (`spark.apply.rounds`): a target's fixed cost is its commit, not a query of its own.
+WRITE_ROUND = "round"
 
 
 @dataclass(frozen=True, slots=True)
 class Rows:
     """Apply the row changes with lo < commit_ts <= hi in one commit on `keys`, each upstream
     table's rows typed by its `tables` entry (a table without a schema in the segment has no
-    entry: no rows to type), by `write` (WRITE_MERGE or WRITE_REWRITE; `write_why` says
+    entry: no rows to type), by `write` (WRITE_MERGE, WRITE_REWRITE or WRITE_ROUND; `write_why` says
     why). `error`: the segment cannot be merged (no keys, shards with different keys, a
     key that is not a column); running it fails the target with it."""
 

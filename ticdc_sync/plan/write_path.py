@@ -9,18 +9,29 @@ old ones (`spark.apply.rewrite`): two jobs. That commit is written by delta-rs, 
 writes only some table features: a target with any other (deletion vectors, type widening,
 change data feed, ...) keeps the MERGE, as does a target at or above `rewrite_below`,
 whose rewrite would copy more than a MERGE touches. Decided per segment, since a DDL
-between two segments can add a feature. Pure: made from the target's plan only.
+between two segments can add a feature.
+
+A rewritten segment of a `mirror` target whose columns all have a type the round writer
+carries (`ROUND_TYPES`: every type but BINARY; keys not FLOAT/DOUBLE, whose -0.0 and NaN
+compare equal in Spark and not as text) takes the round (`WRITE_ROUND`,
+`spark.apply.rounds`): the segments of all the targets due together get their files from one
+Spark job, so a target's fixed cost is its commit. The run loop hands every target whose
+next steps are round segments to one writer; a round of one is still a round. Pure: made
+from the target's plan only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from ticdc_sync.core import datatypes
+from ticdc_sync.core.model import Mode
 from ticdc_sync.core.sizes import render_bytes
 from ticdc_sync.plan import table_features as tf
 from ticdc_sync.plan.model import (
     WRITE_MERGE,
     WRITE_REWRITE,
+    WRITE_ROUND,
     Ddl,
     DeltaPart,
     Rows,
@@ -34,6 +45,16 @@ from ticdc_sync.plan.model import (
 # table with typeWidening ("Unsupported table features required"), and a commit it makes
 # to a table with deletion vectors or a change data feed would not keep them.
 REWRITE_KEEPS = frozenset({*tf.LEGACY, tf.TIMESTAMP_NTZ, tf.COLUMN_MAPPING})
+
+# Delta types whose values the round writer carries from Spark to Arrow as text without
+# loss (`spark.apply.round_query.canonical`). BINARY is not among them: Arrow has no
+# decoding of a text form, so a target with a BINARY column takes the rewrite.
+ROUND_TYPES = frozenset(
+    {"TINYINT", "SMALLINT", "INT", "BIGINT", "BOOLEAN", "FLOAT", "DOUBLE", "STRING", "DATE"}
+    | {"TIMESTAMP", "TIMESTAMP_NTZ"}
+)
+# Key types the round does not collapse by: FLOAT/DOUBLE, as their text is not their equality.
+ROUND_NOT_KEYS = frozenset({"FLOAT", "DOUBLE"})
 
 
 def features_then(features: Iterable[str], parts: Sequence[DeltaPart]) -> tuple[str, ...]:
@@ -52,6 +73,8 @@ def with_writes(t: TargetPlan, steps: Sequence[Step]) -> tuple[Step, ...]:
             have |= {f for added in step.ddl.features_added for f in tf.enabled_by(added)}
         if isinstance(step, Rows):
             write, why = _write(t, have)
+            if write == WRITE_REWRITE:
+                write, why = _round(t, step, why)
             step = Rows(
                 step.lo, step.hi, step.keys, step.keys_from, step.tables, step.error, write, why
             )
@@ -70,3 +93,21 @@ def _write(t: TargetPlan, features: set[str]) -> tuple[str, str]:
     if t.data_bytes >= t.rewrite_below:
         return WRITE_MERGE, f"target {size} >= {below}"
     return WRITE_REWRITE, f"target {size} < {below}"
+
+
+def _round(t: TargetPlan, step: Rows, why: str) -> tuple[str, str]:
+    """A rewritten segment's path: the round, unless its mode or a column's type keeps it
+    out (then the rewrite, saying which)."""
+    if t.mode is not Mode.MIRROR:
+        return WRITE_REWRITE, f"{why}; mode {t.mode.value} keeps the rewrite's own rules"
+    keys = {k.lower() for k in step.keys}
+    for table in step.tables:
+        for span in table.spans:
+            for col in span.schema.columns:
+                typ = datatypes.delta_type(col)
+                base = typ.split("(", 1)[0]
+                if base != "DECIMAL" and base not in ROUND_TYPES:
+                    return WRITE_REWRITE, f"{why}; column {col.name} is {typ}"
+                if col.name.lower() in keys and base in ROUND_NOT_KEYS:
+                    return WRITE_REWRITE, f"{why}; key {col.name} is {typ}"
+    return WRITE_ROUND, f"{why}; with the other targets due in its round"

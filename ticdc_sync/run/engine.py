@@ -7,7 +7,7 @@ and nothing here does I/O: the loop decides, the engine carries out. No pyspark.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -167,8 +167,8 @@ class SyncPoint:
 class Engine(Protocol):
     """What the run loop asks of an engine. `stage`, `trim`, `record_sync_point` and
     `read_state` are called one at a time, on one thread (the stager's, after the start:
-    the staging table has one writer); `apply` on worker threads, beside them, never twice
-    at once for one target."""
+    the staging table has one writer); `apply` and `apply_round` on worker threads, beside
+    them, never twice at once for one target."""
 
     def read_state(self) -> Started:
         """The warehouse as it is (at the start, and after an apply raised): cheap, it
@@ -184,6 +184,16 @@ class Engine(Protocol):
         """Run the target's steps in order (create, table features, load, rows, DDL, stop),
         up to `job.limit`; ask `should_stop` before each step and stop there when it says
         so. A blocked or failed target is an outcome; raises only `Fatal`."""
+        ...
+
+    # Whether `apply_round` lands several targets' round segments together; if not, the
+    # loop applies each target alone (`apply`).
+    rounds: bool
+
+    def apply_round(self, jobs: Sequence[ApplyJob], should_stop: StopCheck) -> list[ApplyOutcome]:
+        """`apply` for several targets at once, each with one row segment left that the
+        plan sends to a round (`WRITE_ROUND`): their outcomes, in `jobs`' order, as
+        `apply` gives each. Raises only `Fatal`."""
         ...
 
     def trim(self, bounds: Mapping[str, int], *, final: bool = False) -> TrimOutcome:

@@ -12,7 +12,7 @@ from concurrent.futures import Future
 from dataclasses import replace
 
 from ticdc_sync.core.errors import Fatal
-from ticdc_sync.plan.model import READY, TargetPlan
+from ticdc_sync.plan.model import READY, WRITE_ROUND, Rows, TargetPlan, end_ts
 from ticdc_sync.run.engine import ApplyJob, ApplyOutcome
 from ticdc_sync.run.loop_state import STICKY_BLOCK, LoopState, first_line, work_without_ts
 from ticdc_sync.run.schedule import Candidate, Need
@@ -49,19 +49,28 @@ class Applies(LoopState):
         return [self._candidate(t) for t, _ in self._selected()]
 
     def _dispatch(self) -> None:
-        free = self.workers - len(self.running)
+        free = self.workers - self._busy()
         if free <= 0 or self.halt:
             return
         pairs = {t.name: (t, sp) for t, sp in self._selected()}
         cands = [self._candidate(t) for t, _ in pairs.values()]
-        # Every target due now, most urgent first; the first `free` start now. The others
-        # of each one's source are its peers: the engine may read their rows once.
+        # Every target due now, most urgent first; the first `free` start now. Those whose
+        # steps left are one round segment go together, as one round on one worker
+        # (`Engine.apply_round`); of the others, the rest of each one's source are its
+        # peers: the engine may read their rows once.
         due = self.sched.choose(cands, self._now_ms(), len(cands), drain=self.draining)
+        rounds = self.engine.rounds
+        together = [d for d in due if rounds and in_round(pairs[d.name][0], d.limit)]
+        if together:
+            jobs = [ApplyJob(pairs[d.name][0], pairs[d.name][1], d.limit) for d in together]
+            self._start_round(jobs)
+            free -= 1
+        rest = [d for d in due if not (rounds and in_round(pairs[d.name][0], d.limit))]
         peers: dict[str, list[tuple[TargetPlan, int | None]]] = {}
-        for d in due:
+        for d in rest:
             t = pairs[d.name][0]
             peers.setdefault(t.source, []).append((t, d.limit))
-        for d in due[:free]:
+        for d in rest[:free]:
             t, sp = pairs[d.name]
             job = ApplyJob(t, sp, d.limit, tuple(peers[t.source]))
             if d.limit is not None:
@@ -74,6 +83,46 @@ class Applies(LoopState):
         # On the worker thread (or at once, for a pool that runs inline).
         self.done.put((job, fut))
         self.waiter.wake()
+
+    def _busy(self) -> int:
+        """Workers applying now: a round of several targets takes one."""
+        alone = [n for n in self.running if n not in self.in_rounds]
+        return len(alone) + len(set(self.in_rounds.values()))
+
+    def _start_round(self, jobs: list[ApplyJob]) -> None:
+        self.round_count += 1
+        for job in jobs:
+            self.running[job.target.name] = job
+            self.in_rounds[job.target.name] = self.round_count
+        fut = self.pool.submit(self._apply_round, jobs)
+        fut.add_done_callback(lambda f, jobs=jobs: self._round_ended(jobs, f))
+
+    def _round_ended(self, jobs: list[ApplyJob], fut: Future) -> None:
+        # On the worker thread: each target's outcome as if it had been applied alone.
+        exc = None if fut.cancelled() else fut.exception()
+        for i, job in enumerate(jobs):
+            one: Future = Future()
+            if fut.cancelled():
+                one.cancel()
+            elif exc is not None:
+                one.set_exception(exc)
+            else:
+                one.set_result(fut.result()[i])
+            self.done.put((job, one))
+        self.waiter.wake()
+
+    def _apply_round(
+        self, jobs: list[ApplyJob]
+    ) -> list[tuple[ApplyOutcome | None, str | None, float]]:
+        """On a worker thread: each target's result as `_apply` gives it."""
+        t0 = self.clock()
+        try:
+            return [(o, None, o.seconds) for o in self.engine.apply_round(jobs, self._should_stop)]
+        except Fatal:
+            raise
+        except Exception as e:  # noqa: BLE001 - the failure of these targets only
+            share = (self.clock() - t0) / max(1, len(jobs))
+            return [(None, first_line(e), share) for _ in jobs]
 
     def _should_stop(self) -> bool:
         return self.halt or self.stop.level >= 1
@@ -97,6 +146,7 @@ class Applies(LoopState):
                 return
             name = job.target.name
             self.running.pop(name, None)
+            self.in_rounds.pop(name, None)
             if fut.cancelled():
                 continue
             exc = fut.exception()
@@ -188,3 +238,16 @@ class Applies(LoopState):
                 f"{d.rename_from}, which has not applied up to {limit} yet: applied up to "
                 "there first"
             )
+
+
+def in_round(t: TargetPlan, limit: int | None) -> bool:
+    """Whether what `t` has left to do is one row segment the plan sends to a round."""
+    if len(t.steps) != 1:
+        return False
+    step = t.steps[0]
+    return (
+        isinstance(step, Rows)
+        and step.write == WRITE_ROUND
+        and step.error is None
+        and (limit is None or end_ts(step) <= limit)
+    )

@@ -109,6 +109,9 @@ class LoopState:
         self.covered: dict[str, int] = {}  # target -> every change at or below is in it
         self.blocked: dict[str, str | None] = {}  # target -> the plan's `blocked` it hit
         self.running: dict[str, ApplyJob] = {}
+        # Targets applied in a round of several (`Engine.apply_round`): which round.
+        self.in_rounds: dict[str, int] = {}
+        self.round_count = 0
         self.done: queue.SimpleQueue[tuple[ApplyJob, Future]] = queue.SimpleQueue()
         self.halt = False  # an error ends the run: every apply stops at its next step
         self.fatal: BaseException | None = None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ticdc_sync.core.errors import UserError
@@ -34,6 +34,7 @@ from ticdc_sync.run.engine import (
     TableSpan,
     TrimOutcome,
 )
+from ticdc_sync.spark.apply import rounds
 from ticdc_sync.spark.apply.executor import END, StepRunner, summary_line
 from ticdc_sync.spark.apply.rows import TargetWriter
 from ticdc_sync.spark.apply.shared_window import Windows
@@ -54,6 +55,8 @@ Out = Callable[[str], None]
 
 class SparkEngine:
     """`engine.Engine` over one SparkSession and the warehouse's state tables."""
+
+    rounds = True
 
     def __init__(
         self,
@@ -258,6 +261,10 @@ class SparkEngine:
                 if windows is not None:
                     windows.release(sp.source.name, t.name, window)
                 fanout.done(spark)
+        return self._outcome(t, w, p, out)
+
+    def _outcome(self, t, w: TargetWriter, p: StepRunner, out: Out) -> ApplyOutcome:
+        """What one target's apply did, after its steps ran."""
         if p.crash is not None:
             # A lost run lease (`Fatal`) ends the run; anything else fails this target.
             raise p.crash
@@ -291,6 +298,57 @@ class SparkEngine:
             seconds=p.seconds,
             ran=tuple(p.ran),
         )
+
+    def apply_round(self, jobs: Sequence[ApplyJob], should_stop: StopCheck) -> list[ApplyOutcome]:
+        """Land the one round segment (`WRITE_ROUND`) each of `jobs`' targets has left, in
+        one round (`rounds.land`): one Spark job for all, one commit each. A target the round
+        does not land runs its step alone (the rewrite). Outcomes in `jobs`' order."""
+        with self._lock:
+            first, self.on_first_apply = self.on_first_apply, None
+        if first is not None:
+            first()
+        spark = fanout.target_session(self.spark, self.session_conf)
+        runners: list[tuple[ApplyJob, TargetWriter, StepRunner, Out]] = []
+        for job in jobs:
+            t, sp = job.target, job.source
+            out: Out = fanout.GroupedOut(self.out) if self.side_by_side else self.out
+            w = TargetWriter(spark, self.state, sp.source, t, out)
+            runners.append(
+                (job, w, StepRunner(w, t, should_stop, self.on_step, self.orphans_checked), out)
+            )
+        try:
+            with labels.pool(spark, labels.APPLY_POOL):
+                if not should_stop():
+                    self._round(spark, [(w, p) for _, w, p, _ in runners])
+                for job, _, p, _ in runners:
+                    # What the round did not land (and an interrupted round), one by one.
+                    p.advance(END if job.limit is None else job.limit)
+        finally:
+            fanout.done(spark)
+        outcomes = []
+        for job, w, p, out in runners:
+            if p.crash is not None:
+                raise p.crash
+            outcomes.append(self._outcome(job.target, w, p, out))
+        return outcomes
+
+    def _round(self, spark, runners: list[tuple[TargetWriter, StepRunner]]) -> None:
+        t0 = time.monotonic()
+        items, landing = [], []
+        for w, p in runners:
+            p.round_tried = True
+            self.on_step(w.name, "round")
+            p.rewriter.remove_orphans_once()
+            if p.rewriter.can_commit():
+                items.append(rounds.RoundItem(w, p.marker, p.steps[0]))
+                landing.append(p)
+        with labels.phase(spark, f"round of {len(items)} target(s)"):
+            markers = rounds.land(spark, self.state, items)
+        # Each target's share of the round: what the schedule expects its applies to take.
+        share = (time.monotonic() - t0) / max(1, len(runners))
+        for p, marker in zip(landing, markers, strict=True):
+            if marker is not None:
+                p.landed(marker, share)
 
     # --- trimming ----------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from ticdc_sync.core.errors import BlockedError, UserError
 from ticdc_sync.core.window import Marker
 from ticdc_sync.plan.model import (
     WRITE_REWRITE,
+    WRITE_ROUND,
     Create,
     Ddl,
     Features,
@@ -106,6 +107,8 @@ class StepRunner:
         # (a row segment without rows commits nothing, yet is done).
         self.reached: int = self.marker.applied_ts
         self.ran: list[Step] = []  # the steps run to their end, in order
+        # Its next round segment was in a round that did not land it: the rewrite does.
+        self.round_tried = False
 
     def _next(self) -> Step | None:
         """The next step to run, or None when asked to stop (each step is its own commit
@@ -171,21 +174,46 @@ class StepRunner:
             self.marker = load.load(w, step.load)
         elif isinstance(step, Rows):
             self.rewriter.remove_orphans_once()
-            self.marker = (
-                self.rewriter.segment(self.marker, step)
-                if step.write == WRITE_REWRITE and self.rewriter.can_commit()
-                else w.merge(self.marker, step)
-            )
+            if step.write not in (WRITE_REWRITE, WRITE_ROUND) or not self.rewriter.can_commit():
+                self.marker = w.merge(self.marker, step)
+            else:
+                landed = None
+                if step.write == WRITE_ROUND and not self.round_tried:
+                    # A round of one (the run loop hands targets due together to one
+                    # round: `SparkEngine.apply_round`); None: the rewrite lands it.
+                    from ticdc_sync.spark.apply import rounds
+
+                    item = rounds.RoundItem(w, self.marker, step)
+                    landed = rounds.land(w.spark, w.state, [item])[0]
+                self.marker = (
+                    landed if landed is not None else self.rewriter.segment(self.marker, step)
+                )
         elif isinstance(step, Ddl):
             self.marker = apply_ddl(w, self.marker, step.ddl, step.ahead)
         elif isinstance(step, Stop):
             raise blocked_error(w.name, step.ddl)
         elif isinstance(step, Halt):
             raise BlockedError(f"target {w.name} is blocked: {step.reason}")
-        w.result.applied_ts = self.marker.applied_ts
+        self._ran(step)
+
+    def _ran(self, step: Step) -> None:
+        self.writer.result.applied_ts = self.marker.applied_ts
         self.ran.append(step)
         if isinstance(step, (Rows, LoadRows)) or (isinstance(step, Ddl) and not step.ahead):
             self.reached = max(self.reached, end_ts(step))
+
+    def landed(self, marker: Marker, seconds: float) -> None:
+        """Its next step, a row segment, was landed by a round of several targets
+        (`rounds.land`) and its target now stands at `marker`."""
+        step = self.steps.popleft()
+        self.marker = marker
+        self._ran(step)
+        self.seconds += seconds
+        if not self.steps:
+            self.done = True
+            self.summarized = True
+            self.writer.out(summary_line(self))
+            self.on_step(self.target.name, None)
 
 
 def summary_line(p: StepRunner) -> str:

@@ -263,14 +263,14 @@ class Rewriter:
             if not changed:
                 # Nothing changed (replays only): keep the files, record the marker.
                 table.delete(folder)
-                if _marker_of_newest(table) != new_marker:
+                if marker_of_newest(table) != new_marker:
                     table.commit([], new_marker)
                 w.result.merges += 1  # a segment landed, as a MERGE of nothing counts
                 return new_marker
             now = int(time.time() * 1000)
             removes = [RemoveAction(p, True, now, size, {}) for p, size in table.files()]
             adds = [
-                AddAction(f"{folder}/{name}", size, {}, now, True, _stats(rows_in))
+                AddAction(f"{folder}/{name}", size, {}, now, True, file_stats(rows_in))
                 for name, size, rows_in in _written(table, folder)
             ]
             table.commit([*removes, *adds], new_marker)
@@ -320,13 +320,13 @@ def _written(table: Table, folder: str) -> Iterator[tuple[str, int, int]]:
         yield name, int(info.size), rows
 
 
-def _stats(rows: int) -> str:
+def file_stats(rows: int) -> str:
     # The row count lets Delta answer a count from the log; no column bounds (nothing
     # to skip in a table of one file).
     return json.dumps({"numRecords": rows})
 
 
-def _marker_of_newest(table: Table) -> Marker | None:
+def marker_of_newest(table: Table) -> Marker | None:
     for info in table.rs.history(1):
         return Marker.from_user_metadata(info.get("userMetadata"))
     return None
