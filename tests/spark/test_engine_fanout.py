@@ -50,8 +50,10 @@ def commits(spark, project, name: str) -> list[tuple[str, str | None]]:
     return [(r["operation"], r["userMetadata"]) for r in rows]
 
 
-def land(spark, tmp_path, name: str, lines: list[str], workers: int | None = None):
-    root = make_project(tmp_path / name, protocol="canal-json", topic="cdc")
+def land(
+    spark, tmp_path, name: str, lines: list[str], workers: int | None = None, defaults: str = ""
+):
+    root = make_project(tmp_path / name, protocol="canal-json", topic="cdc", defaults=defaults)
     if workers is not None:
         profiles = root / "profiles.yml"
         profiles.write_text(profiles.read_text() + f"      run: {{apply_workers: {workers}}}\n")

@@ -113,8 +113,8 @@ def test_the_run_executes_the_planned_segments_and_keys(spark, tmp_path):
         (400, False),
     ]
     text = render_text(plan)
-    assert "rows 100 < commit_ts <= 299: rewrite on id (primary key; target 0 B <" in text
-    assert "rows 300 < commit_ts <= 399: rewrite on code (primary key; target 0 B <" in text
+    assert "rows 100 < commit_ts <= 299: round on id (primary key; target 0 B <" in text
+    assert "rows 300 < commit_ts <= 399: round on code (primary key; target 0 B <" in text
     shown = next(x for x in json.loads(render_json(plan))["targets"] if x["name"] == "t")
     assert [(s["step"], s.get("keys")) for s in shown["steps"]] == [
         ("rows", []),

@@ -140,7 +140,9 @@ def test_a_value_that_does_not_fit_leaves_the_round_for_the_rewrite_s_policy(spa
     assert "value does not fit its column: v = 70000" in text, text
     assert "t/0/2 table shop.b" in text, text
     # The other target of the round landed.
-    assert read_target(spark, project, "a", "id") == [{"id": 1, "v": 7, "_commit_ts": 400_000 << 18}]
+    assert read_target(spark, project, "a", "id") == [
+        {"id": 1, "v": 7, "_commit_ts": 400_000 << 18}
+    ]
 
     project = load(_bad_value_project(tmp_path, "quarantine"))
     assert runner.run(project, spark=spark, out=lambda s: None) == 0

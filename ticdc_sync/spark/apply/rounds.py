@@ -77,11 +77,7 @@ def land(spark: SparkSession, state: State, items: Sequence[RoundItem]) -> list[
     segments = [e.segment for e in entries.values()]
     try:
         changes = round_changes(spark, state.staging.events(spark), segments)
-        rows = (
-            changes.groupBy("tid")
-            .applyInArrow(round_arrow.task(facts), RESULT)
-            .collect()
-        )
+        rows = changes.groupBy("tid").applyInArrow(round_arrow.task(facts), RESULT).collect()
     except Exception as e:  # noqa: BLE001 - each target then lands by the rewrite
         _remove_folders(entries.values())
         first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
