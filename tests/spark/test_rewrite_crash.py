@@ -1,11 +1,14 @@
-"""Killing `run` with SIGKILL while it rewrites targets (`spark.apply.rewrite`) changes no target
-by half: after every kill each target equals the upstream truth as of its own marker (a
+"""Killing `run` with SIGKILL while it rewrites targets (`spark.apply.rewrite`) or lands them in a
+round (`spark.apply.rounds`: one Spark job writes every due target's files, then one commit
+each) changes no target by half: after every kill each target equals the upstream truth as of its own marker (a
 segment is in it whole or not at all), the table's log names only files that exist, and the
 next run removes the files the killed one wrote but never committed, then ends exact.
 
 Each kill lands a random delay (the first: none) after a rewrite folder that no commit names
-appears in a target: inside a Parquet write, between a write and its commit, in the commit
-or just after it.
+appears in a target: inside a Parquet write, between a write and its commit (for a round:
+between its job and any of its targets' commits), in a commit or just after it. Of the
+history's tables, two have a BINARY column and take the rewrite; `order_lines` takes the
+round.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from ticdc_sync.core import lake
 from ticdc_sync.core.window import Marker
 from ticdc_sync.spark import runner
 from ticdc_sync.spark.apply.rewrite import FOLDER
+from ticdc_sync.spark.apply.round_arrow import ROUND_FILE
 from ticdc_sync.warehouse.locations import target_location, warehouse_path
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -43,6 +47,14 @@ def _log_names(loc: Path) -> set[str]:
             m for m in (w.split("/")[0] for w in text.split('"path":"')[1:]) if FOLDER.match(m)
         }
     return found
+
+
+def _round_files(loc: Path) -> int:
+    """Files a round wrote that the table's log adds."""
+    return sum(
+        text.count(f"-{ROUND_FILE}.snappy.parquet")
+        for text in (f.read_text() for f in (loc / "_delta_log").glob("*.json"))
+    )
 
 
 def _uncommitted(wh: str) -> set[str]:
@@ -117,5 +129,11 @@ def test_sigkill_while_rewriting_leaves_each_target_whole_then_exact(spark, tmp_
         loc = Path(target_location(wh, schema.table))
         on_disk = {p.name for p in loc.iterdir() if FOLDER.match(p.name)}
         assert on_disk <= _log_names(loc), f"{qualified}: files no commit names are left"
+    # Both paths landed segments: the round's files are named apart (`ROUND_FILE`).
+    landed = {
+        schema.table: _round_files(Path(target_location(wh, schema.table)))
+        for schema in enc.schemas.values()
+    }
+    assert landed["order_lines"] > 0 and landed["accounts"] == 0, landed
     # Not asserted (a kill's moment is random): how many kills left uncommitted files.
     print(f"kills: {outcomes}; uncommitted rewrite folders seen after kills: {killed_between}")

@@ -26,6 +26,7 @@ from ticdc_sync.plan.model import (
     OP_COPY_FROM,
     READY,
     WRITE_ROUND,
+    Create,
     DeltaPart,
     Plan,
     Rows,
@@ -425,6 +426,8 @@ class Fake:
         create = None
         if s.create and not st.exists:
             create = TableSchema("app", s.name, (Column("id", "int"),), ("id",))
+            if steps:
+                steps = (Create(create), *steps)
         return TargetPlan(
             name=s.name,
             source=s.source,

@@ -192,7 +192,8 @@ class Engine(Protocol):
 
     def apply_round(self, jobs: Sequence[ApplyJob], should_stop: StopCheck) -> list[ApplyOutcome]:
         """`apply` for several targets at once, each with one row segment left that the
-        plan sends to a round (`WRITE_ROUND`): their outcomes, in `jobs`' order, as
+        plan sends to a round (`WRITE_ROUND`), after at most its creation and table
+        features: their outcomes, in `jobs`' order, as
         `apply` gives each. Raises only `Fatal`."""
         ...
 

@@ -12,7 +12,15 @@ from concurrent.futures import Future
 from dataclasses import replace
 
 from ticdc_sync.core.errors import Fatal
-from ticdc_sync.plan.model import READY, WRITE_ROUND, Rows, TargetPlan, end_ts
+from ticdc_sync.plan.model import (
+    READY,
+    WRITE_ROUND,
+    Create,
+    Features,
+    Rows,
+    TargetPlan,
+    end_ts,
+)
 from ticdc_sync.run.engine import ApplyJob, ApplyOutcome
 from ticdc_sync.run.loop_state import STICKY_BLOCK, LoopState, first_line, work_without_ts
 from ticdc_sync.run.schedule import Candidate, Need
@@ -241,13 +249,15 @@ class Applies(LoopState):
 
 
 def in_round(t: TargetPlan, limit: int | None) -> bool:
-    """Whether what `t` has left to do is one row segment the plan sends to a round."""
-    if len(t.steps) != 1:
+    """Whether what `t` has left to do is one row segment the plan sends to a round, after
+    at most its creation and table features (a first catch-up creates every target)."""
+    if not t.steps:
         return False
-    step = t.steps[0]
+    last = t.steps[-1]
     return (
-        isinstance(step, Rows)
-        and step.write == WRITE_ROUND
-        and step.error is None
-        and (limit is None or end_ts(step) <= limit)
+        isinstance(last, Rows)
+        and last.write == WRITE_ROUND
+        and last.error is None
+        and (limit is None or end_ts(last) <= limit)
+        and all(isinstance(s, (Create, Features)) for s in t.steps[:-1])
     )

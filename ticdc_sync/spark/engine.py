@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from ticdc_sync.core.errors import UserError
 from ticdc_sync.core.model import Project, Source, TransportKind
-from ticdc_sync.plan.model import Create, Ddl, LoadRows
+from ticdc_sync.plan.model import WRITE_ROUND, Create, Ddl, LoadRows
 from ticdc_sync.run.engine import (
     ApplyJob,
     ApplyOutcome,
@@ -300,8 +300,8 @@ class SparkEngine:
         )
 
     def apply_round(self, jobs: Sequence[ApplyJob], should_stop: StopCheck) -> list[ApplyOutcome]:
-        """Land the one round segment (`WRITE_ROUND`) each of `jobs`' targets has left, in
-        one round (`rounds.land`): one Spark job for all, one commit each. A target the round
+        """Land the one round segment (`WRITE_ROUND`) each of `jobs`' targets has left
+        (after its creation, if any, which runs first), in one round (`rounds.land`): one Spark job for all, one commit each. A target the round
         does not land runs its step alone (the rewrite). Outcomes in `jobs`' order."""
         with self._lock:
             first, self.on_first_apply = self.on_first_apply, None
@@ -318,8 +318,10 @@ class SparkEngine:
             )
         try:
             with labels.pool(spark, labels.APPLY_POOL):
+                for _, _, p, _ in runners:
+                    p.advance(-1)  # its creation and table features first, if any
                 if not should_stop():
-                    self._round(spark, [(w, p) for _, w, p, _ in runners])
+                    self._round(spark, [(w, p) for _, w, p, _ in runners if _round_next(p)])
                 for job, _, p, _ in runners:
                     # What the round did not land (and an interrupted round), one by one.
                     p.advance(END if job.limit is None else job.limit)
@@ -437,6 +439,11 @@ class SparkEngine:
                 .mode("append")
                 .save(sync_points.location(self.project))
             )
+
+
+def _round_next(p: StepRunner) -> bool:
+    """Whether the next step of `p` is a round segment (its creation went well)."""
+    return not p.done and bool(p.steps) and getattr(p.steps[0], "write", None) == WRITE_ROUND
 
 
 def _outcome(m: Maintained) -> TrimOutcome:
