@@ -67,13 +67,14 @@ class Applies(LoopState):
         # (`Engine.apply_round`); of the others, the rest of each one's source are its
         # peers: the engine may read their rows once.
         due = self.sched.choose(cands, self._now_ms(), len(cands), drain=self.draining)
-        rounds = self.engine.rounds
-        together = [d for d in due if rounds and in_round(pairs[d.name][0], d.limit)]
+        together, rest = [], []
+        for d in due:
+            grouped = self.engine.rounds and in_round(pairs[d.name][0], d.limit)
+            (together if grouped else rest).append(d)
         if together:
             jobs = [ApplyJob(pairs[d.name][0], pairs[d.name][1], d.limit) for d in together]
             self._start_round(jobs)
             free -= 1
-        rest = [d for d in due if not (rounds and in_round(pairs[d.name][0], d.limit))]
         peers: dict[str, list[tuple[TargetPlan, int | None]]] = {}
         for d in rest:
             t = pairs[d.name][0]

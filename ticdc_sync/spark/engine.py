@@ -234,10 +234,7 @@ class SparkEngine:
         """Run `job.target`'s steps (up to `job.limit`, every step when None), each its own
         commit with the target's marker; a target's own failure is reported in the
         outcome, a lost run lease raises `Fatal`."""
-        with self._lock:
-            first, self.on_first_apply = self.on_first_apply, None
-        if first is not None:
-            first()
+        self._first_apply()
         t, sp = job.target, job.source
         out: Out = fanout.GroupedOut(self.out) if self.side_by_side else self.out
         # Always a session of its own (`fanout`), even with one apply worker: the apply
@@ -262,6 +259,13 @@ class SparkEngine:
                     windows.release(sp.source.name, t.name, window)
                 fanout.done(spark)
         return self._outcome(t, w, p, out)
+
+    def _first_apply(self) -> None:
+        """Call `on_first_apply` once, at the run's first apply or round."""
+        with self._lock:
+            first, self.on_first_apply = self.on_first_apply, None
+        if first is not None:
+            first()
 
     def _outcome(self, t, w: TargetWriter, p: StepRunner, out: Out) -> ApplyOutcome:
         """What one target's apply did, after its steps ran."""
@@ -301,12 +305,10 @@ class SparkEngine:
 
     def apply_round(self, jobs: Sequence[ApplyJob], should_stop: StopCheck) -> list[ApplyOutcome]:
         """Land the one round segment (`WRITE_ROUND`) each of `jobs`' targets has left
-        (after its creation, if any, which runs first), in one round (`rounds.land`): one Spark job for all, one commit each. A target the round
-        does not land runs its step alone (the rewrite). Outcomes in `jobs`' order."""
-        with self._lock:
-            first, self.on_first_apply = self.on_first_apply, None
-        if first is not None:
-            first()
+        (after its creation, if any, which runs first), in one round (`rounds.land`): one
+        Spark job for all, one commit each. A target the round does not land runs its step
+        alone (the rewrite). Outcomes in `jobs`' order."""
+        self._first_apply()
         spark = fanout.target_session(self.spark, self.session_conf)
         runners: list[tuple[ApplyJob, TargetWriter, StepRunner, Out]] = []
         for job in jobs:
@@ -327,12 +329,8 @@ class SparkEngine:
                     p.advance(END if job.limit is None else job.limit)
         finally:
             fanout.done(spark)
-        outcomes = []
-        for job, w, p, out in runners:
-            if p.crash is not None:
-                raise p.crash
-            outcomes.append(self._outcome(job.target, w, p, out))
-        return outcomes
+        # `_outcome` raises a lost lease (`p.crash`) before any outcome is kept.
+        return [self._outcome(job.target, w, p, out) for job, w, p, out in runners]
 
     def _round(self, spark, runners: list[tuple[TargetWriter, StepRunner]]) -> None:
         t0 = time.monotonic()

@@ -134,6 +134,22 @@ class Table:
             # An object store has no folders; a local one keeps the empty one.
             shutil.rmtree(Path(self.uri) / folder, ignore_errors=True)
 
+    def replace_files(
+        self, old: list[tuple[str, int]], new: list[tuple[str, int, int]], marker: Marker
+    ) -> None:
+        """One commit that removes the files `old` (path, bytes) and adds `new` (path,
+        bytes, rows), with `marker`."""
+        now = int(time.time() * 1000)
+        removes = [RemoveAction(p, True, now, size, {}) for p, size in old]
+        adds = [AddAction(p, size, {}, now, True, _stats(rows)) for p, size, rows in new]
+        self.commit([*removes, *adds], marker)
+
+    def record_marker(self, marker: Marker) -> None:
+        """Commit `marker` alone unless the newest commit carries it (a segment that changed
+        nothing: the target is up to date, and says so)."""
+        if _marker_of_newest(self) != marker:
+            self.commit([], marker)
+
     def commit(self, actions: list, marker: Marker) -> None:
         before_commit()
         self.rs.create_write_transaction(
@@ -263,17 +279,11 @@ class Rewriter:
             if not changed:
                 # Nothing changed (replays only): keep the files, record the marker.
                 table.delete(folder)
-                if marker_of_newest(table) != new_marker:
-                    table.commit([], new_marker)
+                table.record_marker(new_marker)
                 w.result.merges += 1  # a segment landed, as a MERGE of nothing counts
                 return new_marker
-            now = int(time.time() * 1000)
-            removes = [RemoveAction(p, True, now, size, {}) for p, size in table.files()]
-            adds = [
-                AddAction(f"{folder}/{name}", size, {}, now, True, file_stats(rows_in))
-                for name, size, rows_in in _written(table, folder)
-            ]
-            table.commit([*removes, *adds], new_marker)
+            written = [(f"{folder}/{n}", size, rows) for n, size, rows in _written(table, folder)]
+            table.replace_files(table.files(), written, new_marker)
         except Exception as e:  # noqa: BLE001 - surface raise_error text from the JVM
             # Not committed: its files go now (or, if this fails too, with the next run).
             with suppress(Exception):
@@ -320,13 +330,13 @@ def _written(table: Table, folder: str) -> Iterator[tuple[str, int, int]]:
         yield name, int(info.size), rows
 
 
-def file_stats(rows: int) -> str:
+def _stats(rows: int) -> str:
     # The row count lets Delta answer a count from the log; no column bounds (nothing
     # to skip in a table of one file).
     return json.dumps({"numRecords": rows})
 
 
-def marker_of_newest(table: Table) -> Marker | None:
+def _marker_of_newest(table: Table) -> Marker | None:
     for info in table.rs.history(1):
         return Marker.from_user_metadata(info.get("userMetadata"))
     return None

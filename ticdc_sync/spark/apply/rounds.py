@@ -23,19 +23,17 @@ a target whose plan did not send it here.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 
-from deltalake.transaction import AddAction, RemoveAction
 from pyspark.sql import SparkSession
 
 from ticdc_sync.core.window import Marker
 from ticdc_sync.plan.model import Rows
 from ticdc_sync.spark.apply import round_arrow
-from ticdc_sync.spark.apply.rewrite import Table, file_stats, marker_of_newest
+from ticdc_sync.spark.apply.rewrite import Table
 from ticdc_sync.spark.apply.round_arrow import RESULT, SAME, WRITTEN, TargetFiles
 from ticdc_sync.spark.apply.round_query import RoundSegment, round_changes
 from ticdc_sync.spark.apply.rows import TargetWriter
@@ -58,6 +56,7 @@ class _Entry:
     table: Table
     files: TargetFiles
     segment: RoundSegment
+    listed: list[tuple[str, int]]  # the table's files (path, bytes) when the round began
 
 
 def land(spark: SparkSession, state: State, items: Sequence[RoundItem]) -> list[Marker | None]:
@@ -108,6 +107,7 @@ def _entry(tid: int, item: RoundItem) -> _Entry | Marker | None:
     names = [c.name for c in table.columns]
     upstream = [(c.name, c.type) for c in table.columns if c.name not in own]
     lower = [n.lower() for n in names]
+    listed = table.files()
     try:
         for c in table.columns:
             round_arrow.arrow_type(c.type)
@@ -120,7 +120,7 @@ def _entry(tid: int, item: RoundItem) -> _Entry | Marker | None:
         uri=table.uri,
         options=tuple(sorted(table.options.items())),
         folder=f"rs-{table.version + 1:020d}-{uuid.uuid4().hex}",
-        files=tuple(p for p, _ in table.files()),
+        files=tuple(p for p, _ in listed),
         columns=tuple((c.name, c.physical, c.type) for c in table.columns),
         values=tuple(names.index(n) for n, _ in upstream),
         keys=keys,
@@ -133,7 +133,7 @@ def _entry(tid: int, item: RoundItem) -> _Entry | Marker | None:
         columns=tuple(upstream),
         ignored=tuple(w.plan.entry.ignore_columns),
     )
-    return _Entry(item, table, files, segment)
+    return _Entry(item, table, files, segment, listed)
 
 
 def _commit(e: _Entry, row) -> Marker | None:
@@ -146,16 +146,13 @@ def _commit(e: _Entry, row) -> Marker | None:
     try:
         if status == SAME:
             # Nothing changed (replays only, or no row in the window): record the marker.
-            if marker_of_newest(table) != new_marker:
-                table.commit([], new_marker)
+            table.record_marker(new_marker)
             w.result.merges += 1
             return new_marker
         if status != WRITTEN:
             return None  # a row that does not fit: the rewrite applies the policy
-        now = int(time.time() * 1000)
-        removes = [RemoveAction(p, True, now, size, {}) for p, size in table.files()]
-        add = AddAction(row["path"], int(row["size"]), {}, now, True, file_stats(int(row["rows"])))
-        table.commit([*removes, add], new_marker)
+        new = [(row["path"], int(row["size"]), int(row["rows"]))]
+        table.replace_files(e.listed, new, new_marker)
     except LeaseLost:
         raise
     except Exception:  # noqa: BLE001 - not committed: the rewrite lands it (or says why)
