@@ -23,7 +23,7 @@ from ticdc_sync.core.window import DdlEvent, Marker
 from ticdc_sync.ddl import parse_schema_sql
 from ticdc_sync.plan import build_plan, render_json, render_text
 from ticdc_sync.plan.model import WRITE_MERGE, WRITE_REWRITE, WRITE_ROUND, Ddl, Rows, TargetPlan
-from ticdc_sync.plan.write_path import with_writes
+from ticdc_sync.plan.write_path import ROUND_MAX_CHANGES, segment_changes, with_writes
 from ticdc_sync.warehouse.state import SourceState, TargetState, WarehouseState
 
 SEED = parse_schema_sql("CREATE TABLE db.t (id INT PRIMARY KEY, v INT)", None, "t.sql")[0]
@@ -47,19 +47,26 @@ def _target(
     data_bytes: int = 1000,
     features=("appendOnly", "invariants"),
     events=(),
+    rows: int = 3,
+    spans: dict | None = None,
 ) -> TargetPlan:
-    plan = build_plan(project, _state(data_bytes, features, events))
+    plan = build_plan(project, _state(data_bytes, features, events, rows, spans))
     t = plan.target_plan("t")
     assert t is not None
     return t
 
 
 def _state(
-    data_bytes: int = 1000, features=("appendOnly", "invariants"), events=()
+    data_bytes: int = 1000,
+    features=("appendOnly", "invariants"),
+    events=(),
+    rows: int = 3,
+    spans: dict | None = None,
 ) -> WarehouseState:
     tally = SourceTally(
         partitions={("topic", 0): PartitionTally("topic", 0, 1, watermark=40)},
-        tables={("db", "t"): (3, len(events))},
+        tables={("db", "t"): (rows, len(events))},
+        spans={} if spans is None else spans,
     )
     return WarehouseState(
         sources={"src": SourceState("src", tally=tally, ddl_events=tuple(events))},
@@ -197,3 +204,44 @@ def test_the_json_plan_carries_each_segment_s_write():
         '"write_why": "target 0 B < rewrite_below 16 MiB, built-in default; with the other '
         'targets due in its round"' in js
     )
+
+
+def test_a_segment_of_many_changes_is_rewritten_and_the_plan_says_about_how_many():
+    # The target stands at 5 and its table's changes were all staged above it: the segment
+    # holds every one of them (a first catch-up, or a target far behind).
+    many = ROUND_MAX_CHANGES + 1
+    t = _target(_project(), data_bytes=2048, rows=many, spans={("db", "t"): (6, 40)})
+    (seg,) = _rows(t)
+    assert (seg.write, seg.write_why) == (
+        WRITE_REWRITE,
+        "target 2 KiB < rewrite_below 16 MiB, built-in default; about 10001 row changes "
+        "staged in it > 10000 a round merges in one task",
+    )
+    text = render_text(
+        build_plan(_project(), _state(2048, rows=many, spans={("db", "t"): (6, 40)}))
+    )
+    assert "rows 5 < commit_ts <= 40: rewrite on id (primary key; " in text
+    # At the bound, the round.
+    t = _target(_project(), rows=ROUND_MAX_CHANGES, spans={("db", "t"): (6, 40)})
+    assert [s.write for s in _rows(t)] == [WRITE_ROUND]
+
+
+def test_only_the_share_of_a_table_s_changes_inside_the_segment_counts():
+    # 1,000,000 changes staged over commit_ts 1..1000; the target stands at 5 and rows
+    # stop at 40, so the segment holds about 35/1000 of them: 35,000 > the bound.
+    t = _target(_project(), rows=1_000_000, spans={("db", "t"): (1, 1000)})
+    (seg,) = _rows(t)
+    assert seg.write == WRITE_REWRITE
+    assert segment_changes(t, seg) == 35_000
+    # 100,000 over the same range: 3,500, the round.
+    t = _target(_project(), rows=100_000, spans={("db", "t"): (1, 1000)})
+    (seg,) = _rows(t)
+    assert (seg.write, segment_changes(t, seg)) == (WRITE_ROUND, 3_500)
+    # All staged at or below where the target stands: nothing of them is in the segment.
+    t = _target(_project(), rows=1_000_000, spans={("db", "t"): (1, 5)})
+    assert [(s.write, segment_changes(t, s)) for s in _rows(t)] == [(WRITE_ROUND, 0)]
+    # A tally without the range (an earlier version's) counts every change.
+    t = _target(_project(), rows=ROUND_MAX_CHANGES + 1)
+    assert [(s.write, segment_changes(t, s)) for s in _rows(t)] == [
+        (WRITE_REWRITE, ROUND_MAX_CHANGES + 1)
+    ]

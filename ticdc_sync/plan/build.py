@@ -162,6 +162,7 @@ def _source_plan(
         notes.append("no watermark on every partition yet; nothing is resolved")
     # Row changes staged per upstream table, of all time: one map for all of its targets.
     staged_rows = {key(*t): rows for t, (rows, _) in ss.tally.tables.items()}
+    staged_spans = {key(*t): span for t, span in ss.tally.spans.items()}
     plans = [
         target_plan(
             project,
@@ -176,6 +177,7 @@ def _source_plan(
             staged_rows,
             refused.get(tr.target),
             snapshot,
+            staged_spans,
         )
         for tr in grouped.values()
     ]

@@ -150,6 +150,19 @@ def snapshot_marker(snapshot_ts: int) -> Marker:
     return Marker(snapshot_ts, snapshot_ts, 0, 1)
 
 
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """One upstream table's row changes staged of all time, from the tallies: how many, and
+    the lowest and highest commit_ts among them (None: a tally of an earlier version, which
+    did not keep them). What `plan.write_path` estimates a segment's size from."""
+
+    db: str
+    table: str
+    rows: int
+    lo: int | None = None
+    hi: int | None = None
+
+
 # A target's column after the next run (`plan.columns`): mark ("+" added, "-" dropped, "~"
 # renamed or retyped, " " as it is), name, MySQL type, Delta type.
 NextColumn = tuple[str, str, str, str]
@@ -213,6 +226,9 @@ class TargetPlan:
     features_then: tuple[str, ...] = ()
     rewrite_below: int = DEFAULT_REWRITE_BELOW
     rewrite_from: str = "built-in default"
+    # Its upstream tables' row changes staged so far (`Staged`), in `upstreams` order: what
+    # sends a segment of many changes past the round (`plan.write_path`).
+    staged: tuple[Staged, ...] = ()
 
     @property
     def to_create(self) -> bool:

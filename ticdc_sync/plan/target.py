@@ -39,6 +39,7 @@ from ticdc_sync.plan.model import (
     Halt,
     Load,
     Properties,
+    Staged,
     TargetDdl,
     TargetPlan,
     snapshot_marker,
@@ -65,8 +66,11 @@ def target_plan(
     staged_rows: Mapping[Key, int],
     refused: str | None = None,
     snapshot: int | None = None,
+    staged_spans: Mapping[Key, tuple[int, int]] | None = None,
 ) -> TargetPlan:
-    """`snapshot`: the source's export snapshot TSO (None: no initial load, or not known)."""
+    """`snapshot`: the source's export snapshot TSO (None: no initial load, or not known).
+    `staged_rows`/`staged_spans`: per upstream table, the row changes staged of all time and
+    their lowest and highest commit_ts (the tallies)."""
     ts_ = state.target(tr.target)
     marker = ts_.marker
     location = ts_.location or target_location(warehouse, tr.target)
@@ -228,6 +232,7 @@ def target_plan(
         features_then=tuple(sorted(have)),
         rewrite_below=rewrite_below,
         rewrite_from=rewrite_from,
+        staged=_staged(tr.upstreams, staged_rows, staged_spans or {}),
     )
     props = create_properties(create, settings) if create is not None else ()
     return with_steps(plan, timeline, props)
@@ -271,6 +276,18 @@ def _refused(
         steps=(Halt(reason),),
     )
     return replace(t, next_columns=next_columns(t))
+
+
+def _staged(
+    upstreams: tuple[tuple[str, str], ...],
+    rows: Mapping[Key, int],
+    spans: Mapping[Key, tuple[int, int]],
+) -> tuple[Staged, ...]:
+    out = []
+    for db, tbl in upstreams:
+        lo, hi = spans.get(key(db, tbl), (None, None))
+        out.append(Staged(db, tbl, rows.get(key(db, tbl), 0), lo, hi))
+    return tuple(out)
 
 
 def _first_created(ddl: list[TargetDdl]) -> TableSchema | None:

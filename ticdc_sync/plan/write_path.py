@@ -16,8 +16,13 @@ carries (`ROUND_TYPES`: every type but BINARY; keys not FLOAT/DOUBLE, whose -0.0
 compare equal in Spark and not as text) takes the round (`WRITE_ROUND`,
 `spark.apply.rounds`): the segments of all the targets due together get their files from one
 Spark job, so a target's fixed cost is its commit. The run loop hands every target whose
-next steps are round segments to one writer; a round of one is still a round. Pure: made
-from the target's plan only.
+next steps are round segments to one writer; a round of one is still a round.
+
+A round merges each target's changes in one Arrow task, so a segment of many changes (a
+first catch-up, a target far behind) would be one core's work where the rewrite spreads it
+over every core: a segment estimated at more than `ROUND_MAX_CHANGES` row changes takes the
+rewrite. The estimate is the tallies' (`segment_changes`): no rows are counted for it.
+Pure: made from the target's plan only.
 """
 
 from __future__ import annotations
@@ -55,6 +60,10 @@ ROUND_TYPES = frozenset(
 )
 # Key types the round does not collapse by: FLOAT/DOUBLE, as their text is not their equality.
 ROUND_NOT_KEYS = frozenset({"FLOAT", "DOUBLE"})
+# The most row changes a segment may have to take the round. Above it the round's one task
+# per target costs more than the rewrite's fixed cost it saves (benchmarks/README.md, the
+# round's bound).
+ROUND_MAX_CHANGES = 10_000
 
 
 def features_then(features: Iterable[str], parts: Sequence[DeltaPart]) -> tuple[str, ...]:
@@ -95,9 +104,32 @@ def _write(t: TargetPlan, features: set[str]) -> tuple[str, str]:
     return WRITE_REWRITE, f"target {size} < {below}"
 
 
+def segment_changes(t: TargetPlan, step: Rows) -> int:
+    """About how many row changes segment `step` of `t` holds, from the tallies alone: each
+    of its tables' staged changes of all time, in the share of their commit_ts range that
+    lies inside the segment (as if they came at a steady rate). Exact for a segment that
+    covers a table's whole history (a first catch-up); a table whose range is not recorded
+    counts all of its changes."""
+    staged = {(s.db, s.table): s for s in t.staged}
+    total = 0
+    for table in step.tables:
+        s = staged.get((table.db, table.table))
+        if s is None or s.rows <= 0:
+            continue
+        if s.lo is None or s.hi is None:
+            total += s.rows
+            continue
+        a, b = max(step.lo + 1, s.lo), min(step.hi, s.hi)
+        if a > b:
+            continue
+        # Ceiling division: a sliver of a table's range still holds a change.
+        total += -(-s.rows * (b - a + 1) // (s.hi - s.lo + 1))
+    return total
+
+
 def _round(t: TargetPlan, step: Rows, why: str) -> tuple[str, str]:
-    """A rewritten segment's path: the round, unless its mode or a column's type keeps it
-    out (then the rewrite, saying which)."""
+    """A rewritten segment's path: the round, unless its mode, a column's type or its size
+    keeps it out (then the rewrite, saying which)."""
     if t.mode is not Mode.MIRROR:
         return WRITE_REWRITE, f"{why}; mode {t.mode.value} keeps the rewrite's own rules"
     keys = {k.lower() for k in step.keys}
@@ -110,4 +142,10 @@ def _round(t: TargetPlan, step: Rows, why: str) -> tuple[str, str]:
                     return WRITE_REWRITE, f"{why}; column {col.name} is {typ}"
                 if col.name.lower() in keys and base in ROUND_NOT_KEYS:
                     return WRITE_REWRITE, f"{why}; key {col.name} is {typ}"
+    changes = segment_changes(t, step)
+    if changes > ROUND_MAX_CHANGES:
+        return WRITE_REWRITE, (
+            f"{why}; about {changes} row changes staged in it > {ROUND_MAX_CHANGES} a round "
+            "merges in one task"
+        )
     return WRITE_ROUND, f"{why}; with the other targets due in its round"
