@@ -196,6 +196,26 @@ def test_expected_apply_time_makes_a_target_due_earlier() -> None:
     assert s.expected_ms("other") == 17_000
 
 
+def test_a_target_applied_in_a_round_is_due_a_round_s_length_before_its_deadline() -> None:
+    # A round of 100 targets took 30 s: each target kept the worker 0.3 s (its share), but
+    # none of its changes was visible before the 30 s were over.
+    s = Scheduler(poll_ms=1000, workers=2)
+    for i in range(100):
+        s.report(f"t{i:03}", 0.3, failed=False, now_ms=T0, latency=30.0)
+    assert (s.expected_ms("t000"), s.latency_ms("t000")) == (300, 30_000)
+    c = cand("t000", T0, lag_ms=60_000)
+    # Due by its latency: at the deadline less 30 s, not less 0.3 s.
+    assert s.choose([c], T0 + 29_000, free=1) == []
+    assert names(s.choose([c], T0 + 30_000, free=1)) == ["t000"]
+    assert s.next_wake([c], T0) == T0 + 30_000
+    # What the targets ahead of one keep the workers busy with is their share.
+    cs = [cand(f"t{i:03}", T0, lag_ms=60_000) for i in range(100)]
+    assert s.next_wake(cs, T0) == T0 + 30_000  # 100 x 0.3 s on 2 workers: 15 s < 30 s
+    # An apply alone: its latency is its seconds.
+    s.report("alone", 5.0, failed=False, now_ms=T0)
+    assert (s.expected_ms("alone"), s.latency_ms("alone")) == (5_000, 5_000)
+
+
 def test_targets_queued_behind_others_start_before_their_own_deadline() -> None:
     # Two workers, four targets whose deadlines fall within 8 s, each apply taking 6 s:
     # waiting for each deadline would end the last one 10 s past its own.

@@ -25,6 +25,11 @@ from ticdc_sync.run.engine import ApplyJob, ApplyOutcome
 from ticdc_sync.run.loop_state import STICKY_BLOCK, LoopState, first_line, work_without_ts
 from ticdc_sync.run.schedule import Candidate, Need
 
+# What an apply worker hands back for one target: its outcome (None: it raised, with why),
+# the worker seconds it took (in a round, its share), and the seconds from its dispatch
+# until its changes were visible (in a round, the whole round's).
+Applied = tuple[ApplyOutcome | None, str | None, float, float]
+
 
 class Applies(LoopState):
     def _candidate(self, t: TargetPlan) -> Candidate:
@@ -120,32 +125,38 @@ class Applies(LoopState):
             self.done.put((job, one))
         self.waiter.wake()
 
-    def _apply_round(
-        self, jobs: list[ApplyJob]
-    ) -> list[tuple[ApplyOutcome | None, str | None, float]]:
-        """On a worker thread: each target's result as `_apply` gives it."""
+    def _apply_round(self, jobs: list[ApplyJob]) -> list[Applied]:
+        """On a worker thread: each target's result as `_apply` gives it. Its seconds are
+        its share of the round (its outcome's), its latency the whole round's: no target's
+        changes are visible before the round has committed them all."""
         t0 = self.clock()
         try:
-            return [(o, None, o.seconds) for o in self.engine.apply_round(jobs, self._should_stop)]
+            outcomes = self.engine.apply_round(jobs, self._should_stop)
         except Fatal:
             raise
         except Exception as e:  # noqa: BLE001 - the failure of these targets only
-            share = (self.clock() - t0) / max(1, len(jobs))
-            return [(None, first_line(e), share) for _ in jobs]
+            took = self.clock() - t0
+            return [(None, first_line(e), took / max(1, len(jobs)), took) for _ in jobs]
+        took = self.clock() - t0
+        return [(o, None, o.seconds, took) for o in outcomes]
 
     def _should_stop(self) -> bool:
         return self.halt or self.stop.level >= 1
 
-    def _apply(self, job: ApplyJob) -> tuple[ApplyOutcome | None, str | None, float]:
-        """On a worker thread: the engine's outcome, or (None, why, seconds) for an error
-        that is this target's own. `Fatal` (and anything not an Exception) goes through."""
+    def _apply(self, job: ApplyJob) -> Applied:
+        """On a worker thread: the engine's outcome, or (None, why, seconds, seconds) for an
+        error that is this target's own. `Fatal` (and anything not an Exception) goes
+        through."""
         t0 = self.clock()
         try:
-            return self.engine.apply(job, self._should_stop), None, self.clock() - t0
+            o = self.engine.apply(job, self._should_stop)
         except Fatal:
             raise
         except Exception as e:  # noqa: BLE001 - the failure of this target only
-            return None, first_line(e), self.clock() - t0
+            took = self.clock() - t0
+            return None, first_line(e), took, took
+        took = self.clock() - t0
+        return o, None, took, took
 
     def _harvest(self, final: bool = False) -> None:
         while True:
@@ -164,10 +175,10 @@ class Applies(LoopState):
                     self.fatal = exc
                 self.halt = True
                 continue
-            outcome, why, seconds = fut.result()
+            outcome, why, seconds, latency = fut.result()
             if outcome is None:
                 outcome = self._failed(job, why or "failed", seconds)
-            self._record(job, outcome)
+            self._record(job, outcome, latency)
 
     def _failed(self, job: ApplyJob, why: str, seconds: float) -> ApplyOutcome:
         """An apply that raised: where its target stands is read again from the warehouse
@@ -187,7 +198,7 @@ class Applies(LoopState):
             seconds=seconds,
         )
 
-    def _record(self, job: ApplyJob, o: ApplyOutcome) -> None:
+    def _record(self, job: ApplyJob, o: ApplyOutcome, latency: float | None = None) -> None:
         t = job.target
         before = (self.state.target(t.name), self._at(t))
         self._fold_apply(job, o)
@@ -219,7 +230,9 @@ class Applies(LoopState):
         r.interrupted = o.interrupted
         if not o.interrupted and o.error is None:
             self.acc.applied += 1
-        retry = self.sched.report(t.name, o.seconds, o.error is not None, self._now_ms())
+        retry = self.sched.report(
+            t.name, o.seconds, o.error is not None, self._now_ms(), latency=latency
+        )
         if o.blocked is not None:
             self.blocked[t.name] = t.blocked if t.blocked is not None else STICKY_BLOCK
             self._error(o.blocked)

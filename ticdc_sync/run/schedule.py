@@ -4,10 +4,15 @@ A target is *pending* when a change it can apply now (a row change or DDL above 
 stands, at or below where its rows stop) is staged. Its *deadline* is the wall time of its
 oldest pending change plus its `target_lag`. The wall time is the TSO's physical part in
 milliseconds (`ts >> 18`, codec facts 1.1). A target is *due* once its deadline, less the
-time its applies usually take (an EWMA of the durations reported here), has come. It is
-due earlier when the workers could not otherwise apply it and every target with an earlier
-deadline by their deadlines: when the expected applies of those targets, and of those
-running, take longer spread over the workers than the time left to its deadline. So a
+time its applies usually take to make its changes visible (an EWMA of the latencies
+reported here), has come. It is due earlier when the workers could not otherwise apply it
+and every target with an earlier deadline by their deadlines: when the expected applies of
+those targets, and of those running, take longer spread over the workers than the time
+left to its deadline. The two figures differ for a target applied in a round
+(`Engine.apply_round`): its changes are visible only when the whole round has committed
+(its latency, the round's duration), while it takes only its share of the round's worker
+(its cost). Due by its share, a target of a round of 100 would start a round's length too
+late. So a
 lightly loaded run waits for each deadline and applies as much as it can at once, and a
 loaded one keeps its workers busy in deadline order instead of starting each target late
 behind the others. Due targets go to the free apply workers earliest deadline first, ties
@@ -147,19 +152,22 @@ class Scheduler:
         self.poll_ms = max(1, poll_ms)
         self.max_backoff_ms = max_backoff_ms
         self.workers = max(1, workers)
-        self._expected: dict[str, float] = {}  # target -> EWMA of its apply seconds
+        self._expected: dict[str, float] = {}  # target -> EWMA of its apply's worker seconds
+        self._latency: dict[str, float] = {}  # target -> EWMA of dispatch-to-visible seconds
         self._failures: dict[str, tuple[int, int]] = {}  # target -> (count, retry at ms)
 
     # --- what happened --------------------------------------------------------------
 
-    def report(self, name: str, seconds: float, failed: bool, now_ms: int) -> int | None:
-        """Record an apply of `name` that took `seconds`; for a failure, return when it
-        may be tried again (ms), the backoff doubling with each failure in a row."""
-        old = self._expected.get(name)
+    def report(
+        self, name: str, seconds: float, failed: bool, now_ms: int, latency: float | None = None
+    ) -> int | None:
+        """Record an apply of `name` that took `seconds` of a worker and made its changes
+        visible `latency` seconds after it was dispatched (None: `seconds`, an apply alone;
+        in a round, the round's duration); for a failure, return when it may be tried again
+        (ms), the backoff doubling with each failure in a row."""
         seconds = max(0.0, seconds)
-        self._expected[name] = (
-            seconds if old is None else EWMA_ALPHA * seconds + (1 - EWMA_ALPHA) * old
-        )
+        _ewma(self._expected, name, seconds)
+        _ewma(self._latency, name, seconds if latency is None else max(0.0, latency))
         if not failed:
             self._failures.pop(name, None)
             return None
@@ -169,13 +177,14 @@ class Scheduler:
         return retry
 
     def expected_ms(self, name: str) -> int:
-        """How long an apply of `name` is expected to take: its EWMA, else the mean of the
-        other targets' (0 before any apply)."""
-        if name in self._expected:
-            return int(self._expected[name] * 1000)
-        if not self._expected:
-            return 0
-        return int(sum(self._expected.values()) / len(self._expected) * 1000)
+        """How long an apply of `name` is expected to keep a worker: its EWMA, else the mean
+        of the other targets' (0 before any apply)."""
+        return _expected_ms(self._expected, name)
+
+    def latency_ms(self, name: str) -> int:
+        """How long after its dispatch an apply of `name` is expected to make its changes
+        visible, likewise."""
+        return _expected_ms(self._latency, name)
 
     def failures(self, name: str) -> int:
         return self._failures.get(name, (0, 0))[0]
@@ -212,7 +221,7 @@ class Scheduler:
                 continue
             at = float(self._failures.get(c.name, (0, 0))[1])
             if not c.work and not drain:
-                at = max(at, wall_ms(oldest or 0) + c.lag_ms - self.expected_ms(c.name))
+                at = max(at, wall_ms(oldest or 0) + c.lag_ms - self.latency_ms(c.name))
             if at > now_ms:
                 best = min(best, at)
         return None if best == _NEVER else int(best)
@@ -239,7 +248,7 @@ class Scheduler:
                 continue
             else:
                 deadline = wall_ms(oldest) + (0 if drain else c.lag_ms)
-                if drain or deadline - self.expected_ms(c.name) <= now_ms:
+                if drain or deadline - self.latency_ms(c.name) <= now_ms:
                     due.append(Dispatch(c.name, limit, deadline, "deadline"))
                 elif latest.get(c.name, _NEVER) <= now_ms:
                     due.append(Dispatch(c.name, limit, deadline, "deadline, behind others"))
@@ -280,6 +289,20 @@ class Scheduler:
         if f is None:
             return False
         return drain or f[1] > now_ms
+
+
+def _ewma(into: dict[str, float], name: str, value: float) -> None:
+    old = into.get(name)
+    into[name] = value if old is None else EWMA_ALPHA * value + (1 - EWMA_ALPHA) * old
+
+
+def _expected_ms(of: dict[str, float], name: str) -> int:
+    """`name`'s EWMA in ms, else the mean of the other targets' (0 before any apply)."""
+    if name in of:
+        return int(of[name] * 1000)
+    if not of:
+        return 0
+    return int(sum(of.values()) / len(of) * 1000)
 
 
 def _dependencies(candidates: Sequence[Candidate]) -> tuple[dict[str, int], dict[str, str]]:
