@@ -1013,7 +1013,7 @@ def main() -> None:
         "--budget-seconds",
         type=float,
         default=None,
-        help="lagbudget: measured seconds per step (120; --quick 30)",
+        help="lagbudget: measured seconds per step (120, or three lags if longer; --quick 30)",
     )
     ap.add_argument(
         "--budget-staging-tables",
@@ -1204,7 +1204,9 @@ def main() -> None:
                 a.budget_rate,
                 a.budget_lag,
                 a.budget_settle if a.budget_settle is not None else float(a.budget_lag),
-                a.budget_seconds or (30.0 if a.quick else 120.0),
+                # The not-growing rule compares the peaks of the middle and last thirds
+                # of the window: each third must hold a lag's applies at least.
+                a.budget_seconds or (30.0 if a.quick else max(120.0, 3.0 * a.budget_lag)),
                 tuple(int(x) for x in counts.split(",") if x),
                 staging_tables,
                 a.budget_staging_seconds or (20.0 if a.quick else 60.0),
