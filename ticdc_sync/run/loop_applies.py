@@ -198,7 +198,7 @@ class Applies(LoopState):
             seconds=seconds,
         )
 
-    def _record(self, job: ApplyJob, o: ApplyOutcome, latency: float | None = None) -> None:
+    def _record(self, job: ApplyJob, o: ApplyOutcome, latency: float) -> None:
         t = job.target
         before = (self.state.target(t.name), self._at(t))
         self._fold_apply(job, o)
