@@ -116,3 +116,27 @@ def test_a_state_table_whose_create_was_killed_is_created_again(spark, tmp_path)
     assert has_commit(events) is True
     assert state.staging.tally("src").partitions == {}
     assert spark.read.format("delta").load(events).count() == 0
+
+
+def test_a_folder_delta_takes_for_a_table_without_a_commit_is_an_error_naming_it(spark, tmp_path):
+    """CREATE TABLE IF NOT EXISTS of a path does nothing when the folder lists anything; a
+    folder holding files but no commit is reported, not left as a table never created."""
+    import pytest
+
+    from ticdc_sync.core.errors import TicdcSyncError
+    from ticdc_sync.spark.runtime.delta_log import has_commit
+    from ticdc_sync.spark.staging.state_table import ensure_table
+
+    folder = tmp_path / "wh" / "t"
+    folder.mkdir(parents=True)
+    (folder / "part-00000-stray.snappy.parquet").write_bytes(b"PAR1")
+    with pytest.raises(TicdcSyncError) as raised:
+        ensure_table(spark, str(folder), "id INT")
+    text = str(raised.value)
+    assert str(folder) in text and "part-00000-stray.snappy.parquet" in text, text
+    assert "remove the folder" in text, text
+    assert has_commit(str(folder)) is False
+    # Removed as the error says, the next create makes the table.
+    (folder / "part-00000-stray.snappy.parquet").unlink()
+    ensure_table(spark, str(folder), "id INT")
+    assert has_commit(str(folder)) is True

@@ -54,13 +54,13 @@ from ticdc_sync.spark.runtime import raised
 from ticdc_sync.spark.runtime.conf import INTERPRETED, before_commit, commit_marker, session_confs
 from ticdc_sync.spark.runtime.delta_log import (
     checksum_facts,
-    clear_uncommitted_log,
     data_size,
     newest_commit_info,
     table_exists,
     target_marker,
 )
 from ticdc_sync.spark.runtime.remote import num_partitions, observed
+from ticdc_sync.spark.runtime.table_create import create_table
 from ticdc_sync.spark.staging.state import State
 
 if TYPE_CHECKING:
@@ -126,9 +126,10 @@ class TargetWriter:
         extra = self.plan.mode_columns
         before_commit()
         if not table_exists(self.spark, self.location):
-            clear_uncommitted_log(self.spark, self.location)
-            self.spark.sql(
-                create_table_sql(self.ref, cols, schema.comment, dict(properties), extra)
+            create_table(
+                self.spark,
+                self.location,
+                create_table_sql(self.ref, cols, schema.comment, dict(properties), extra),
             )
             return
         ddl = ", ".join(f"{quote(n)} {t}" for n, t in [*cols, (COMMIT_TS, "BIGINT"), *extra])

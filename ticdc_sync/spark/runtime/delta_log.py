@@ -1,15 +1,12 @@
 """What a Delta table's log says: whether it exists, its newest ticdc-sync marker, whether it has
 data files, its columns, its newest version and that commit's information (read from
 `_delta_log` files directly where that saves a Spark job or a query plan). Reads only;
-never writes a table. The one thing it removes is a log without a commit
-(`clear_uncommitted_log`), which is no table.
+never writes or removes a file (table_create.py removes a log without a commit).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -63,58 +60,6 @@ def table_exists(spark: SparkSession, location: str) -> bool:
     from delta.tables import DeltaTable
 
     return DeltaTable.isDeltaTable(spark, location)
-
-
-def clear_uncommitted_log(spark: SparkSession, location: str) -> None:
-    """Remove a `_delta_log` folder that holds no commit: what a create killed before its
-    first commit leaves (locally the folder; on an object store the folder markers Delta's
-    `mkdirs` wrote, `_delta_log/` and `_delta_log/_commits/`). CREATE TABLE IF NOT EXISTS
-    takes such a folder for a table and does nothing, so the target was never created and
-    every later run failed on it. Never touches a log with a commit or a checkpoint in it,
-    or any file under `_commits/`."""
-    if is_local(location):
-        if has_commit(location) is not False:
-            return
-        log = local_path(location) / "_delta_log"
-        if log.is_dir():
-            shutil.rmtree(log)
-        return
-    if is_connect(spark):
-        _clear_uncommitted_remote_log(location)
-        return
-    jvm = spark.sparkContext._jvm
-    log_path = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/_delta_log")
-    fs = log_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    if not fs.exists(log_path):
-        return
-    files = fs.listFiles(log_path, True)  # files only, folder markers not among them
-    while files.hasNext():
-        path = files.next().getPath()
-        if _is_log_entry(path.getName()) or path.getParent().getName() == "_commits":
-            return
-    fs.delete(log_path, True)
-
-
-def _clear_uncommitted_remote_log(location: str) -> None:
-    """`clear_uncommitted_log` of an object-store table through delta-rs's object store
-    (over Spark Connect, whose client has no Hadoop file system)."""
-    import pyarrow.fs as pafs
-    from deltalake.fs import DeltaStorageHandler
-
-    from ticdc_sync.core.lake import storage_options, table_uri
-
-    uri = table_uri(location)
-    fs = pafs.PyFileSystem(DeltaStorageHandler(uri, storage_options(uri)))
-    infos = fs.get_file_info(pafs.FileSelector("_delta_log", recursive=True, allow_not_found=True))
-    files = [i for i in infos if i.is_file]
-    if any(_is_log_entry(i.base_name) or "/_commits/" in f"/{i.path}" for i in files):
-        return
-    for info in files:
-        fs.delete_file(info.path)
-    # The folder markers Delta's `mkdirs` wrote, where the store keeps them.
-    for marker in ("_delta_log/_commits/", "_delta_log/"):
-        with contextlib.suppress(OSError, FileNotFoundError):
-            fs.delete_file(marker)
 
 
 def has_data_files(spark: SparkSession, location: str) -> bool:
@@ -221,10 +166,10 @@ def has_commit(location: str) -> bool | None:
         names = [f.name for f in (local_path(location) / "_delta_log").iterdir()]
     except OSError:
         return False
-    return any(_is_log_entry(n) for n in names)
+    return any(is_log_entry(n) for n in names)
 
 
-def _is_log_entry(name: str) -> bool:
+def is_log_entry(name: str) -> bool:
     """A file of `_delta_log` that makes a table: a commit, a checkpoint (whose older
     commits a log cleanup may have removed), `_last_checkpoint`."""
     return (

@@ -11,7 +11,8 @@ from pyspark.sql import SparkSession
 
 from ticdc_sync.core.sqlgen import sql_string, table_ref
 from ticdc_sync.spark.runtime.conf import before_commit
-from ticdc_sync.spark.runtime.delta_log import clear_uncommitted_log, has_commit
+from ticdc_sync.spark.runtime.delta_log import has_commit
+from ticdc_sync.spark.runtime.table_create import create_table
 
 
 def ensure_table(
@@ -21,13 +22,13 @@ def ensure_table(
     if has_commit(path):
         # Every run opens the state tables: a local one that exists needs no statement.
         return
-    # A create killed before its first commit leaves a log that Delta takes for a table.
-    clear_uncommitted_log(spark, path)
     props = {"delta.appendOnly": "false", **(properties or {})}
     before_commit()
-    spark.sql(
+    create_table(
+        spark,
+        path,
         f"CREATE TABLE IF NOT EXISTS {table_ref(path)} ({schema}) USING delta "
-        f"TBLPROPERTIES ({properties_sql(props)})"
+        f"TBLPROPERTIES ({properties_sql(props)})",
     )
 
 
