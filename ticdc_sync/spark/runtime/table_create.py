@@ -179,16 +179,19 @@ def _remote_listing(location: str) -> LogListing:
     top = fs.get_file_info(pafs.FileSelector("", allow_not_found=True))
     entries = [i.base_name for i in top if i.base_name]
     infos = fs.get_file_info(pafs.FileSelector("_delta_log", recursive=True, allow_not_found=True))
-    files = [i.path.split("_delta_log/", 1)[-1] for i in infos if i.is_file]
+    # The folder markers are listed as files without their trailing slash: not log files.
+    markers = {"_delta_log", "_delta_log/_commits"}
+    files = [
+        i.path.removeprefix("_delta_log/") for i in infos if i.is_file and i.path not in markers
+    ]
     return _listing(files, entries)
 
 
 def _clear_remote_log(location: str, found: LogListing) -> None:
+    """The log's files. Not the folder markers: delta-rs's store drops a key's trailing
+    slash, so the client cannot name them; a folder still listed for them makes
+    `create_table` report it."""
     _, fs = _remote_fs(location)
     for name in found.log_files:
         with contextlib.suppress(OSError, FileNotFoundError):
             fs.delete_file(f"_delta_log/{name}")
-    # The folder markers Delta's `mkdirs` wrote, where the store keeps them, deepest first.
-    for marker in ("_delta_log/_commits/", "_delta_log/"):
-        with contextlib.suppress(OSError, FileNotFoundError):
-            fs.delete_file(marker)
