@@ -52,11 +52,9 @@ def create_table(spark: SparkSession, location: str, create_sql: str) -> None:
         found = listing(spark, location)
         if found.committed:
             return
-        # Nothing committed: the statement took the folder for a table. Clear again, wait
-        # for the store to list it settled, and try once more.
+        # Nothing committed: the statement took the folder for a table. Clear again (which
+        # waits for the store to list it settled) and try once more.
         clear_uncommitted_log(spark, location)
-        if not _settle(spark, location):
-            break
     found = listing(spark, location)
     shown = ", ".join(found.entries[:5]) + (", ..." if len(found.entries) > 5 else "")
     raise TicdcSyncError(
