@@ -60,6 +60,7 @@ from ticdc_sync.spark.runtime.delta_log import (
     target_marker,
 )
 from ticdc_sync.spark.runtime.remote import num_partitions, observed
+from ticdc_sync.spark.runtime.rs_create import PlainCreate
 from ticdc_sync.spark.runtime.table_create import create_table
 from ticdc_sync.spark.staging.state import State
 
@@ -130,6 +131,9 @@ class TargetWriter:
                 self.spark,
                 self.location,
                 create_table_sql(self.ref, cols, schema.comment, dict(properties), extra),
+                PlainCreate(
+                    (*cols, (COMMIT_TS, "BIGINT"), *extra), schema.comment, tuple(properties)
+                ),
             )
             return
         ddl = ", ".join(f"{quote(n)} {t}" for n, t in [*cols, (COMMIT_TS, "BIGINT"), *extra])

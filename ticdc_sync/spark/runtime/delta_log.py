@@ -109,19 +109,42 @@ class TableFacts:
 def checksum_facts(location: str) -> TableFacts | None:
     """The data files, bytes and columns of a local table's newest version, from that
     version's checksum (`_delta_log/<version>.crc`: `numFiles`, `tableSizeBytes` and
-    `metadata` are required fields of it in the Delta protocol), without the JVM; None
-    where it cannot be read (a remote table, no table, a version without a checksum, a
-    file being written): ask Delta then. The columns are the metadata's schema, which is
+    `metadata` are required fields of it in the Delta protocol), or a version 0 without
+    one from its commit, without the JVM; None where it cannot be read (a remote table, no
+    table, a later version without a checksum, a file being written): ask Delta then. The columns are the metadata's schema, which is
     what a read of the table would show."""
     found = _newest_log_file(location, ".crc")
     if found is None:
-        return None
+        return _created_facts(location)
     try:
         crc = json.loads(found[1])
-        schema = StructType.fromJson(json.loads(crc["metadata"]["schemaString"]))
-        columns = tuple((f.name, f.dataType.simpleString()) for f in schema.fields)
-        properties = tuple(sorted((crc["metadata"].get("configuration") or {}).items()))
-        return TableFacts(int(crc["numFiles"]), int(crc["tableSizeBytes"]), columns, properties)
+        return _facts(crc["metadata"], int(crc["numFiles"]), int(crc["tableSizeBytes"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _facts(metadata: dict, files: int, size: int) -> TableFacts:
+    schema = StructType.fromJson(json.loads(metadata["schemaString"]))
+    columns = tuple((f.name, f.dataType.simpleString()) for f in schema.fields)
+    properties = tuple(sorted((metadata.get("configuration") or {}).items()))
+    return TableFacts(files, size, columns, properties)
+
+
+def _created_facts(location: str) -> TableFacts | None:
+    """The facts of a table whose only commit is its creation without a checksum (delta-rs
+    writes none: `rs_create`): that commit's metadata, and the files it adds (none)."""
+    found = _newest_log_file(location, ".json")
+    if found is None or found[0] != 0:
+        return None
+    metadata, files, size = None, 0, 0
+    try:
+        for line in found[1].splitlines():
+            action = json.loads(line) if line.strip() else {}
+            if "metaData" in action:
+                metadata = action["metaData"]
+            elif "add" in action:
+                files, size = files + 1, size + int(action["add"]["size"])
+        return _facts(metadata, files, size) if metadata is not None else None
     except (ValueError, KeyError, TypeError):
         return None
 

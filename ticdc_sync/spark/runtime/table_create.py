@@ -1,6 +1,6 @@
 """Create a Delta table where none is: remove what a create killed before its first commit
-left (a `_delta_log` without a commit, which is no table), issue the CREATE, and confirm
-that a commit landed. Issues no statement but the caller's CREATE; never removes a folder
+left (a `_delta_log` without a commit, which is no table), issue the CREATE (or have
+delta-rs write the commit it would, `rs_create`), and confirm that a commit landed. Issues no statement but the caller's CREATE; never removes a folder
 that holds a commit, a checkpoint or a file under `_commits/`.
 
 Why the confirmation: Delta's CREATE TABLE IF NOT EXISTS of a path table does nothing when
@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from ticdc_sync.core.errors import TicdcSyncError
+from ticdc_sync.spark.runtime import rs_create
 from ticdc_sync.spark.runtime.delta_log import has_commit, is_log_entry
 from ticdc_sync.spark.runtime.remote import is_connect
+from ticdc_sync.spark.runtime.rs_create import PlainCreate
 from ticdc_sync.warehouse.locations import is_local, local_path
 
 # An object store's listing may still show a folder marker just deleted (S3Proxy's
@@ -41,11 +43,23 @@ class LogListing:
     entries: tuple[str, ...]  # the names directly in the table's folder
 
 
-def create_table(spark: SparkSession, location: str, create_sql: str) -> None:
+def create_table(
+    spark: SparkSession, location: str, create_sql: str, plain: PlainCreate | None = None
+) -> None:
     """Run `create_sql` (a CREATE TABLE IF NOT EXISTS of `location`) unless a table is
     there, after clearing a log without a commit; raise a TicdcSyncError naming the folder
-    when no commit landed."""
+    when no commit landed. `plain`: what the statement makes, for delta-rs to write the
+    same commit instead where it can (`rs_create`)."""
     if clear_uncommitted_log(spark, location):
+        return
+    # Only into an empty folder: one that holds files is the statement's, which reports
+    # them below (delta-rs would make a table beside them).
+    if (
+        plain is not None
+        and not listing(spark, location).entries
+        and rs_create.try_create(spark, location, plain)
+        and listing(spark, location).committed
+    ):
         return
     for _ in range(CREATE_TRIES):
         spark.sql(create_sql)

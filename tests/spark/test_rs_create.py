@@ -1,0 +1,198 @@
+"""A table delta-rs creates (`rs_create`) is the table Delta's CREATE TABLE makes: the same
+protocol and the same metadata (schema, description, properties, the session's property
+defaults among them), for the state tables and for targets of every mode and of every column
+type protocol 1/2 holds; Spark and delta-rs then write it and read it alike. Where delta-rs
+would write another protocol (a TIMESTAMP_NTZ column, a feature), or the folder holds files,
+the statement creates it as before."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ticdc_sync.core.model import Mode
+from ticdc_sync.core.sqlgen import create_table_sql, table_ref
+from ticdc_sync.core.sqlgen_history import mode_columns
+from ticdc_sync.spark.runtime.delta_log import checksum_facts
+from ticdc_sync.spark.runtime.rs_create import PlainCreate
+from ticdc_sync.spark.runtime.table_create import create_table
+from ticdc_sync.spark.staging.quarantine import QUARANTINE_SCHEMA
+from ticdc_sync.spark.staging.schema_history import SCHEMA_HISTORY_SCHEMA
+from ticdc_sync.spark.staging.state_table import ddl_columns, ensure_table, properties_sql
+from ticdc_sync.spark.staging.table import STAGED_PROPERTIES, STAGED_SCHEMA
+
+pytestmark = pytest.mark.spark
+
+# Every type `datatypes.delta_type` gives but TIMESTAMP_NTZ.
+UPSTREAM = (
+    ("id", "BIGINT"),
+    ("u", "DECIMAL(20,0)"),
+    ("amount", "DECIMAL(12,4)"),
+    ("tiny", "TINYINT"),
+    ("small", "SMALLINT"),
+    ("n", "INT"),
+    ("f", "FLOAT"),
+    ("d", "DOUBLE"),
+    ("name", "STRING"),
+    ("raw", "BINARY"),
+    ("day", "DATE"),
+    ("at", "TIMESTAMP"),
+    ("flag", "BOOLEAN"),
+)
+
+
+def _log(folder) -> tuple[dict, dict, dict]:
+    """(commitInfo, protocol, metaData) of version 0."""
+    actions = {}
+    for line in (folder / "_delta_log" / f"{0:020d}.json").read_text().splitlines():
+        actions.update(json.loads(line))
+    return actions["commitInfo"], actions["protocol"], actions["metaData"]
+
+
+def _same_table(by_statement, by_rs) -> None:
+    """Version 0 of both folders makes the same table; the second was written by delta-rs."""
+    info_s, protocol_s, meta_s = _log(by_statement)
+    info_r, protocol_r, meta_r = _log(by_rs)
+    assert info_s["engineInfo"].startswith("Apache-Spark"), info_s
+    assert info_r["engineInfo"].startswith("delta-rs"), info_r
+    assert protocol_r == protocol_s
+    assert json.loads(meta_r["schemaString"]) == json.loads(meta_s["schemaString"])
+    assert meta_r["configuration"] == meta_s["configuration"]
+    assert meta_r["partitionColumns"] == meta_s["partitionColumns"] == []
+    assert meta_r["format"] == meta_s["format"]
+    assert meta_r.get("description") == meta_s.get("description")
+
+
+def _both(spark, tmp_path, ddl: str, properties: dict[str, str], comment: str | None = None):
+    columns = ddl_columns(ddl)
+    text = (
+        f"CREATE TABLE IF NOT EXISTS {{ref}} ({ddl}) USING delta"
+        + (f" COMMENT '{comment}'" if comment else "")
+        + (f" TBLPROPERTIES ({properties_sql(properties)})" if properties else "")
+    )
+    folders = []
+    for name, plain in (
+        ("statement", None),
+        ("rs", PlainCreate(columns, comment, tuple(properties.items()))),
+    ):
+        loc = str(tmp_path / name)
+        create_table(spark, loc, text.format(ref=table_ref(loc)), plain)
+        folders.append(tmp_path / name)
+    return folders
+
+
+@pytest.mark.parametrize(
+    ("ddl", "properties"),
+    [
+        (STAGED_SCHEMA, {"delta.appendOnly": "false", **STAGED_PROPERTIES}),
+        (QUARANTINE_SCHEMA, {"delta.appendOnly": "false"}),
+        (SCHEMA_HISTORY_SCHEMA, {"delta.appendOnly": "false"}),
+    ],
+    ids=["staging", "quarantine", "schema_history"],
+)
+def test_a_state_table_delta_rs_creates_is_the_one_the_statement_creates(
+    spark, tmp_path, ddl, properties
+):
+    statement, rs = _both(spark, tmp_path, ddl, properties)
+    _same_table(statement, rs)
+    # The same columns to Spark, and the facts without the JVM, the checksum's or the commit's.
+    assert spark.read.format("delta").load(str(rs)).schema == (
+        spark.read.format("delta").load(str(statement)).schema
+    )
+    assert checksum_facts(str(rs)) == checksum_facts(str(statement))
+
+
+@pytest.mark.parametrize("mode", list(Mode), ids=lambda m: m.value)
+def test_a_target_delta_rs_creates_is_the_one_the_statement_creates_and_takes_writes(
+    spark, tmp_path, mode
+):
+    extra = mode_columns(mode)
+    cols = (*UPSTREAM, ("_commit_ts", "BIGINT"), *((n, t.upper()) for n, t in extra))
+    created = []
+    for name, plain in (
+        ("statement", None),
+        ("rs", PlainCreate(cols, "upstream comment", ())),
+    ):
+        loc = str(tmp_path / name)
+        text = create_table_sql(table_ref(loc), UPSTREAM, "upstream comment", {}, extra)
+        create_table(spark, loc, text, plain)
+        created.append(loc)
+    _same_table(tmp_path / "statement", tmp_path / "rs")
+    # Spark writes both alike (an INSERT, then a MERGE that updates and inserts), and
+    # delta-rs reads what Spark reads.
+    from deltalake import DeltaTable
+
+    names = [n for n, _ in cols]
+    values = ", ".join(
+        {
+            "BIGINT": "1",
+            "INT": "2",
+            "TINYINT": "3",
+            "SMALLINT": "4",
+            "FLOAT": "1.5",
+            "DOUBLE": "2.5",
+            "STRING": "'x'",
+            "BINARY": "X'01'",
+            "DATE": "DATE'2024-01-02'",
+            "TIMESTAMP": "TIMESTAMP'2024-01-02 03:04:05'",
+            "BOOLEAN": "true",
+        }.get(t, "1.25")
+        for _, t in cols
+    )
+    for loc in created:
+        ref = table_ref(loc)
+        spark.sql(f"INSERT INTO {ref} ({', '.join(f'`{n}`' for n in names)}) VALUES ({values})")
+        spark.sql(
+            f"MERGE INTO {ref} t USING (SELECT * FROM {ref} UNION ALL SELECT * FROM {ref}) s "
+            "ON false WHEN NOT MATCHED THEN INSERT *"
+        )
+        spark.sql(f"UPDATE {ref} SET name = 'y' WHERE id = 1")
+    statement_rows = spark.read.format("delta").load(created[0]).collect()
+    rs_rows = spark.read.format("delta").load(created[1]).collect()
+    assert sorted(map(tuple, rs_rows)) == sorted(map(tuple, statement_rows))
+    assert len(rs_rows) == 3 and {r["name"] for r in rs_rows} == {"y"}
+    assert DeltaTable(created[1]).to_pyarrow_table().num_rows == 3
+
+
+def test_a_session_default_property_lands_in_both(spark, tmp_path):
+    # ticdc-sync's sessions set enableChangeDataFeed off by default (runtime/session.py):
+    # Delta adds it to every table it creates, and so the delta-rs create.
+    assert spark.conf.get("spark.databricks.delta.properties.defaults.enableChangeDataFeed") == (
+        "false"
+    )
+    statement, rs = _both(spark, tmp_path, "id BIGINT, v STRING", {})
+    _same_table(statement, rs)
+    assert _log(rs)[2]["configuration"]["delta.enableChangeDataFeed"] == "false"
+
+
+@pytest.mark.parametrize(
+    ("ddl", "properties"),
+    [
+        ("id BIGINT, at TIMESTAMP_NTZ", {}),
+        ("id BIGINT", {"delta.enableDeletionVectors": "true"}),
+        ("id BIGINT", {"delta.enableChangeDataFeed": "true"}),
+        ("`odd name` BIGINT", {"delta.columnMapping.mode": "name"}),
+    ],
+    ids=["timestamp_ntz", "deletion_vectors", "change_data_feed", "column_mapping"],
+)
+def test_a_table_delta_rs_would_write_otherwise_is_created_by_the_statement(
+    spark, tmp_path, ddl, properties
+):
+    _, rs = _both(spark, tmp_path, ddl, properties)
+    info, protocol, _ = _log(rs)
+    assert info["engineInfo"].startswith("Apache-Spark"), info
+    assert (protocol["minReaderVersion"], protocol["minWriterVersion"]) != (1, 2)
+
+
+def test_a_folder_with_files_is_left_to_the_statement(spark, tmp_path):
+    """delta-rs would make a table beside files a killed write left; the statement reports
+    them (test_delta_log)."""
+    from ticdc_sync.core.errors import TicdcSyncError
+
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "part-00000-stray.snappy.parquet").write_bytes(b"PAR1")
+    with pytest.raises(TicdcSyncError, match="remove the folder"):
+        ensure_table(spark, str(folder), "id INT")
+    assert not (folder / "_delta_log").exists() or not any((folder / "_delta_log").iterdir())

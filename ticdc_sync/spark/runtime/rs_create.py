@@ -1,0 +1,178 @@
+"""Create a Delta table through delta-rs where delta-rs writes the commit Delta's own CREATE
+TABLE writes: the same protocol and the same metadata (schema, description, properties),
+in one commit file and without a Spark job.
+
+Why: a CREATE TABLE through Spark costs a Delta transaction, its analysis and its commit
+hooks, about half a second of a warm driver's time per table (benchmarks/README.md), where
+delta-rs writes the same commit in milliseconds; a first run creates every target and the
+state tables, so a warehouse of many tables paid it once per table.
+
+Only where the result is the same table: every column type is one protocol version 1/2
+holds (no TIMESTAMP_NTZ, whose feature Delta and delta-rs list differently), and every
+property, the session's `spark.databricks.delta.properties.defaults.*` included (Delta
+adds them to a new table), is one that leaves the protocol at 1/2. Anything else stays
+with the statement (`table_create.create_table`). Must not: decide what a table holds (the
+caller's columns and properties are the plan's), or write anything but version 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from ticdc_sync.core import lake
+
+# Properties a table keeps at protocol 1/2, in Delta and in delta-rs alike (with their
+# values where another value would raise the protocol: change data feed needs writer 4).
+_SAME_PROTOCOL = {
+    "delta.appendOnly": None,
+    "delta.dataSkippingStatsColumns": None,
+    "delta.dataSkippingNumIndexedCols": None,
+    "delta.checkpointInterval": None,
+    "delta.logRetentionDuration": None,
+    "delta.deletedFileRetentionDuration": None,
+    "delta.enableChangeDataFeed": "false",
+}
+DEFAULTS_PREFIX = "spark.databricks.delta.properties.defaults."
+
+_PRIMITIVE = {
+    "tinyint": "byte",
+    "byte": "byte",
+    "smallint": "short",
+    "short": "short",
+    "int": "integer",
+    "integer": "integer",
+    "bigint": "long",
+    "long": "long",
+    "float": "float",
+    "real": "float",
+    "double": "double",
+    "string": "string",
+    "binary": "binary",
+    "boolean": "boolean",
+    "date": "date",
+    "timestamp": "timestamp",
+}
+_DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+
+
+@dataclass(frozen=True)
+class PlainCreate:
+    """What a CREATE TABLE statement makes: (name, Spark SQL type) columns in order, all
+    nullable, the table's comment and TBLPROPERTIES."""
+
+    columns: tuple[tuple[str, str], ...]
+    description: str | None = None
+    properties: tuple[tuple[str, str], ...] = ()
+
+
+def delta_type(sql_type: str) -> str | dict | None:
+    """The Delta schema JSON type of a Spark SQL type (`DECIMAL(10,2)`, `MAP<STRING,
+    STRING>`), None for one outside protocol 1/2's types or not known here."""
+    t = " ".join(sql_type.strip().lower().split())
+    if t in _PRIMITIVE:
+        return _PRIMITIVE[t]
+    m = _DECIMAL.match(t)
+    if m:
+        return f"decimal({m.group(1)},{m.group(2)})"
+    if t.startswith("array<") and t.endswith(">"):
+        element = delta_type(t[len("array<") : -1])
+        if element is None:
+            return None
+        return {"type": "array", "elementType": element, "containsNull": True}
+    if t.startswith("map<") and t.endswith(">"):
+        inner = t[len("map<") : -1]
+        depth, cut = 0, -1
+        for i, ch in enumerate(inner):
+            depth += {"<": 1, "(": 1, ">": -1, ")": -1}.get(ch, 0)
+            if ch == "," and depth == 0:
+                cut = i
+                break
+        if cut < 0:
+            return None
+        key, value = delta_type(inner[:cut]), delta_type(inner[cut + 1 :])
+        if key is None or value is None:
+            return None
+        return {"type": "map", "keyType": key, "valueType": value, "valueContainsNull": True}
+    return None
+
+
+def schema_json(columns: Sequence[tuple[str, str]]) -> str | None:
+    """The Delta schema string of nullable `columns`, as Delta writes it; None if a type is
+    not one `delta_type` knows."""
+    fields = []
+    for name, sql_type in columns:
+        t = delta_type(sql_type)
+        if t is None:
+            return None
+        fields.append({"name": name, "type": t, "nullable": True, "metadata": {}})
+    return json.dumps({"type": "struct", "fields": fields})
+
+
+def configuration(plain: PlainCreate, defaults: Mapping[str, str]) -> dict[str, str] | None:
+    """The new table's properties as Delta sets them (the session's defaults, then the
+    statement's), or None where one of them would take the table past protocol 1/2."""
+    props = {**defaults, **dict(plain.properties)}
+    for key, value in props.items():
+        if key.startswith("parquet."):
+            continue
+        if key not in _SAME_PROTOCOL:
+            return None
+        wanted = _SAME_PROTOCOL[key]
+        if wanted is not None and value.lower() != wanted:
+            return None
+    return props
+
+
+_defaults: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def session_defaults(spark: SparkSession) -> dict[str, str]:
+    """`delta.<key>` for each `spark.databricks.delta.properties.defaults.<key>` the session
+    has: what Delta adds to every table it creates. Static settings: read once a session."""
+    try:
+        return _defaults[spark]
+    except (KeyError, TypeError):
+        pass
+    found = {
+        "delta." + k.removeprefix(DEFAULTS_PREFIX): v
+        for k, v in spark.conf.getAll.items()
+        if k.startswith(DEFAULTS_PREFIX)
+    }
+    with contextlib.suppress(TypeError):  # a session that takes no weak reference
+        _defaults[spark] = found
+    return found
+
+
+def try_create(spark: SparkSession, location: str, plain: PlainCreate) -> bool:
+    """Create the table at `location` (where no table is) through delta-rs, when delta-rs
+    writes what Delta's CREATE would; whether it did. False leaves the folder as it was,
+    for the statement: a table delta-rs cannot write this way, or a store it cannot reach."""
+    from deltalake import DeltaTable, Schema
+
+    schema = schema_json(plain.columns)
+    config = configuration(plain, session_defaults(spark))
+    if schema is None or config is None:
+        return False
+    uri = lake.table_uri(location)
+    try:
+        DeltaTable.create(
+            uri,
+            Schema.from_json(schema),
+            mode="error",
+            description=plain.description,
+            configuration=config,
+            storage_options=lake.storage_options(uri) or None,
+            # Delta's own keys and Parquet's writer options (`parquet.*`), which delta-rs
+            # does not know but keeps, as Delta does.
+            raise_if_key_not_exists=False,
+        )
+    except Exception:  # noqa: BLE001 - the statement then creates it, or says why not
+        return False
+    return True
