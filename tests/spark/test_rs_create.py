@@ -1,9 +1,9 @@
-"""A table delta-rs creates (`rs_create`) is the table Delta's CREATE TABLE makes: the same
-protocol and the same metadata (schema, description, properties, the session's property
-defaults among them), for the state tables and for targets of every mode and of every column
-type protocol 1/2 holds; Spark and delta-rs then write it and read it alike. Where delta-rs
-would write another protocol (a TIMESTAMP_NTZ column, a feature), or the folder holds files,
-the statement creates it as before."""
+"""A table created without the statement (`rs_create`: by delta-rs, or for a TIMESTAMP_NTZ
+column by a commit written as Delta writes it) is the table Delta's CREATE TABLE makes: the
+same protocol and the same metadata (schema, description, properties, the session's
+property defaults among them), for the state tables and for targets of every mode and of
+every column type; Spark and delta-rs then write it and read it alike. Where a property asks
+for a feature, or the folder holds files, the statement creates it as before."""
 
 from __future__ import annotations
 
@@ -50,13 +50,18 @@ def _log(folder) -> tuple[dict, dict, dict]:
     return actions["commitInfo"], actions["protocol"], actions["metaData"]
 
 
-def _same_table(by_statement, by_rs) -> None:
-    """Version 0 of both folders makes the same table; the second was written by delta-rs."""
+def _same_table(by_statement, by_rs, engine: str = "delta-rs") -> None:
+    """Version 0 of both folders makes the same table; the second was not written by Spark."""
     info_s, protocol_s, meta_s = _log(by_statement)
     info_r, protocol_r, meta_r = _log(by_rs)
     assert info_s["engineInfo"].startswith("Apache-Spark"), info_s
-    assert info_r["engineInfo"].startswith("delta-rs"), info_r
-    assert protocol_r == protocol_s
+    assert info_r["engineInfo"].startswith(engine), info_r
+    features = ("readerFeatures", "writerFeatures")
+    assert {k: v for k, v in protocol_r.items() if k not in features} == {
+        k: v for k, v in protocol_s.items() if k not in features
+    }
+    for k in features:
+        assert sorted(protocol_r.get(k, [])) == sorted(protocol_s.get(k, [])), k
     assert json.loads(meta_r["schemaString"]) == json.loads(meta_s["schemaString"])
     assert meta_r["configuration"] == meta_s["configuration"]
     assert meta_r["partitionColumns"] == meta_s["partitionColumns"] == []
@@ -103,22 +108,24 @@ def test_a_state_table_delta_rs_creates_is_the_one_the_statement_creates(
     assert checksum_facts(str(rs)) == checksum_facts(str(statement))
 
 
+@pytest.mark.parametrize("ntz", [False, True], ids=["protocol-1-2", "timestamp_ntz"])
 @pytest.mark.parametrize("mode", list(Mode), ids=lambda m: m.value)
-def test_a_target_delta_rs_creates_is_the_one_the_statement_creates_and_takes_writes(
-    spark, tmp_path, mode
+def test_a_target_created_without_the_statement_is_its_table_and_takes_writes(
+    spark, tmp_path, mode, ntz
 ):
     extra = mode_columns(mode)
-    cols = (*UPSTREAM, ("_commit_ts", "BIGINT"), *((n, t.upper()) for n, t in extra))
+    upstream = (*UPSTREAM, ("wall", "TIMESTAMP_NTZ")) if ntz else UPSTREAM
+    cols = (*upstream, ("_commit_ts", "BIGINT"), *((n, t.upper()) for n, t in extra))
     created = []
     for name, plain in (
         ("statement", None),
         ("rs", PlainCreate(cols, "upstream comment", ())),
     ):
         loc = str(tmp_path / name)
-        text = create_table_sql(table_ref(loc), UPSTREAM, "upstream comment", {}, extra)
+        text = create_table_sql(table_ref(loc), upstream, "upstream comment", {}, extra)
         create_table(spark, loc, text, plain)
         created.append(loc)
-    _same_table(tmp_path / "statement", tmp_path / "rs")
+    _same_table(tmp_path / "statement", tmp_path / "rs", "ticdc-sync" if ntz else "delta-rs")
     # Spark writes both alike (an INSERT, then a MERGE that updates and inserts), and
     # delta-rs reads what Spark reads.
     from deltalake import DeltaTable
@@ -136,6 +143,7 @@ def test_a_target_delta_rs_creates_is_the_one_the_statement_creates_and_takes_wr
             "BINARY": "X'01'",
             "DATE": "DATE'2024-01-02'",
             "TIMESTAMP": "TIMESTAMP'2024-01-02 03:04:05'",
+            "TIMESTAMP_NTZ": "TIMESTAMP_NTZ'2024-01-02 03:04:05'",
             "BOOLEAN": "true",
         }.get(t, "1.25")
         for _, t in cols
@@ -169,12 +177,12 @@ def test_a_session_default_property_lands_in_both(spark, tmp_path):
 @pytest.mark.parametrize(
     ("ddl", "properties"),
     [
-        ("id BIGINT, at TIMESTAMP_NTZ", {}),
+        ("id BIGINT, at TIMESTAMP_NTZ", {"delta.enableDeletionVectors": "true"}),
         ("id BIGINT", {"delta.enableDeletionVectors": "true"}),
         ("id BIGINT", {"delta.enableChangeDataFeed": "true"}),
         ("`odd name` BIGINT", {"delta.columnMapping.mode": "name"}),
     ],
-    ids=["timestamp_ntz", "deletion_vectors", "change_data_feed", "column_mapping"],
+    ids=["ntz_deletion_vectors", "deletion_vectors", "change_data_feed", "column_mapping"],
 )
 def test_a_table_delta_rs_would_write_otherwise_is_created_by_the_statement(
     spark, tmp_path, ddl, properties

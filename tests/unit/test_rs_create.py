@@ -52,6 +52,16 @@ def test_other_types_are_left_to_the_statement(sql):
     assert schema_json([("a", "BIGINT"), ("b", sql)]) is None
 
 
+def test_timestamp_ntz_is_known_where_asked():
+    assert delta_type("TIMESTAMP_NTZ", ntz=True) == "timestamp_ntz"
+    assert delta_type("ARRAY<TIMESTAMP_NTZ>", ntz=True) == {
+        "type": "array",
+        "elementType": "timestamp_ntz",
+        "containsNull": True,
+    }
+    assert delta_type("VARIANT", ntz=True) is None
+
+
 def test_the_schema_is_nullable_columns_in_order():
     got = json.loads(schema_json([("b", "STRING"), ("a", "BIGINT")]) or "")
     assert got == {

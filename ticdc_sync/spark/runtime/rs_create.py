@@ -7,11 +7,14 @@ hooks, about half a second of a warm driver's time per table (benchmarks/README.
 delta-rs writes the same commit in milliseconds; a first run creates every target and the
 state tables, so a warehouse of many tables paid it once per table.
 
-Only where the result is the same table: every column type is one protocol version 1/2
-holds (no TIMESTAMP_NTZ, whose feature Delta and delta-rs list differently), and every
-property, the session's `spark.databricks.delta.properties.defaults.*` included (Delta
-adds them to a new table), is one that leaves the protocol at 1/2. Anything else stays
-with the statement (`table_create.create_table`). Must not: decide what a table holds (the
+Only where the result is the same table: every property, the session's
+`spark.databricks.delta.properties.defaults.*` included (Delta adds them to a new table),
+is one that needs no table feature, and every column type is one protocol 1/2 holds, or
+TIMESTAMP_NTZ. A TIMESTAMP_NTZ column takes Delta to table features (reader 3, writer 7)
+and lists the legacy writer features beside it (`appendOnly`, `invariants`), which
+delta-rs does not: such a table's commit is written here, for a local table only (a
+file system's link is the put-if-absent a commit needs). Anything else stays with the
+statement (`table_create.create_table`). Must not: decide what a table holds (the
 caller's columns and properties are the plan's), or write anything but version 0.
 """
 
@@ -19,14 +22,19 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import time
+import uuid
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from ticdc_sync import __version__
 from ticdc_sync.core import lake
+from ticdc_sync.warehouse.locations import is_local, local_path
 
 # Properties a table keeps at protocol 1/2, in Delta and in delta-rs alike (with their
 # values where another value would raise the protocol: change data feed needs writer 4).
@@ -60,6 +68,14 @@ _PRIMITIVE = {
     "timestamp": "timestamp",
 }
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+NTZ = "timestamp_ntz"
+# What Delta writes for a new table with a TIMESTAMP_NTZ column (and no other feature).
+NTZ_PROTOCOL = {
+    "minReaderVersion": 3,
+    "minWriterVersion": 7,
+    "readerFeatures": ["timestampNtz"],
+    "writerFeatures": ["timestampNtz", "invariants", "appendOnly"],
+}
 
 
 @dataclass(frozen=True)
@@ -72,17 +88,20 @@ class PlainCreate:
     properties: tuple[tuple[str, str], ...] = ()
 
 
-def delta_type(sql_type: str) -> str | dict | None:
+def delta_type(sql_type: str, ntz: bool = False) -> str | dict | None:
     """The Delta schema JSON type of a Spark SQL type (`DECIMAL(10,2)`, `MAP<STRING,
-    STRING>`), None for one outside protocol 1/2's types or not known here."""
+    STRING>`), None for one outside protocol 1/2's types (TIMESTAMP_NTZ too, unless `ntz`)
+    or not known here."""
     t = " ".join(sql_type.strip().lower().split())
     if t in _PRIMITIVE:
         return _PRIMITIVE[t]
+    if t == NTZ and ntz:
+        return NTZ
     m = _DECIMAL.match(t)
     if m:
         return f"decimal({m.group(1)},{m.group(2)})"
     if t.startswith("array<") and t.endswith(">"):
-        element = delta_type(t[len("array<") : -1])
+        element = delta_type(t[len("array<") : -1], ntz)
         if element is None:
             return None
         return {"type": "array", "elementType": element, "containsNull": True}
@@ -96,19 +115,19 @@ def delta_type(sql_type: str) -> str | dict | None:
                 break
         if cut < 0:
             return None
-        key, value = delta_type(inner[:cut]), delta_type(inner[cut + 1 :])
+        key, value = delta_type(inner[:cut], ntz), delta_type(inner[cut + 1 :], ntz)
         if key is None or value is None:
             return None
         return {"type": "map", "keyType": key, "valueType": value, "valueContainsNull": True}
     return None
 
 
-def schema_json(columns: Sequence[tuple[str, str]]) -> str | None:
+def schema_json(columns: Sequence[tuple[str, str]], ntz: bool = False) -> str | None:
     """The Delta schema string of nullable `columns`, as Delta writes it; None if a type is
     not one `delta_type` knows."""
     fields = []
     for name, sql_type in columns:
-        t = delta_type(sql_type)
+        t = delta_type(sql_type, ntz)
         if t is None:
             return None
         fields.append({"name": name, "type": t, "nullable": True, "metadata": {}})
@@ -156,10 +175,15 @@ def try_create(spark: SparkSession, location: str, plain: PlainCreate) -> bool:
     for the statement: a table delta-rs cannot write this way, or a store it cannot reach."""
     from deltalake import DeltaTable, Schema
 
-    schema = schema_json(plain.columns)
     config = configuration(plain, session_defaults(spark))
-    if schema is None or config is None:
+    if config is None:
         return False
+    schema = schema_json(plain.columns)
+    if schema is None:
+        with_ntz = schema_json(plain.columns, ntz=True)
+        if with_ntz is None or not is_local(location):
+            return False
+        return _write_first_commit(location, with_ntz, NTZ_PROTOCOL, plain.description, config)
     uri = lake.table_uri(location)
     try:
         DeltaTable.create(
@@ -175,4 +199,50 @@ def try_create(spark: SparkSession, location: str, plain: PlainCreate) -> bool:
         )
     except Exception:  # noqa: BLE001 - the statement then creates it, or says why not
         return False
+    return True
+
+
+def _write_first_commit(
+    location: str, schema: str, protocol: dict, description: str | None, config: dict[str, str]
+) -> bool:
+    """Version 0 of a local table, as Delta's CREATE TABLE writes it: put in place whole
+    (a link fails where the commit exists: another create won), or not at all."""
+    now = int(time.time() * 1000)
+    metadata: dict = {"id": str(uuid.uuid4())}
+    if description:
+        metadata["description"] = description
+    metadata.update(
+        format={"provider": "parquet", "options": {}},
+        schemaString=schema,
+        partitionColumns=[],
+        configuration=config,
+        createdTime=now,
+    )
+    info = {
+        "timestamp": now,
+        "operation": "CREATE TABLE",
+        "operationParameters": {
+            "partitionBy": "[]",
+            "clusterBy": "[]",
+            "description": description,
+            "isManaged": "false",
+            "properties": json.dumps(config),
+        },
+        "isolationLevel": "Serializable",
+        "isBlindAppend": True,
+        "operationMetrics": {},
+        "engineInfo": f"ticdc-sync/{__version__}",
+        "txnId": str(uuid.uuid4()),
+    }
+    actions = [{"commitInfo": info}, {"metaData": metadata}, {"protocol": protocol}]
+    log = local_path(location) / "_delta_log"
+    log.mkdir(parents=True, exist_ok=True)
+    temp = log / f".{0:020d}.json.{uuid.uuid4().hex}.tmp"
+    temp.write_text("".join(json.dumps(a) + "\n" for a in actions), encoding="utf-8")
+    try:
+        os.link(temp, log / f"{0:020d}.json")
+    except FileExistsError:
+        return False
+    finally:
+        temp.unlink()
     return True
