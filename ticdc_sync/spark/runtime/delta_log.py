@@ -111,8 +111,8 @@ def checksum_facts(location: str) -> TableFacts | None:
     version's checksum (`_delta_log/<version>.crc`: `numFiles`, `tableSizeBytes` and
     `metadata` are required fields of it in the Delta protocol), or a version 0 without
     one from its commit, without the JVM; None where it cannot be read (a remote table, no
-    table, a later version without a checksum, a file being written): ask Delta then. The columns are the metadata's schema, which is
-    what a read of the table would show."""
+    table, a later version without a checksum, a file being written): ask Delta then. The
+    columns are the metadata's schema, which is what a read of the table would show."""
     found = _newest_log_file(location, ".crc")
     if found is None:
         return _created_facts(location)

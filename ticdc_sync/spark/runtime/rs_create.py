@@ -1,6 +1,6 @@
-"""Create a Delta table through delta-rs where delta-rs writes the commit Delta's own CREATE
-TABLE writes: the same protocol and the same metadata (schema, description, properties),
-in one commit file and without a Spark job.
+"""Create a Delta table without Spark where its first commit can be the one Delta's own
+CREATE TABLE writes: the same protocol and the same metadata (schema, description,
+properties), in one commit file and without a Spark job.
 
 Why: a CREATE TABLE through Spark costs a Delta transaction, its analysis and its commit
 hooks, about half a second of a warm driver's time per table (benchmarks/README.md), where
@@ -106,20 +106,25 @@ def delta_type(sql_type: str, ntz: bool = False) -> str | dict | None:
             return None
         return {"type": "array", "elementType": element, "containsNull": True}
     if t.startswith("map<") and t.endswith(">"):
-        inner = t[len("map<") : -1]
-        depth, cut = 0, -1
-        for i, ch in enumerate(inner):
-            depth += {"<": 1, "(": 1, ">": -1, ")": -1}.get(ch, 0)
-            if ch == "," and depth == 0:
-                cut = i
-                break
-        if cut < 0:
+        parts = split_outside_brackets(t[len("map<") : -1])
+        if len(parts) != 2:
             return None
-        key, value = delta_type(inner[:cut], ntz), delta_type(inner[cut + 1 :], ntz)
+        key, value = delta_type(parts[0], ntz), delta_type(parts[1], ntz)
         if key is None or value is None:
             return None
         return {"type": "map", "keyType": key, "valueType": value, "valueContainsNull": True}
     return None
+
+
+def split_outside_brackets(text: str) -> list[str]:
+    """`text` split at its commas outside `<...>` and `(...)` (`STRING, DECIMAL(10, 2)`)."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"<": 1, "(": 1, ">": -1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    return [*out, text[start:]]
 
 
 def schema_json(columns: Sequence[tuple[str, str]], ntz: bool = False) -> str | None:
@@ -170,9 +175,9 @@ def session_defaults(spark: SparkSession) -> dict[str, str]:
 
 
 def try_create(spark: SparkSession, location: str, plain: PlainCreate) -> bool:
-    """Create the table at `location` (where no table is) through delta-rs, when delta-rs
-    writes what Delta's CREATE would; whether it did. False leaves the folder as it was,
-    for the statement: a table delta-rs cannot write this way, or a store it cannot reach."""
+    """Create the table at `location` (where no table is) as Delta's CREATE would, through
+    delta-rs or (TIMESTAMP_NTZ, a local table) by writing its commit; whether it did. False
+    leaves no commit, for the statement: a table that needs it, or a store not reached."""
     from deltalake import DeltaTable, Schema
 
     config = configuration(plain, session_defaults(spark))
@@ -241,7 +246,7 @@ def _write_first_commit(
     temp.write_text("".join(json.dumps(a) + "\n" for a in actions), encoding="utf-8")
     try:
         os.link(temp, log / f"{0:020d}.json")
-    except FileExistsError:
+    except OSError:  # the commit exists (another create won), or no links here: the statement
         return False
     finally:
         temp.unlink()

@@ -1,7 +1,8 @@
 """Create a Delta table where none is: remove what a create killed before its first commit
-left (a `_delta_log` without a commit, which is no table), issue the CREATE (or have
-delta-rs write the commit it would, `rs_create`), and confirm that a commit landed. Issues no statement but the caller's CREATE; never removes a folder
-that holds a commit, a checkpoint or a file under `_commits/`.
+left (a `_delta_log` without a commit, which is no table), issue the CREATE (or have the
+commit it would write written without it, `rs_create`), and confirm that a commit landed.
+Issues no statement but the caller's CREATE; never removes a folder that holds a commit, a
+checkpoint or a file under `_commits/`.
 
 Why the confirmation: Delta's CREATE TABLE IF NOT EXISTS of a path table does nothing when
 the path exists and lists anything at all (DeltaCatalog.tableExists is `fs.exists(path) &&
@@ -48,8 +49,8 @@ def create_table(
 ) -> None:
     """Run `create_sql` (a CREATE TABLE IF NOT EXISTS of `location`) unless a table is
     there, after clearing a log without a commit; raise a TicdcSyncError naming the folder
-    when no commit landed. `plain`: what the statement makes, for delta-rs to write the
-    same commit instead where it can (`rs_create`)."""
+    when no commit landed. `plain`: what the statement makes, for its commit to be written
+    without it where that makes the same table (`rs_create`)."""
     if clear_uncommitted_log(spark, location):
         return
     # Only into an empty folder: one that holds files is the statement's, which reports

@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from ticdc_sync.core.sqlgen import sql_string, table_ref
 from ticdc_sync.spark.runtime.conf import before_commit
 from ticdc_sync.spark.runtime.delta_log import has_commit
-from ticdc_sync.spark.runtime.rs_create import PlainCreate
+from ticdc_sync.spark.runtime.rs_create import PlainCreate, split_outside_brackets
 from ticdc_sync.spark.runtime.table_create import create_table
 
 
@@ -57,13 +57,9 @@ def properties_sql(properties: dict[str, str]) -> str:
 
 
 def ddl_columns(schema: str) -> tuple[tuple[str, str], ...]:
-    """(name, type) of each column of a state table's `schema` (`` `a` STRING, b INT ``):
-    commas inside a type's brackets (`MAP<STRING, STRING>`) do not split."""
-    out, depth, start = [], 0, 0
-    for i, ch in enumerate(schema + ","):
-        depth += {"<": 1, "(": 1, ">": -1, ")": -1}.get(ch, 0)
-        if ch == "," and depth == 0:
-            name, _, typ = schema[start:i].strip().partition(" ")
-            out.append((name.strip("`"), typ.strip()))
-            start = i + 1
+    """(name, type) of each column of a state table's `schema` (`` `a` STRING, b INT ``)."""
+    out = []
+    for column in split_outside_brackets(schema):
+        name, _, typ = column.strip().partition(" ")
+        out.append((name.strip("`"), typ.strip()))
     return tuple(out)
