@@ -229,7 +229,7 @@ def _write_first_commit(
         "operationParameters": {
             "partitionBy": "[]",
             "clusterBy": "[]",
-            "description": description,
+            **({"description": description} if description else {}),
             "isManaged": "false",
             "properties": json.dumps(config),
         },
