@@ -20,6 +20,11 @@ def test_run_leaves_nothing_outside_warehouse_and_target(spark, tmp_path):
     cwd.mkdir()
     cache = tmp_path / "cache"
     root = canal_project(tmp_path / "p")
+    # A target with deletion vectors is created by Spark's CREATE TABLE statement (a table
+    # of protocol 1/2 is created without Spark: docs/engine.md), which uses the catalog.
+    (root / "ticdc_sync.yml").write_text(
+        "name: test\nprofile: test\ndefaults:\n  table_features:\n    deletion_vectors: true\n"
+    )
     before = {p.name for p in root.iterdir()}
     proc = run_child(
         cli("run", "--project", str(root)), env=child_env(TICDC_SYNC_CACHE=str(cache)), cwd=cwd

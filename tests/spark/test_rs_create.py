@@ -204,3 +204,19 @@ def test_a_folder_with_files_is_left_to_the_statement(spark, tmp_path):
     with pytest.raises(TicdcSyncError, match="remove the folder"):
         ensure_table(spark, str(folder), "id INT")
     assert not (folder / "_delta_log").exists() or not any((folder / "_delta_log").iterdir())
+
+
+@pytest.mark.parametrize("ddl", ["id BIGINT", "id BIGINT, at TIMESTAMP_NTZ"], ids=["rs", "ntz"])
+def test_a_create_inside_a_marker_carries_it_as_the_statement_does(spark, tmp_path, ddl):
+    """An upstream CREATE TABLE creates its target inside the DDL's marker
+    (`ddl_commit`): version 0 carries it, and a read as of a TSO finds the table applied to
+    the DDL from its first version on."""
+    from ticdc_sync.core.window import Marker
+    from ticdc_sync.spark.runtime.conf import commit_marker
+
+    marker = Marker(applied_ts=7, ddl_ts=7, ddl_part=0, ddl_parts=1)
+    with commit_marker(spark, marker):
+        statement, rs = _both(spark, tmp_path, ddl, {})
+    _same_table(statement, rs, "ticdc-sync" if "NTZ" in ddl else "delta-rs")
+    for folder in (statement, rs):
+        assert Marker.from_user_metadata(_log(folder)[0].get("userMetadata")) == marker

@@ -14,7 +14,8 @@ TIMESTAMP_NTZ. A TIMESTAMP_NTZ column takes Delta to table features (reader 3, w
 and lists the legacy writer features beside it (`appendOnly`, `invariants`), which
 delta-rs does not: such a table's commit is written here, for a local table only (a
 file system's link is the put-if-absent a commit needs). Anything else stays with the
-statement (`table_create.create_table`). Must not: decide what a table holds (the
+statement (`table_create.create_table`), and so does every create over Spark Connect, whose
+server writes the warehouse. Must not: decide what a table holds (the
 caller's columns and properties are the plan's), or write anything but version 0.
 """
 
@@ -34,6 +35,8 @@ from pyspark.sql import SparkSession
 
 from ticdc_sync import __version__
 from ticdc_sync.core import lake
+from ticdc_sync.spark.runtime.conf import MARKER_COMMIT_CONF
+from ticdc_sync.spark.runtime.remote import is_connect
 from ticdc_sync.warehouse.locations import is_local, local_path
 
 # Properties a table keeps at protocol 1/2, in Delta and in delta-rs alike (with their
@@ -179,16 +182,23 @@ def try_create(spark: SparkSession, location: str, plain: PlainCreate) -> bool:
     delta-rs or (TIMESTAMP_NTZ, a local table) by writing its commit; whether it did. False
     leaves no commit, for the statement: a table that needs it, or a store not reached."""
     from deltalake import DeltaTable, Schema
+    from deltalake.transaction import CommitProperties
 
+    if is_connect(spark):
+        # The server writes the warehouse (docs/operations.md, Spark Connect).
+        return False
     config = configuration(plain, session_defaults(spark))
     if config is None:
         return False
+    # The marker a commit made here would carry (`conf.commit_marker`): a target created by
+    # an upstream CREATE TABLE is applied up to it from its first version on.
+    marker = spark.conf.get(MARKER_COMMIT_CONF, None)
     schema = schema_json(plain.columns)
     if schema is None:
         with_ntz = schema_json(plain.columns, ntz=True)
         if with_ntz is None or not is_local(location):
             return False
-        return _write_first_commit(location, with_ntz, NTZ_PROTOCOL, plain.description, config)
+        return _write_first_commit(location, with_ntz, plain.description, config, marker)
     uri = lake.table_uri(location)
     try:
         DeltaTable.create(
@@ -198,6 +208,9 @@ def try_create(spark: SparkSession, location: str, plain: PlainCreate) -> bool:
             description=plain.description,
             configuration=config,
             storage_options=lake.storage_options(uri) or None,
+            commit_properties=(
+                CommitProperties(custom_metadata={"userMetadata": marker}) if marker else None
+            ),
             # Delta's own keys and Parquet's writer options (`parquet.*`), which delta-rs
             # does not know but keeps, as Delta does.
             raise_if_key_not_exists=False,
@@ -208,7 +221,11 @@ def try_create(spark: SparkSession, location: str, plain: PlainCreate) -> bool:
 
 
 def _write_first_commit(
-    location: str, schema: str, protocol: dict, description: str | None, config: dict[str, str]
+    location: str,
+    schema: str,
+    description: str | None,
+    config: dict[str, str],
+    marker: str | None,
 ) -> bool:
     """Version 0 of a local table, as Delta's CREATE TABLE writes it: put in place whole
     (a link fails where the commit exists: another create won), or not at all."""
@@ -238,8 +255,9 @@ def _write_first_commit(
         "operationMetrics": {},
         "engineInfo": f"ticdc-sync/{__version__}",
         "txnId": str(uuid.uuid4()),
+        **({"userMetadata": marker} if marker else {}),
     }
-    actions = [{"commitInfo": info}, {"metaData": metadata}, {"protocol": protocol}]
+    actions = [{"commitInfo": info}, {"metaData": metadata}, {"protocol": NTZ_PROTOCOL}]
     log = local_path(location) / "_delta_log"
     log.mkdir(parents=True, exist_ok=True)
     temp = log / f".{0:020d}.json.{uuid.uuid4().hex}.tmp"
