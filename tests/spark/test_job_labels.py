@@ -43,8 +43,15 @@ def test_phase_labels_jobs_and_restores_the_callers_group(spark):
 
 
 def test_a_runs_jobs_are_grouped_by_phase_and_target(spark, tmp_path):
-    # A unique source name keeps these groups apart from other tests' runs.
-    root = make_project(tmp_path / "p", protocol="canal-json", schema_sql=SCHEMA)
+    # A unique source name keeps these groups apart from other tests' runs. Each target
+    # takes the MERGE (`rewrite_below: 0`), whose jobs are its own: a new target's create
+    # runs none (docs/engine.md), and a round's jobs carry the round's label.
+    root = make_project(
+        tmp_path / "p",
+        protocol="canal-json",
+        schema_sql=SCHEMA,
+        defaults="defaults:\n  rewrite_below: 0\n",
+    )
     (root / "sources" / "s.yml").write_text(
         "sources:\n  - name: labelled\n    protocol: canal-json\n    topics: [t]\n"
     )
