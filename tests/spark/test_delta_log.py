@@ -64,7 +64,7 @@ def test_the_newest_commit_info_is_what_describe_history_shows(spark, tmp_path):
         f"UPDATE {ref} SET v = 'c' WHERE id = 3",
         f"INSERT INTO {ref} SELECT id + 10, v FROM {ref}",
     ):
-        with commit_marker(spark, marker):
+        with commit_marker(spark, marker, "create"):
             spark.sql(statement)
         info = newest_commit_info(loc)
         shown = spark.sql(f"DESCRIBE HISTORY {ref} LIMIT 1").collect()[0]

@@ -128,7 +128,7 @@ def make_target(spark, location: str) -> None:
         "TIMESTAMP_NTZ'2024-01-01 01:00:00', X'00FF', true, DATE'2024-01-02', 1.5, 2.5, 3, 4, 10),"
         " (2, 'b', 2.50, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 11)"
     )
-    with commit_marker(spark, MARKER):
+    with commit_marker(spark, MARKER, "merge"):
         spark.sql(
             f"MERGE INTO {ref} t USING (SELECT 1 AS id, 'z' AS name) s ON t.id = s.id "
             "WHEN MATCHED THEN UPDATE SET t.name = s.name"
@@ -213,10 +213,10 @@ def test_marker_is_found_past_many_foreign_commits_as_spark_finds_it(spark, tmp_
     ref = table_ref(loc)
     spark.sql(f"CREATE TABLE {ref} (id INT) USING delta")
     assert lake.newest_user_metadata(loc, Marker.from_user_metadata) is None
-    with commit_marker(spark, MARKER):
+    with commit_marker(spark, MARKER, "merge"):
         spark.sql(f"INSERT INTO {ref} VALUES (1)")
     newer = Marker(applied_ts=5000)
-    with commit_marker(spark, newer):
+    with commit_marker(spark, newer, "merge"):
         spark.sql(f"INSERT INTO {ref} VALUES (2)")
     # More commits without userMetadata than the first look-back covers.
     for i in range(4):

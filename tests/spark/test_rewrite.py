@@ -125,7 +125,7 @@ def _target_with_rows(spark, tmp_path: Path) -> str:
     spark.createDataFrame(
         [(1, "a", 1, 1)], f"id INT, name STRING, v INT, {COMMIT_TS} BIGINT"
     ).write.format("delta").save(loc)
-    with commit_marker(spark, Marker(1)):
+    with commit_marker(spark, Marker(1), "merge"):
         spark.sql(f"INSERT INTO {table_ref(loc)} VALUES (2, 'b', 2, 1)")
     return loc
 
@@ -166,7 +166,7 @@ def test_a_table_delta_rs_committed_to_a_hundred_times_stays_spark_s(spark, tmp_
     table, its history's markers and takes a MERGE on it after them."""
     loc = _target_with_rows(spark, tmp_path)
     for i in range(105):
-        Table(loc).commit([], Marker(10 + i))
+        Table(loc).commit([], Marker(10 + i), "marker", "t")
     assert any(p.name.endswith(".checkpoint.parquet") for p in (Path(loc) / "_delta_log").iterdir())
     from ticdc_sync.spark.runtime.delta_log import target_marker
 

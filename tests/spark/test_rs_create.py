@@ -215,7 +215,7 @@ def test_a_create_inside_a_marker_carries_it_as_the_statement_does(spark, tmp_pa
     from ticdc_sync.spark.runtime.conf import commit_marker
 
     marker = Marker(applied_ts=7, ddl_ts=7, ddl_part=0, ddl_parts=1)
-    with commit_marker(spark, marker):
+    with commit_marker(spark, marker, "create"):
         statement, rs = _both(spark, tmp_path, ddl, {})
     _same_table(statement, rs, "ticdc-sync" if "NTZ" in ddl else "delta-rs")
     for folder in (statement, rs):

@@ -52,7 +52,7 @@ def _stage_as_an_earlier_version(state: Staging, before: SourceTally, rows) -> N
     """Stage `rows` for `src` as earlier versions did: a commit carrying the tallies from
     before its batch (`before`), without `own_events`."""
     older = json.dumps({STAGED_KEY: {"v": 1, "sources": {"src": before.to_dict()}}})
-    with user_metadata(state.spark, older):
+    with user_metadata(state.spark, older, "staging.tallies"):
         _batch(state.spark, state, rows).select(F.lit("src").alias("source"), "*").write.format(
             "delta"
         ).mode("append").save(state.events_path)

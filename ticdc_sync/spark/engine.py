@@ -429,7 +429,7 @@ class SparkEngine:
         found = sync_points.rows(self.project, point)
         if not found:
             return
-        before_commit()
+        before_commit("sync_point")
         with labels.pool(self.spark, labels.STAGE_POOL):
             (
                 self.spark.createDataFrame(found, sync_points.SCHEMA)

@@ -41,6 +41,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
+from ticdc_sync.core import crash_points
 from ticdc_sync.core.errors import Fatal, UserError
 from ticdc_sync.core.lake import storage_options, table_uri
 from ticdc_sync.warehouse.locations import state_location
@@ -290,7 +291,9 @@ class RunLease:
                 why = None
                 if current is not None and current.state == HELD:
                     why = f"its lease expired at {_text(current.expires_at)}"
-            elif gone_here(current):
+            elif gone_here(current) or crash_points.abandoned(current.token):
+                # (abandoned: left by a run a test stopped at a crash point in this process,
+                # which stands for a process that is gone)
                 why = "its process is gone"
             else:
                 if time.monotonic() < deadline:
@@ -306,6 +309,7 @@ class RunLease:
                     f"releases nothing, its lease expires {current.ttl_seconds:.0f}s after "
                     "its last renewal and the next run takes it over then)"
                 )
+            crash_points.reach("lease.acquire")
             if self._commit(table, self._row(now, acquired=now), "acquire"):
                 if why is not None and current is not None:
                     self.taken_over = current
@@ -319,6 +323,7 @@ class RunLease:
             if self._lost is not None:
                 raise self._lost_error()
             assert self._mine is not None
+            crash_points.reach("lease.renew")
             started = time.monotonic()
             row = self._row(_now(), acquired=self._mine.acquired_at)
             if not self._commit(self._table, row, "renew", started=started):
@@ -337,6 +342,13 @@ class RunLease:
         with self._lock:
             if self._mine is None or self._lost is not None:
                 return
+            try:
+                crash_points.reach("lease.release")
+            except crash_points.SimulatedCrash:
+                # Stopped at a crash point: the lease stays held, as a killed run leaves it.
+                crash_points.abandon(self.token)
+                self._mine = None
+                raise
             now = _now()
             row = dataclasses.replace(self._mine, state=RELEASED, renewed_at=now, expires_at=now)
             try:
@@ -477,8 +489,8 @@ class RunLease:
             try:
                 self.renew()
                 self._last_error = None
-            except LeaseLost:
-                return
+            except (LeaseLost, crash_points.SimulatedCrash):
+                return  # (a run stopped at a crash point renews nothing more, as a dead one)
             except Exception as e:  # noqa: BLE001 - kept for check(); retried next round
                 self._last_error = _first_line(e)
                 self.out(f"warning: could not renew the run lease ({self._last_error})")

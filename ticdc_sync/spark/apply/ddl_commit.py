@@ -114,7 +114,7 @@ def _execute(w, part: DeltaPart, m: Marker, ts: int) -> None:
     spark = w.spark
     if part.op == OP_CREATE:
         assert part.schema is not None
-        with commit_marker(spark, m):
+        with commit_marker(spark, m, "ddl.part", target=w.name):
             w.create(part.schema, part.properties)
         return
     if part.op == OP_BACKFILL:
@@ -122,17 +122,17 @@ def _execute(w, part: DeltaPart, m: Marker, ts: int) -> None:
         # no commit; the next one carries the marker, and until then a resumed run re-checks.
         if not has_data_files(spark, w.location):
             return
-        with commit_marker(spark, m):
+        with commit_marker(spark, m, "ddl.part", target=w.name):
             spark.sql(part.sql)
         return
     if part.op == OP_REBUILD:
         _rebuild(w, part, m)
         return
     if part.op == OP_COPY_FROM:
-        with commit_marker(spark, m):
+        with commit_marker(spark, m, "ddl.part", target=w.name):
             _copy_from(w, part.source_target or "", ts)
         return
-    with commit_marker(spark, m):
+    with commit_marker(spark, m, "ddl.part", target=w.name):
         try:
             assert part.sql is not None
             spark.sql(part.sql)
@@ -193,7 +193,7 @@ def _rebuild(w, part: DeltaPart, m: Marker) -> None:
     assert part.column is not None
     col = part.column.lower()
     if not any(c.lower() == col for c in df.columns):
-        with commit_marker(spark, m):
+        with commit_marker(spark, m, "ddl.part", target=w.name):
             spark.sql(
                 f"ALTER TABLE {w.ref} SET TBLPROPERTIES ('ticdc_sync.last_ddl_ts' = "
                 f"{sql_string(str(m.ddl_ts))})"
@@ -210,7 +210,7 @@ def _rebuild(w, part: DeltaPart, m: Marker) -> None:
         else:
             assert part.new_type is not None
             cols.append(F.col(quote(c)).cast(part.new_type).alias(c))
-    with commit_marker(spark, m):
+    with commit_marker(spark, m, "ddl.part", target=w.name):
         (
             df.select(*cols)
             .write.format("delta")

@@ -49,7 +49,7 @@ from ticdc_sync.plan.model import Load, LoadTable
 from ticdc_sync.spark.apply import mode_rows
 from ticdc_sync.spark.apply.row_typing import fit_error
 from ticdc_sync.spark.runtime import raised
-from ticdc_sync.spark.runtime.conf import commit_marker
+from ticdc_sync.spark.runtime.conf import before_commit, commit_marker
 from ticdc_sync.spark.runtime.delta_log import table_exists
 
 # Marks the message of a failed load row so that the driver can find the line; fields are
@@ -98,7 +98,7 @@ def load(w, step_load: Load) -> Marker:
         # The export's columns replace the target's (DDL after the snapshot follows).
         writer = writer.option("overwriteSchema", "true")
     try:
-        with commit_marker(spark, marker):
+        with commit_marker(spark, marker, "load", target=w.name):
             writer.save(w.location)
     except Exception as e:  # noqa: BLE001 - a bad row raised inside the job
         err = bad_row_error(
@@ -655,6 +655,7 @@ def _quarantine(w, step_load: Load, typed: DataFrame) -> DataFrame:
     q = q.cache()
     try:
         n = q.count()
+        before_commit("quarantine.append", target=w.name)
         (
             q.write.format("delta")
             .mode("overwrite")

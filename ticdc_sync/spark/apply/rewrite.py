@@ -50,6 +50,7 @@ from deltalake.transaction import (
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
+from ticdc_sync.core.crash_points import reach
 from ticdc_sync.core.errors import UserError
 from ticdc_sync.core.lake import is_local, spark_type, storage_options, table_uri
 from ticdc_sync.core.sqlgen import quote
@@ -135,23 +136,28 @@ class Table:
             shutil.rmtree(Path(self.uri) / folder, ignore_errors=True)
 
     def replace_files(
-        self, old: list[tuple[str, int]], new: list[tuple[str, int, int]], marker: Marker
+        self,
+        old: list[tuple[str, int]],
+        new: list[tuple[str, int, int]],
+        marker: Marker,
+        point: str,
+        target: str,
     ) -> None:
         """One commit that removes the files `old` (path, bytes) and adds `new` (path,
-        bytes, rows), with `marker`."""
+        bytes, rows), with `marker`: crash point `point` of `target`."""
         now = int(time.time() * 1000)
         removes = [RemoveAction(p, True, now, size, {}) for p, size in old]
         adds = [AddAction(p, size, {}, now, True, _stats(rows)) for p, size, rows in new]
-        self.commit([*removes, *adds], marker)
+        self.commit([*removes, *adds], marker, point, target)
 
-    def record_marker(self, marker: Marker) -> None:
+    def record_marker(self, marker: Marker, target: str) -> None:
         """Commit `marker` alone unless the newest commit carries it (a segment that changed
         nothing: the target is up to date, and says so)."""
         if _marker_of_newest(self) != marker:
-            self.commit([], marker)
+            self.commit([], marker, "marker", target)
 
-    def commit(self, actions: list, marker: Marker) -> None:
-        before_commit()
+    def commit(self, actions: list, marker: Marker, point: str, target: str) -> None:
+        before_commit(point, target=target)
         self.rs.create_write_transaction(
             actions,
             "append",
@@ -274,16 +280,17 @@ class Rewriter:
                 # after). A large one (a catch-up into a table that was small when
                 # planned) keeps Spark's adaptive partitions, so its cores share the work.
                 (out.coalesce(1) if small else out).write.parquet(where)
+            reach("rewrite.files", target=w.name, partial_in=where)
             seen = counts.get
             changed = any(int(seen[k] or 0) for k in (INSERTED, UPDATED, DELETED))
             if not changed:
                 # Nothing changed (replays only): keep the files, record the marker.
                 table.delete(folder)
-                table.record_marker(new_marker)
+                table.record_marker(new_marker, w.name)
                 w.result.merges += 1  # a segment landed, as a MERGE of nothing counts
                 return new_marker
             written = [(f"{folder}/{n}", size, rows) for n, size, rows in _written(table, folder)]
-            table.replace_files(table.files(), written, new_marker)
+            table.replace_files(table.files(), written, new_marker, "rewrite.commit", w.name)
         except Exception as e:  # noqa: BLE001 - surface raise_error text from the JVM
             # Not committed: its files go now (or, if this fails too, with the next run).
             with suppress(Exception):

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from ticdc_sync.core.crash_points import reach
 from ticdc_sync.core.window import Marker
 from ticdc_sync.plan.model import Rows
 from ticdc_sync.spark.apply import round_arrow
@@ -85,6 +86,8 @@ def land(spark: SparkSession, state: State, items: Sequence[RoundItem]) -> list[
             "rewrite instead"
         )
         return out
+    first = next(iter(entries.values()))
+    reach("round.files", partial_in=f"{first.table.location.rstrip('/')}/{first.files.folder}")
     by_tid = {int(r["tid"]): r for r in rows}
     for tid, e in entries.items():
         out[tid] = _commit(e, by_tid.get(tid))
@@ -146,13 +149,13 @@ def _commit(e: _Entry, row) -> Marker | None:
     try:
         if status == SAME:
             # Nothing changed (replays only, or no row in the window): record the marker.
-            table.record_marker(new_marker)
+            table.record_marker(new_marker, w.name)
             w.result.merges += 1
             return new_marker
         if status != WRITTEN:
             return None  # a row that does not fit: the rewrite applies the policy
         new = [(row["path"], int(row["size"]), int(row["rows"]))]
-        table.replace_files(e.listed, new, new_marker)
+        table.replace_files(e.listed, new, new_marker, "round.commit", w.name)
     except LeaseLost:
         raise
     except Exception:  # noqa: BLE001 - not committed: the rewrite lands it (or says why)

@@ -125,7 +125,7 @@ class TargetWriter:
         refuses a path table whose properties differ from the statement's)."""
         cols = [(c.name, datatypes.delta_type(c)) for c in schema.columns]
         extra = self.plan.mode_columns
-        before_commit()
+        before_commit("create", target=self.name)
         if not table_exists(self.spark, self.location):
             create_table(
                 self.spark,
@@ -350,7 +350,11 @@ class TargetWriter:
                         self.ref, SOURCE_VIEW, key_names, cols, key_range
                     )
                 )
-            with commit_marker(self.spark, new_marker), session_confs(self.spark, conf):
+            with (
+                commit_marker(self.spark, new_marker, "merge", target=self.name),
+                # (a MERGE killed mid-write leaves its new files in the table's folder)
+                session_confs(self.spark, conf),
+            ):
                 out = self.spark.sql(sql).collect()
             metrics = (
                 [inserted_rows(self.spark, self.location, new_marker)]
@@ -464,7 +468,7 @@ class TargetWriter:
         (what `status` and readers see) though it is up to date."""
         if target_marker(self.spark, self.location) == marker:
             return
-        with commit_marker(self.spark, marker):
+        with commit_marker(self.spark, marker, "marker", target=self.name):
             self.spark.sql(
                 f"ALTER TABLE {self.ref} SET TBLPROPERTIES ('ticdc_sync.applied_ts' = "
                 f"{sql_string(str(marker.applied_ts))})"
@@ -515,7 +519,7 @@ class TargetWriter:
         )
         n = q.count()
         if n:
-            before_commit()
+            before_commit("quarantine.append", target=self.name)
             q.write.format("delta").mode("append").save(self.state.quarantine.path)
             self.result.quarantined += n
             self.out(

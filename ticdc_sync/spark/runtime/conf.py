@@ -5,7 +5,8 @@ A target's progress marker and the staging tallies travel to Delta as the commit
 that commits is how a marker is recorded atomically with the data. Sessions are per
 thread of work (`fanout`), so blocks in different sessions do not see each other.
 Every ticdc-sync commit first asks `before_commit` whether the run still holds the
-warehouse's run lease (`ticdc_sync.warehouse.lease`).
+warehouse's run lease (`ticdc_sync.warehouse.lease`), naming its crash point
+(`core.crash_points`: where a test stops the run as a process death would).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 
 from pyspark.sql import SparkSession
 
+from ticdc_sync.core import crash_points
 from ticdc_sync.core.window import Marker
 from ticdc_sync.warehouse.lease import check_active
 
@@ -52,16 +54,21 @@ def session_confs(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
         yield
 
 
-def before_commit() -> None:
+def before_commit(point: str, *, target: str | None = None, partial_in: str | None = None) -> None:
     """Raise `LeaseLost` if the run lost the warehouse's run lease: a run that may no longer
-    hold it must not commit (another run may be working on the warehouse now)."""
+    hold it must not commit (another run may be working on the warehouse now). `point`
+    names the commit (`crash_points.POINTS`), for `target`; `partial_in`: the folder its
+    files are written to, where a crash there leaves a half-written one."""
+    crash_points.reach(point, target=target, partial_in=partial_in)
     check_active()
 
 
-def user_metadata(spark: SparkSession, text: str) -> AbstractContextManager[None]:
+def user_metadata(
+    spark: SparkSession, text: str, point: str, *, target: str | None = None
+) -> AbstractContextManager[None]:
     """Attach `text` as the userMetadata of every Delta commit made inside the block (after
-    `before_commit`)."""
-    before_commit()
+    `before_commit(point)`)."""
+    before_commit(point, target=target)
     return session_conf(spark, MARKER_COMMIT_CONF, text)
 
 
@@ -78,6 +85,9 @@ def without_user_metadata(spark: SparkSession) -> Iterator[None]:
             spark.conf.set(MARKER_COMMIT_CONF, before)
 
 
-def commit_marker(spark: SparkSession, marker: Marker) -> AbstractContextManager[None]:
-    """Attach a target's progress marker to every Delta commit made inside the block."""
-    return user_metadata(spark, marker.to_json())
+def commit_marker(
+    spark: SparkSession, marker: Marker, point: str, *, target: str | None = None
+) -> AbstractContextManager[None]:
+    """Attach a target's progress marker to every Delta commit made inside the block, the
+    commit named `point` (`before_commit`)."""
+    return user_metadata(spark, marker.to_json(), point, target=target)

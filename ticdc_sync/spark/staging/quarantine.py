@@ -116,6 +116,6 @@ class Quarantine:
         )
         n = fresh.count()
         if n:
-            before_commit()
+            before_commit("quarantine.append")
             fresh.write.format("delta").mode("append").save(self.path)
         return n

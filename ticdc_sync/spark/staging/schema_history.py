@@ -35,7 +35,7 @@ class SchemaHistory:
     def append(self, rows: list[tuple[str, str, int, str, str, str]]) -> None:
         """Append versions: (db, table, commit_ts, ddl, schema JSON, source) each, in one
         commit. The history is read without a JVM (`warehouse.read_state`)."""
-        before_commit()
+        before_commit("schema_history.append")
         self.spark.createDataFrame(rows, SCHEMA_HISTORY_SCHEMA).write.format("delta").mode(
             "append"
         ).save(self.path)

@@ -24,7 +24,7 @@ def ensure_table(
         # Every run opens the state tables: a local one that exists needs no statement.
         return
     props = {"delta.appendOnly": "false", **(properties or {})}
-    before_commit()
+    before_commit("state.create")
     create_table(
         spark,
         path,

@@ -173,7 +173,7 @@ class Staging:
             have = {r["key"]: r["value"] for r in rows}
         missing = {k: v for k, v in properties.items() if have.get(k) != v}
         if missing:
-            before_commit()
+            before_commit("staging.layout")
             self.spark.sql(
                 f"ALTER TABLE {table_ref(path)} SET TBLPROPERTIES ({properties_sql(missing)})"
             )
@@ -189,7 +189,7 @@ class Staging:
             have = {f.name for f in self.spark.read.format("delta").load(path).schema.fields}
         missing = [(n, t) for n, t in fields if n not in have]
         if missing:
-            before_commit()
+            before_commit("staging.layout")
             cols = ", ".join(f"{quote(n)} {t}" for n, t in missing)
             self.spark.sql(f"ALTER TABLE {table_ref(path)} ADD COLUMNS ({cols})")
 
@@ -266,7 +266,7 @@ class Staging:
             complete = {} if carries else RECORD_EMPTY_COMMIT
             self._new = False
             with (
-                user_metadata(self.spark, to_user_metadata(tallies)),
+                user_metadata(self.spark, to_user_metadata(tallies), "staging.append"),
                 session_confs(self.spark, complete),
             ):
                 _laid_out(batch).write.format("delta").mode("append").save(self.events_path)
@@ -285,7 +285,10 @@ class Staging:
             {**self._others(source), **self._tallies, source: before}, own_events=False
         )
         self._new = False
-        with user_metadata(self.spark, earlier), job_name(self.spark, read_job(source)):
+        with (
+            user_metadata(self.spark, earlier, "staging.append"),
+            job_name(self.spark, read_job(source)),
+        ):
             _laid_out(batch).write.format("delta").mode("append").save(self.events_path)
         since = _since_sql(source, before)
         increments = self._aggregate(self.events().where(since))
@@ -308,7 +311,7 @@ class Staging:
         """Replace the staged events `where` selects with `rows`, in one atomic commit
         (`replaceWhere`) whose userMetadata is `carried`. Waits for a trim's DELETE or a
         compaction in progress (`rewrite_lock`), which may be rewriting the same files."""
-        with self.rewrite_lock, user_metadata(self.spark, carried):
+        with self.rewrite_lock, user_metadata(self.spark, carried, "staging.dedupe"):
             (
                 _laid_out(rows)
                 .write.format("delta")
@@ -377,7 +380,7 @@ class Staging:
             else self.spark.createDataFrame(self.spark.sparkContext.emptyRDD(), schema)
         )
         with (
-            user_metadata(self.spark, to_user_metadata(tallies)),
+            user_metadata(self.spark, to_user_metadata(tallies), "staging.tallies"),
             session_confs(self.spark, RECORD_EMPTY_COMMIT),
         ):
             nothing.write.format("delta").mode("append").save(self.events_path)
@@ -408,10 +411,10 @@ class Staging:
         # staging table has one folder (benchmarks/README.md).
         listing = {LISTING_PARALLELISM: str(max(1, default_parallelism(spark)))}
         with self.rewrite_lock, without_user_metadata(spark):
-            before_commit()
+            before_commit("staging.compact")
             with session_confs(spark, sizes):
                 spark.sql(f"OPTIMIZE {table_ref(self.events_path)}").collect()
-            before_commit()
+            before_commit("staging.vacuum")
             with session_confs(spark, listing):
                 spark.sql(f"VACUUM {table_ref(self.events_path)}").collect()
         self._compacted_files = self._num_files()

@@ -156,7 +156,7 @@ def _delete_apart(spark: SparkSession, events_path: str, job: TrimJob) -> int:
     # A DELETE's history metrics come from its SQL command; this commit has none to give.
     with session_confs(spark, {HISTORY_METRICS: "false"}):
         for _ in range(COMMIT_ATTEMPTS):
-            before_commit()
+            before_commit("staging.trim", partial_in=events_path)
             txn = log.startTransaction()
             try:
                 txn.commit(commit_actions, op)
@@ -170,7 +170,7 @@ def _delete_apart(spark: SparkSession, events_path: str, job: TrimJob) -> int:
 
 def _delete_sql(spark: SparkSession, events_path: str, job: TrimJob) -> int:
     """The DELETE as one SQL statement (no JVM to reach: Spark Connect)."""
-    before_commit()
+    before_commit("staging.trim")
     try:
         rows = spark.sql(f"DELETE FROM {table_ref(events_path)} WHERE {job.where()}")
         return int(rows.collect()[0][0] or 0)
