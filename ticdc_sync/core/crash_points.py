@@ -83,6 +83,7 @@ class Arming:
 _lock = threading.Lock()
 _arming: Arming | None = None
 _dead = False
+_fired = ""  # the point the run stopped at, said again by every later raise
 _abandoned: set[str] = set()
 
 
@@ -96,12 +97,12 @@ def reach(point: str, *, target: str | None = None, partial_in: str | None = Non
 
 
 def _reach(point: str, target: str | None, partial_in: str | None) -> None:
-    global _dead
+    global _dead, _fired
     if point not in POINTS:
         raise AssertionError(f"crash point {point!r} is not in crash_points.POINTS")
     with _lock:
         if _dead:
-            raise SimulatedCrash(f"the run already stopped at a crash point (reached {point})")
+            raise SimulatedCrash(f"{_fired} (then reached {point})")
         a = _arming
         if a is None:
             return
@@ -113,9 +114,10 @@ def _reach(point: str, target: str | None, partial_in: str | None) -> None:
             return
         a.fired = True
         _dead = True
+        _fired = f"crash point {point}" + (f" of target {target}" if target else "")
     if partial_in is not None:
         _leave_partial_file(partial_in)
-    raise SimulatedCrash(f"crash point {point}" + (f" of target {target}" if target else ""))
+    raise SimulatedCrash(_fired)
 
 
 def _leave_partial_file(folder: str) -> None:
