@@ -2,16 +2,15 @@
 `pip install -e .`): `validate` and `run` say in one line that Spark Connect needs
 `pip install 'ticdc-sync[connect]'` (exit 1), never a traceback.
 
-The child Python is this one with the extra's modules made unimportable: a `sitecustomize`
-first on its path puts a finder in front of every other that answers for them as for a
-package that is not installed. What answers at the profile's address is a plain TCP
-listener: the client must stop before it speaks to a server (on the code before this check,
-pyspark's own dependency check raised inside the session's creation: a crash).
+The child Python is this one with the extra's modules made unimportable, as when their
+packages are not installed (`helpers.without_modules`). What answers at the profile's
+address is a plain TCP listener: the client must stop before it speaks to a server (on the
+code before this check, pyspark's own dependency check raised inside the session's
+creation: a crash).
 """
 
 from __future__ import annotations
 
-import os
 import socket
 import sys
 from collections.abc import Iterator
@@ -19,36 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.runtime.helpers import canal_project, child_env, cli, run_child
+from tests.runtime.helpers import canal_project, child_env, cli, run_child, without_modules
 
 # The connect extra's modules a client imports (ticdc_sync.core.spark_stack names them).
 NOT_INSTALLED = ("grpc", "grpc_status", "google.rpc", "zstandard", "confluent_kafka")
-
-SITECUSTOMIZE = f'''\
-"""This Python without ticdc-sync's `connect` extra (tests/runtime/test_connect_extra.py)."""
-import sys
-
-_GONE = {NOT_INSTALLED!r}
-
-
-class _NotInstalled:
-    def find_spec(self, name, path=None, target=None):
-        if any(name == m or name.startswith(m + ".") for m in _GONE):
-            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-        return None
-
-
-sys.meta_path.insert(0, _NotInstalled())
-'''
-
-
-def _env_without_extra(tmp_path: Path) -> dict[str, str]:
-    folder = tmp_path / "without-connect-extra"
-    folder.mkdir()
-    (folder / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    env = child_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(folder), env["PYTHONPATH"]])
-    return env
 
 
 @pytest.fixture
@@ -77,7 +50,7 @@ def _one_error_line(proc) -> str:
 
 
 def test_validate_and_run_name_the_connect_extra(tmp_path, listener):
-    env = _env_without_extra(tmp_path)
+    env = without_modules(tmp_path / "without-connect-extra", NOT_INSTALLED)
     probe = run_child([sys.executable, "-c", "import grpc"], env=env)
     assert probe.returncode == 1 and "No module named 'grpc'" in probe.stderr
     root = canal_project(tmp_path / "p")
