@@ -49,6 +49,23 @@ DRAIN_LIMIT_S = 240.0
 WARMUP_S = 5.0
 
 
+# What the live producer needs beyond ticdc-sync's own dependencies: its `bench` extra.
+BENCH_EXTRA = "pip install -e '.[bench]'"
+
+
+def producer_missing() -> str | None:
+    """None when the Python Kafka producer (confluent-kafka, of the `bench` extra) imports
+    here; else why not, in one line. Asked before anything starts (a broker, a follower)."""
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError:
+        return (
+            "the live producer needs confluent-kafka, of ticdc-sync's `bench` extra, which is "
+            "not installed in this Python"
+        )
+    return None
+
+
 def _broker_module():
     sys.path.insert(0, str(REPO))
     from tests.kafka.helpers import broker_module
@@ -380,6 +397,9 @@ class Follower:
         self.broker = _broker_module().KafkaBroker(tmp / "kafka", die_with_parent=True)
 
     def __enter__(self) -> Follower:
+        missing = producer_missing()
+        if missing is not None:
+            raise RuntimeError(f"{missing} (hint: {BENCH_EXTRA})")  # before the broker starts
         try:
             bootstrap = self.broker.start()
             self.broker.create_topic(W.TOPIC, partitions=PARTITIONS)

@@ -973,6 +973,9 @@ def budget_rows(res: dict) -> list[tuple[str, str, str, str]]:
 
 # ------------------------------------------------------------------------------ main
 
+# The figures made with a live Kafka producer (freshness.Producer: confluent-kafka).
+LIVE_PRODUCER = ("freshness", "lagbudget", "visible")
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description="ticdc-sync benchmarks (issue 7)")
@@ -1091,6 +1094,17 @@ def main() -> None:
     if a.mem_child is not None:
         mem_child(a.mem_child, a.protocol, a.gc_log, a.mem_heap)
         return
+    live = [x for x in a.only.split(",") if x in LIVE_PRODUCER]
+    if live:
+        import freshness
+
+        missing = freshness.producer_missing()
+        if missing is not None:
+            # Said before any figure is measured, not after the ones before them.
+            sys.exit(
+                f"benchmarks/run.py: {', '.join(live)}: {missing} (hint: "
+                f"{freshness.BENCH_EXTRA}, or leave them out of --only)"
+            )
     n = a.events or (50_000 if a.quick else 1_000_000)
     merge_sizes = (100_000, 1_000_000) if a.quick else (1_000_000, 10_000_000)
     load_rows = a.load_rows or (500_000 if a.quick else 10_000_000)

@@ -564,6 +564,16 @@ def _alive(pid: int) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _command(argv)
+    except RuntimeError as e:
+        # A tool it needs is missing (Maven for the first fetch, Java), or the server did not
+        # start: the message says which, and how to fix it; a traceback would bury it.
+        print(f"kafka.py: {e}", file=sys.stderr)
+        return 1
+
+
+def _command(argv: list[str] | None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("fetch", help="download Kafka's jars from Maven Central into the cache")

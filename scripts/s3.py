@@ -536,6 +536,16 @@ def _keys_from_env() -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _command(argv)
+    except RuntimeError as e:
+        # A tool it needs is missing (Maven for the first fetch, Java), or the server did not
+        # start: the message says which, and how to fix it; a traceback would bury it.
+        print(f"s3.py: {e}", file=sys.stderr)
+        return 1
+
+
+def _command(argv: list[str] | None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("fetch", help="download S3Proxy's jars from Maven Central into the cache")

@@ -104,6 +104,8 @@ FILE_GROUPS = {
     "tests/spark/test_lake.py": "module-test_lake",
     # The example project's run, verified, then copied and tampered with.
     "tests/spark/test_verify.py": "module-test_verify",
+    # A history with a RENAME and a DROP TABLE, run once, verified against two exports.
+    "tests/spark/test_verify_absent.py": "module-test_verify_absent",
 }
 
 

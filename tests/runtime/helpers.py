@@ -101,6 +101,37 @@ def child_env(**changes: str | None) -> dict[str, str]:
     return env
 
 
+NOT_INSTALLED_SITECUSTOMIZE = '''\
+"""This Python without some installed packages (tests/runtime/helpers.py, without_modules)."""
+import sys
+
+_GONE = {gone!r}
+
+
+class _NotInstalled:
+    def find_spec(self, name, path=None, target=None):
+        if any(name == m or name.startswith(m + ".") for m in _GONE):
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _NotInstalled())
+'''
+
+
+def without_modules(folder: Path, modules: Sequence[str]) -> dict[str, str]:
+    """`child_env()` for a child Python in which `modules` (and their submodules) cannot be
+    imported, as when the packages that bring them are not installed: a `sitecustomize`
+    first on its path puts a finder in front of every other that refuses them."""
+    folder.mkdir(parents=True)
+    (folder / "sitecustomize.py").write_text(
+        NOT_INSTALLED_SITECUSTOMIZE.format(gone=tuple(modules))
+    )
+    env = child_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(folder), env["PYTHONPATH"]])
+    return env
+
+
 def run_child(
     argv: Sequence[str], *, env: dict[str, str], cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:

@@ -160,6 +160,46 @@ def test_reload_is_refused_after_changes_past_the_snapshot_unless_forced(tmp_pat
         build_plan(project, early, reload=("nope",))
 
 
+def test_a_reload_glob_passes_over_targets_whose_tables_did_not_exist_at_the_snapshot(tmp_path):
+    """`--reload '*'` after upstream dropped shop.u before the export's snapshot and created
+    shop.w after it: neither is in the export, as it should be; t is reloaded, u and w are
+    passed over. Named exactly, each is refused, saying why."""
+    project = load_project(_project(tmp_path))
+    state = _staged(
+        read_state(project),
+        [
+            DdlEvent("shop", "u", ts(3), "CREATE TABLE u (id INT PRIMARY KEY)"),
+            DdlEvent("shop", "u", ts(5), "DROP TABLE u"),
+            DdlEvent("shop", "w", ts(15), "CREATE TABLE w (id INT PRIMARY KEY)"),
+        ],
+        tables=(("shop", "t"), ("shop", "u"), ("shop", "w")),
+    )
+    state = _with_target(state, "t", Marker(S, S, 0, 1))
+    state = _with_target(state, "u", Marker(ts(5), ts(5)), (("id", "int"),))
+    state = _with_target(state, "w", Marker(ts(20), ts(15)), (("id", "int"),))
+    for glob in ("*", "[tuw]"):
+        plan = build_plan(project, state, reload=(glob,), force=True)
+        loads = {t.name: t.load.reload if t.load else None for t in plan.targets}
+        assert loads == {"t": True, "u": None, "w": None}
+    for name in ("u", "w"):
+        with pytest.raises(PlanError) as e:
+            build_plan(project, state, reload=("*", name), force=True)
+        assert str(e.value) == (
+            f"--reload {name}: none of its upstream tables (shop.{name}) existed at the "
+            f"export's snapshot TSO {S} (the staged DDL creates, renames or drops them): the "
+            "export holds nothing to reload it from (hint: leave it out of --reload)"
+        )
+    # A table that did exist at the snapshot and that the export lacks stays an error.
+    gone = _with_target(
+        _staged(read_state(project), [], tables=(("shop", "t"), ("shop", "x"))),
+        "x",
+        Marker(ts(5)),
+        (("id", "int"),),
+    )
+    with pytest.raises(PlanError, match=r"--reload x: the export exp holds none of its upstream"):
+        build_plan(project, gone, reload=("*",), force=True)
+
+
 def test_reload_needs_an_initial_load(tmp_path):
     root = _project(
         tmp_path,

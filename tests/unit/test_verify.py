@@ -41,8 +41,8 @@ def test_each_target_is_compared_with_the_export_tables_routed_into_it() -> None
     project = load_project(SHOP)
     plan = build_plan(project)
     snapshot = discover(str(FINAL), "final", CSV).snapshot_ts
-    checks, passed = vf.checks(project, plan, (), str(FINAL))
-    assert passed == ()
+    checks, passed, absent = vf.checks(project, plan, (), str(FINAL))
+    assert passed == () and absent == ()
     assert [c.target for c in checks] == [t.name for t in plan.targets]
     modes = {"canal": Mode.MIRROR, "debezium": Mode.SOFT_DELETE, "open": Mode.HISTORY}
     for c in checks:
@@ -54,7 +54,7 @@ def test_each_target_is_compared_with_the_export_tables_routed_into_it() -> None
         assert [f.name for f in c.load.files] == [f"shop.{table}.000000000.csv"]
         assert c.keys == ("id",)  # every table of the example has the primary key `id`
     # Without --export: each source's initial_load, at its snapshot.
-    initial, _ = vf.checks(project, plan, ("open_*",))
+    initial, _, _ = vf.checks(project, plan, ("open_*",))
     loaded = discover(str(SHOP / "dumpling"), "dumpling", CSV).snapshot_ts
     assert [c.target for c in initial] == ["open_customers", "open_items", "open_orders"]
     assert {c.tso for c in initial} == {loaded} and loaded < snapshot
@@ -67,7 +67,7 @@ def test_a_target_gathering_shards_is_compared_with_their_union(tmp_path: Path) 
         "tables:\n  - upstream: shop.*\n    source: canal\n    name: everything\n    keys: [id]\n"
     )
     project = load_project(root)
-    checks, _ = vf.checks(
+    checks, _, _ = vf.checks(
         project, build_plan(project), ("every*",), str(root / "expected/dumpling")
     )
     (c,) = checks
@@ -106,7 +106,7 @@ def test_bad_input_is_refused_naming_what_and_how(tmp_path: Path) -> None:
     for f in FINAL.iterdir():
         if "customers" not in f.name and "items" not in f.name:
             shutil.copy(f, part / f.name)
-    checks, passed = vf.checks(project, plan, ("canal_*",), str(part))
+    checks, passed, absent = vf.checks(project, plan, ("canal_*",), str(part))
     assert [c.target for c in checks] == ["canal_orders"]
     assert passed == (
         "canal_customers: no Delta table, and the export holds none of its upstream tables "
@@ -114,6 +114,7 @@ def test_bad_input_is_refused_naming_what_and_how(tmp_path: Path) -> None:
         "canal_items: no Delta table, and the export holds none of its upstream tables "
         "(shop.items)",
     )
+    assert absent == ()  # the example's history names no table dropped or renamed
 
 
 def test_an_export_table_routed_to_a_target_the_lake_lacks_is_compared(tmp_path: Path) -> None:
@@ -125,7 +126,7 @@ def test_an_export_table_routed_to_a_target_the_lake_lacks_is_compared(tmp_path:
     snapshot = discover(str(FINAL), "final", CSV).snapshot_ts
     write_export(folder, [(extra, [{"k": 1}])], snapshot, DumplingFlags(filetype="csv"))
     project = load_project(SHOP)
-    checks, _ = vf.checks(project, build_plan(project), ("*_extra",), str(folder))
+    checks, _, _ = vf.checks(project, build_plan(project), ("*_extra",), str(folder))
     assert [(c.target, c.mode, c.exists, c.keys, c.upstreams) for c in checks] == [
         ("canal_extra", Mode.MIRROR, False, ("k",), ("shop.extra",)),
         ("debezium_extra", Mode.SOFT_DELETE, False, ("k",), ("shop.extra",)),
@@ -290,6 +291,37 @@ def test_the_report_names_the_keys_and_its_json_is_deterministic() -> None:
     assert vr.json_text(report) == vr.json_text(vr.Report((diff,), (), 2, vr.exports_of([diff])))
     assert json.loads(vr.json_text(report)) == doc
     assert valid(doc) and valid(vr.to_json(vr.Report((same,), (), 2, vr.exports_of([same]))))
+
+
+def test_a_target_absent_at_the_tso_is_listed_and_does_not_differ() -> None:
+    same = _result(True)
+    export = same.check.export
+    gone = ao.Absent("old", export.snapshot_ts, "d.old renamed to d.t at TSO 5", 5, None)
+    absent = (vf.AbsentTarget("old", "s", export, gone),)
+    report = vr.Report((same,), (), 2, vr.exports_of([same], absent), absent)
+    assert report.equal
+    lines = vr.render(report)
+    assert lines[1].startswith("  old: absent at TSO ") and lines[1].endswith(
+        ": its upstream table did not exist then: d.old renamed to d.t at TSO 5"
+    )
+    assert lines[2].startswith("  t: equal (3 rows, checksum ")
+    assert lines[-1] == (
+        "1 of 1 target(s) equal; 1 absent at the export's TSO (their upstream tables did not "
+        "exist then)"
+    )
+    doc = vr.to_json(report)
+    assert valid(doc) and doc["equal"] is True
+    assert doc["absent"] == [
+        {
+            "name": "old",
+            "source": "s",
+            "export": "final",
+            "tso": export.snapshot_ts,
+            "why": "d.old renamed to d.t at TSO 5",
+            "absent_since": 5,
+            "absent_until": None,
+        }
+    ]
 
 
 def test_cli_refuses_a_negative_show(capsys: pytest.CaptureFixture[str]) -> None:

@@ -103,24 +103,28 @@ def _copy_tree(src: Traversable, dest: Path, name: str) -> None:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from ticdc_sync.codecs.dumpling_export import check_exports
+    from ticdc_sync.core.model import TransportKind
+    from ticdc_sync.core.spark_stack import connect_extra_error, remote_needs
 
     p = _load(args)
     issues = check_exports(p)
     if issues:
         raise ProjectError(issues)
+    remote = p.output.spark_remote
+    kafka = p.output.transport.kind is TransportKind.KAFKA
+    if remote:
+        missing = connect_extra_error(remote, kafka)
+        if missing is not None:
+            raise UserError(f"validate: {missing}")
     n_schemas = len(p.seed_schemas)
     _out(
         f"ok: project {p.name} (target {p.output.name}): {len(p.sources)} sources, "
         f"{len(p.tables)} table entries, {n_schemas} known upstream tables, "
         f"{len(p.warnings)} warnings"
     )
-    if p.output.spark_remote:
-        from ticdc_sync.core.model import TransportKind
-        from ticdc_sync.core.spark_stack import remote_needs
-
-        kafka = p.output.transport.kind is TransportKind.KAFKA
+    if remote:
         _out(
-            f"spark: a Spark Connect client of {p.output.spark_remote}: {remote_needs(kafka)}; "
+            f"spark: a Spark Connect client of {remote}: {remote_needs(kafka)}; "
             "checked when a run connects"
         )
     return EXIT_OK

@@ -145,6 +145,17 @@ class Timeline:
                     state = True
         return state
 
+    def absent_at(self, db: str, table: str, ts: int) -> bool:
+        """Whether `db.table` did not exist at commit_ts `ts` as far as this timeline tells:
+        dropped or renamed away at or before it (`exists_at` False), or nothing names it at
+        or before it and the next DDL that names it creates it or renames it in. A table
+        nothing says was gone (known from a seed, an export or metadata only) existed."""
+        exists = self.exists_at(db, table, ts)
+        if exists is not None:
+            return not exists
+        ahead = next((x for x in self.existence(db, table) if x.commit_ts > ts), None)
+        return ahead is not None and ahead.exists
+
     def existence(self, db: str, table: str) -> list[Existence]:
         """The DDL at which `db.table` began or ceased to exist, in commit order: a CREATE
         TABLE (one over a seeded schema too: upstream the table did not exist just before

@@ -135,14 +135,24 @@ def _source_plan(
     )
     before_loads: list[Timeline] = []
 
+    def before_load() -> Timeline:
+        if not before_loads:
+            before_loads.append(build_timeline(project, source.name, ss.ddl_events, ss.recorded))
+        return before_loads[0]
+
     def absent(tr: routing.TargetRoute) -> bool:
         if snapshot is None:
             return False
-        if not before_loads:
-            before_loads.append(build_timeline(project, source.name, ss.ddl_events, ss.recorded))
-        return gone_by(tr, before_loads[0], snapshot, ss.export)
+        return gone_by(tr, before_load(), snapshot, ss.export)
 
-    loads, refused = plan_loads(project, source, ss, grouped, state, reloads, absent)
+    def not_at_snapshot(tr: routing.TargetRoute) -> bool:
+        if snapshot is None or not tr.upstreams:
+            return False
+        return all(before_load().absent_at(db, t, snapshot) for db, t in tr.upstreams)
+
+    loads, refused = plan_loads(
+        project, source, ss, grouped, state, reloads, absent, not_at_snapshot
+    )
     # A table loaded by this run is, at the export's snapshot, what the export's schema file
     # says: its DDL at or below the snapshot is in the export (and is skipped), the DDL after
     # it applies on top. Replays of the DDL before the snapshot may fail (the table's schema

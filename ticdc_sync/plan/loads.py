@@ -40,6 +40,12 @@ class Reloads:
             self.matched = (self.matched or set()) | set(hit)
         return bool(hit)
 
+    def only_globs(self, name: str) -> bool:
+        """Whether every pattern naming target `name` is a glob (none names it exactly)."""
+        return all(
+            any(ch in p for ch in "*?[") for p in self.patterns if fnmatch.fnmatchcase(name, p)
+        )
+
     def check_all_matched(self, targets: list[TargetPlan]) -> None:
         missing = [p for p in self.patterns if p not in (self.matched or set())]
         if missing:
@@ -58,6 +64,7 @@ def plan_loads(
     state: WarehouseState,
     reloads: Reloads,
     absent: Callable[[routing.TargetRoute], bool] = lambda _: False,
+    not_at_snapshot: Callable[[routing.TargetRoute], bool] = lambda _: False,
 ) -> tuple[dict[str, Load], dict[str, str]]:
     """The targets of `source` loaded from its Dumpling export by this run: those whose
     marker shows nothing applied yet (never loaded, or a load that did not commit) and whose
@@ -65,7 +72,11 @@ def plan_loads(
     would load but cannot, each with why (a table's schema file cannot be read).
 
     `absent(route)`: whether a target's tables were gone by the snapshot (`gone_by`); asked
-    only when the export cannot be read, as such a target needs nothing from it."""
+    only when the export cannot be read, as such a target needs nothing from it.
+    `not_at_snapshot(route)`: whether none of a target's tables existed at the snapshot
+    (`Timeline.absent_at`: gone, or created or renamed in after it); asked of a target
+    `--reload` matches whose tables the export holds none of: a glob passes over it (it
+    has nothing to reload), its own name is refused saying so."""
     il = source.initial_load
     refused: dict[str, str] = {}
     if il is not None and ss.export is None and ss.export_error is None:
@@ -117,6 +128,16 @@ def plan_loads(
             continue
         tables = [t for t in (export.table(db, tbl) for db, tbl in tr.upstreams) if t]
         if not tables:
+            if wanted and not_at_snapshot(tr):
+                if reloads.only_globs(name):
+                    continue  # a glob over targets: this one holds nothing at the snapshot
+                raise PlanError(
+                    f"--reload {name}: none of its upstream tables "
+                    f"({', '.join(f'{db}.{t}' for db, t in tr.upstreams)}) existed at the "
+                    f"export's snapshot TSO {export.snapshot_ts} (the staged DDL creates, "
+                    "renames or drops them): the export holds nothing to reload it from "
+                    "(hint: leave it out of --reload)"
+                )
             if wanted:
                 raise PlanError(
                     f"--reload {name}: the export {export.shown} holds none of its upstream "

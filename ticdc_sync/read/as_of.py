@@ -182,8 +182,8 @@ class Absent:
 
 def absent_at(t: TargetPlan, timeline: Timeline, tso: int) -> Absent | None:
     """Target `t` at `tso` when none of its upstream tables existed at it, as its source's
-    DDL `timeline` tells (`Timeline.exists_at`; a table nothing names at or before `tso`
-    that the next DDL naming it creates or renames in did not exist yet either), else None.
+    DDL `timeline` tells (`Timeline.absent_at`: gone at or before `tso`, or a table nothing
+    names at or before `tso` that the next DDL naming it creates or renames in), else None.
     A table the timeline says nothing about (known from a seed, an export or row metadata
     only) counts as existing: the read needs a version of the target, and refuses without
     one. The one decision of absence: reads, `snapshot` and `newest_readable` ask it here."""
@@ -191,14 +191,11 @@ def absent_at(t: TargetPlan, timeline: Timeline, tso: int) -> Absent | None:
     gone: list[int] = []
     back: list[int] = []
     for db, tbl in t.upstreams:
+        if not timeline.absent_at(db, tbl, tso):
+            return None
         turns = timeline.existence(db, tbl)
         past = [x for x in turns if x.commit_ts <= tso]
         ahead = next((x for x in turns if x.commit_ts > tso), None)
-        exists = timeline.exists_at(db, tbl, tso)
-        if exists is None and ahead is not None and ahead.exists:
-            exists = False
-        if exists is not False:
-            return None
         name = f"{db}.{tbl}"
         went = past[-1] if past and not past[-1].exists else None
         comes = ahead if ahead is not None and ahead.exists else None

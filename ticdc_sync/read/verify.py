@@ -10,6 +10,11 @@ of the target count as live, and the SQL that normalises, hashes and shows a val
 - Routing: a target gathers every upstream table routed into it (`TargetPlan.upstreams`,
   plus any table of the export the project's routes send to it: shards). The export's
   union of them is what the target must hold.
+- Absence: a target the export holds none of whose upstream tables did not exist at its
+  snapshot TSO either (created or renamed in after it, dropped or renamed away at or
+  before it, as the source's DDL timeline tells: `as_of.absent_at`, the readers' own
+  decision) is absent at that TSO: nothing of it is compared, and it does not differ. One
+  whose table did exist then is an export that left it out: an error.
 - Columns: the target's columns but `_commit_ts` and its mode's own (`sqlgen_history`). A
   column of the export's data the target lacks, or (mirror, soft_delete) a target column no
   upstream table has, is a difference of the schema. Not compared: a generated upstream
@@ -50,6 +55,7 @@ from ticdc_sync.core.sqlgen_history import ALL_MODE_COLUMNS, IS_DELETED, VALID_F
 from ticdc_sync.core.upstream import key
 from ticdc_sync.plan.model import Load, LoadTable, Plan, TargetPlan
 from ticdc_sync.project import routing
+from ticdc_sync.read.as_of import Absent, absent_at
 
 MISSING = "missing"  # a key upstream that the lake lacks
 EXTRA = "extra"  # a key in the lake that upstream lacks
@@ -92,6 +98,21 @@ class Check:
         """Routed tables the export does not hold: they did not exist at its snapshot."""
         held = {key(t.db, t.table) for t in self.load.tables}
         return tuple(f"{db}.{t}" for db, t in self.routed if key(db, t) not in held)
+
+
+@dataclass(frozen=True, slots=True)
+class AbsentTarget:
+    """A selected target none of whose upstream tables existed at its export's snapshot
+    TSO (`as_of.absent_at` over its source's DDL timeline): nothing of it to compare."""
+
+    target: str
+    source: str
+    export: Export
+    absent: Absent
+
+    @property
+    def tso(self) -> int:
+        return self.export.snapshot_ts
 
 
 # --------------------------------------------------------------------------- exports
@@ -214,17 +235,20 @@ def _unplanned(
 
 def checks(
     project: Project, plan: Plan, names: Sequence[str] = (), export: str | None = None
-) -> tuple[tuple[Check, ...], tuple[str, ...]]:
-    """The targets to compare (by name), and the selected targets passed over because
-    neither the lake nor the export holds anything of them (each with why).
+) -> tuple[tuple[Check, ...], tuple[str, ...], tuple[AbsentTarget, ...]]:
+    """The targets to compare (by name); the selected targets passed over because neither
+    the lake nor the export holds anything of them (each with why); and the selected
+    targets absent at their export's TSO (none of their upstream tables existed then).
 
     Refused (`UserError`): a pattern that matches no target; a source without an export
     to compare with; an export that cannot be read; a target whose tables' schema files
     cannot be read; a target the lake holds whose upstream tables the export holds none
-    of (an export of other tables: select the targets it covers)."""
+    of although one of them existed at its TSO (an export of other tables, or one that
+    left them out: select the targets it covers)."""
     exports = _Exports(project, export)
     out: list[Check] = []
     passed: list[str] = []
+    absent: list[AbsentTarget] = []
     chosen = selected(plan, names, unknown=_unplanned(project, plan, exports, names))
     for t in chosen:
         if isinstance(t, Check):
@@ -244,6 +268,12 @@ def checks(
             key=lambda et: (et.db, et.table),
         )
         if not tables:
+            # (No table of the export is routed to it: `routed` is the plan's upstreams.)
+            sp = plan.source_plan(t.source)
+            gone = absent_at(t, sp.timeline, found.snapshot_ts) if sp is not None else None
+            if gone is not None:
+                absent.append(AbsentTarget(t.name, t.source, found, gone))
+                continue
             ups = ", ".join(f"{db}.{tbl}" for db, tbl in sorted(routed)) or "none known"
             if not t.exists:
                 passed.append(
@@ -270,7 +300,7 @@ def checks(
                 read_at=read_at(t, found.snapshot_ts),
             )
         )
-    return tuple(out), tuple(passed)
+    return tuple(out), tuple(passed), tuple(absent)
 
 
 def read_at(t: TargetPlan, tso: int) -> int:

@@ -3,7 +3,8 @@ tools (`--format json`: sorted keys, every list in a fixed order, so two runs ov
 lake and export print the same bytes).
 
 A target is equal when the lake holds its table, no column is on one side only, and both
-sides have as many rows with the same checksum. Values are shown as text (`verify.shown_sql`):
+sides have as many rows with the same checksum. A target absent at its export's TSO (none of
+its upstream tables existed then) is listed as such: it is neither equal nor different. Values are shown as text (`verify.shown_sql`):
 exact for every type, and JSON cannot hold a BIGINT or DECIMAL exactly as a number.
 
 Pure: no pyspark, no I/O; `spark.verify` fills it in.
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ticdc_sync.read.as_of import wall_text
-from ticdc_sync.read.verify import EXTRA, KINDS, MISSING, Check, Columns
+from ticdc_sync.read.verify import EXTRA, KINDS, MISSING, AbsentTarget, Check, Columns
 
 FORMAT_VERSION = 1
 
@@ -82,14 +83,23 @@ class Report:
     passed: tuple[str, ...] = ()  # targets neither side holds anything of (with why)
     show: int = 10
     exports: tuple[tuple[str, int], ...] = field(default=())  # (export as shown, TSO)
+    # Targets none of whose upstream tables existed at their export's TSO: not compared.
+    absent: tuple[AbsentTarget, ...] = ()
 
     @property
     def equal(self) -> bool:
         return all(r.equal for r in self.results)
 
 
-def exports_of(results: Sequence[TableResult]) -> tuple[tuple[str, int], ...]:
-    return tuple(sorted({(r.check.export.shown, r.check.tso) for r in results}))
+def exports_of(
+    results: Sequence[TableResult], absent: Sequence[AbsentTarget] = ()
+) -> tuple[tuple[str, int], ...]:
+    return tuple(
+        sorted(
+            {(r.check.export.shown, r.check.tso) for r in results}
+            | {(a.export.shown, a.tso) for a in absent}
+        )
+    )
 
 
 # --------------------------------------------------------------------------- JSON
@@ -146,6 +156,18 @@ def to_json(report: Report) -> dict[str, Any]:
         "equal": report.equal,
         "exports": [{"export": e, "tso": t, "wall_time": wall_text(t)} for e, t in report.exports],
         "targets": targets,
+        "absent": [
+            {
+                "name": a.target,
+                "source": a.source,
+                "export": a.export.shown,
+                "tso": a.tso,
+                "why": a.absent.why,
+                "absent_since": a.absent.gone_ts,
+                "absent_until": a.absent.created_ts,
+            }
+            for a in sorted(report.absent, key=lambda a: a.target)
+        ],
         "passed_over": list(report.passed),
     }
 
@@ -231,18 +253,35 @@ def render(report: Report) -> list[str]:
     ]
     several = len(report.exports) > 1
     results = sorted(report.results, key=lambda r: r.check.target)
+    by_name: list[tuple[str, list[str]]] = []
     for r in results:
-        lines += _table_lines(r, several)
-        lines += [f"    note: {n}" for n in r.columns.notes if not r.equal]
+        mine = _table_lines(r, several)
+        mine += [f"    note: {n}" for n in r.columns.notes if not r.equal]
         if r.bad_rows:
-            lines.append(
+            mine.append(
                 f"    note: {r.bad_rows} export row(s) cannot be typed for it and were left out "
                 "(on_bad_message: quarantine, as its load does)"
             )
+        by_name.append((r.check.target, mine))
+    for a in report.absent:
+        where = f" (export {a.export.shown})" if several else ""
+        text = (
+            f"  {a.target}: absent at TSO {a.tso}, nothing to compare: its upstream table did "
+            f"not exist then: {a.absent.why}{where}"
+        )
+        by_name.append((a.target, [text]))
+    for _, mine in sorted(by_name, key=lambda x: x[0]):
+        lines += mine
     lines += [f"  passed over: {p}" for p in report.passed]
     n_equal = sum(r.equal for r in results)
     n_diff = len(results) - n_equal
-    lines.append(
-        f"{n_equal} of {len(results)} target(s) equal" + (f", {n_diff} different" if n_diff else "")
+    tail = f"{n_equal} of {len(results)} target(s) equal" + (
+        f", {n_diff} different" if n_diff else ""
     )
+    if report.absent:
+        tail += (
+            f"; {len(report.absent)} absent at the export's TSO (their upstream tables did "
+            "not exist then)"
+        )
+    lines.append(tail)
     return lines

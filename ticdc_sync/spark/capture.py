@@ -82,7 +82,7 @@ def _out_root(project: Project, out_dir: str | Path | None) -> Path:
     if out_dir is not None:
         return Path(out_dir)
     folder = Path(project.output.transport.captures or "captures")
-    return folder if folder.is_absolute() else project.root / folder
+    return folder if folder.is_absolute() else (project.root / folder).resolve()
 
 
 def capture_topic(

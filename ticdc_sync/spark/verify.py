@@ -1,7 +1,8 @@
 """`ticdc-sync verify` in Spark: each selected target, read as of an export's snapshot TSO,
 against the export's rows, as `read.verify` decides the comparison.
 
-Per export, one read as of its TSO (`as_of`) of the targets compared with it. Per target,
+Per export, one read as of its TSO (`as_of`) of the targets compared with it (a target
+absent at that TSO, `read.verify`'s `AbsentTarget`, is reported, never read). Per target,
 the export's rows of its upstream tables, read and typed by the initial load's own code
 (`apply.load.export_rows`) for the target's columns, and the target's live rows; one Spark
 job counts both sides and sums their hashes (the rows', and each column's). When the two
@@ -55,10 +56,13 @@ def verify(
     if show < 0:
         raise UserError(f"verify: --show {show}: give a number of keys, 0 or more")
     plan = build_plan(project, read_state(project))
-    found, passed = vf.checks(project, plan, tables, export)
-    if not found:
+    found, passed, absent = vf.checks(project, plan, tables, export)
+    if not found and not absent:
         why = "; ".join(passed) or "the project has no target"
         raise UserError(f"verify: nothing to compare: {why} (hint: run first, or check --tables)")
+    if not found:
+        # Only targets absent at the export's TSO: nothing to read, no Spark.
+        return Report((), passed, show, exports_of((), absent), absent)
     spark = spark or run_session(project, jvm_output)
     frames: dict[str, DataFrame] = {}
     groups: dict[int, list[vf.Check]] = {}
@@ -76,7 +80,7 @@ def verify(
             ) from None
         frames.update(read.frames)
     results = tuple(_compare(spark, c, frames.get(c.target), show) for c in found)
-    return Report(results, passed, show, exports_of(results))
+    return Report(results, passed, show, exports_of(results, absent), absent)
 
 
 def _exact(name: str) -> str:

@@ -1,7 +1,8 @@
 """Spark Connect: a session that is a client of a server (`spark.remote`, `SPARK_REMOTE`),
 what the server must have, and the few facts a classic session reads from its JVM.
 
-`connect` opens a session to `sc://host:port`, checks the server (its Spark version, Delta
+`connect` opens a session to `sc://host:port` (first checking that this Python has the
+`connect` extra: `spark_stack.connect_extra_error`), checks the server (its Spark version, Delta
 configured, the Delta and Kafka jars where it names them) and fails with a UserError naming
 what to change; it sets the run's SQL settings on the session (a server's static settings
 cannot be set from a client: also a UserError), and uploads ticdc_sync itself as a Python
@@ -122,6 +123,9 @@ def connect(
     upload: bool = True,
 ):
     """A checked session on the server `remote` with the SQL settings `conf`."""
+    missing = spark_stack.connect_extra_error(remote, kafka)
+    if missing is not None:
+        raise UserError(missing)  # before pyspark's own check raises an ImportError
     check_reachable(remote)
     spark = open_session(remote, sid)
     try:

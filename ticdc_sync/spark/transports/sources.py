@@ -30,9 +30,11 @@ Offsets = dict[tuple[str, int], int]
 
 
 def captures_root(project: Project) -> Path:
+    """The capture folder, absolute: a relative one is the project's (a Spark Connect
+    server resolves a relative path against its own working folder)."""
     folder = project.output.transport.captures or "captures"
     p = Path(folder)
-    return p if p.is_absolute() else project.root / p
+    return p if p.is_absolute() else (project.root / p).resolve()
 
 
 def source_topics(project: Project, source: Source) -> list[str]:
