@@ -206,9 +206,7 @@ def test_canal_handle_key_only_is_valid_with_a_warning(tmp_path):
     (warning,) = [w for w in project.warnings if "handle-key-only" in w]
     assert "warning: handle-key-only messages cannot be read" in warning
     assert "update the changefeed with large-message-handle-option=claim-check" in warning
-    assert "note: handle-key-only: such messages cannot be read" in render_text(
-        build_plan(project)
-    )
+    assert "note: handle-key-only: such messages cannot be read" in render_text(build_plan(project))
 
 
 @pytest.mark.parametrize(
