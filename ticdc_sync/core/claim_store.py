@@ -89,11 +89,15 @@ class ClaimStore:
 
     def _files(self):
         if self._fs is None:
-            import pyarrow.fs as pafs
-            from deltalake.fs import DeltaStorageHandler
-
-            self._fs = pafs.PyFileSystem(DeltaStorageHandler(root(self.uri), self._opts))
+            self._fs = _opened(root(self.uri), tuple(sorted(self._opts.items())))
         return self._fs
+
+    def __getstate__(self) -> dict:
+        # Shipped to Spark tasks without its open file system (each process opens its own).
+        return {"uri": self.uri, "_opts": self._opts, "_fs": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
 
     def read(self, name: str) -> bytes:
         """The file's bytes; OSError (FileNotFoundError when it is not there) naming why."""
@@ -106,6 +110,21 @@ class ClaimStore:
             raise FileNotFoundError("no such file") from None
         except Exception as e:  # noqa: BLE001 - the object store's errors, as text
             raise OSError(first_line(e)) from None
+
+
+_OPEN: dict[tuple, object] = {}
+
+
+def _opened(location: str, opts: tuple[tuple[str, str], ...]):
+    """The object store of `location`, one per process (a Spark task's Python worker serves
+    many tasks: one store, one connection pool)."""
+    key = (location, opts)
+    if key not in _OPEN:
+        import pyarrow.fs as pafs
+        from deltalake.fs import DeltaStorageHandler
+
+        _OPEN[key] = pafs.PyFileSystem(DeltaStorageHandler(location, dict(opts)))
+    return _OPEN[key]
 
 
 def first_line(e: BaseException) -> str:
