@@ -19,6 +19,7 @@ from testkit.large_message import LargeMessageConfig
 from tests.spark.engine_harness import load, make_project, read_target, write_captures
 from tests.spark.truth import assert_table_equals, schema_sql
 from ticdc_sync.codecs.large_message import decompress
+from ticdc_sync.core.errors import UserError
 from ticdc_sync.core.model import Compression
 from ticdc_sync.spark import runner
 from ticdc_sync.warehouse.locations import warehouse_path
@@ -231,3 +232,18 @@ def test_handle_key_only_messages_fail_naming_the_option_then_are_quarantined(
     cut = {f"{r.db}.{r.tbl}" for r in q}
     assert cut != set(enc.truth)
     _check(spark, project, enc, skip=cut)
+
+
+def test_a_claim_check_folder_that_is_not_there_stops_the_run(spark, tmp_path):
+    """Not one bad message per claim-check record: the source's storage is wrong."""
+    config = LargeMessageConfig(option="claim-check", max_message_bytes=1200)
+    root, _ = _setup(tmp_path, "canal-json", config, _history())
+    (tmp_path / "claims").rename(tmp_path / "elsewhere")
+    project = load(root)
+    with pytest.raises(UserError) as exc:
+        runner.run(project, spark=spark, out=lambda s: None)
+    assert str(exc.value).startswith(
+        f"source src (sources/s.yml:2): claim-check-storage-uri file://{tmp_path}/claims "
+        "names no folder here"
+    )
+    assert not (Path(warehouse_path(project)) / "_ticdc_sync" / "quarantine").exists()

@@ -246,3 +246,21 @@ def test_a_location_names_its_file_by_its_last_segment():
     TiCDC's consumer reads the base name from its own storage either way."""
     for location in ["s3://b/p/x.json", "s3:/b/p/x.json", "file:///tmp/c/x.json", "x.json"]:
         assert claim_store.file_name(location) == "x.json"
+
+
+def test_a_storage_that_cannot_be_read_makes_no_bad_message():
+    """An unreachable or refusing storage propagates (the batch is not staged): only a file
+    that is not there, or not a claimed message, makes a record bad."""
+    canal = _encoder("canal-json")
+    big = canal.encode_row(_row(2))
+    opened = _encoder("open-protocol")
+    key, value = opened.row_event(_row(2))
+
+    def read(name: str) -> bytes:
+        raise claim_store.StorageError(f"s3://b/c/{name}: 503 Slow Down")
+
+    u = Unwrap(read=read, storage_uri="s3://b/c")
+    with pytest.raises(claim_store.StorageError, match="503 Slow Down"):
+        u.canal(big.value)
+    with pytest.raises(claim_store.StorageError, match="503 Slow Down"):
+        split_open_protocol(frame(True, [key]), frame(False, [value]), u.open_event)

@@ -5,8 +5,10 @@ the message TiCDC wrote to its claim-check storage.
 Pure Python (pyarrow's codecs), used inside Spark tasks (`spark.staging.large_messages`)
 and by tests; the storage is read through the `read` function it is given (file name ->
 bytes, `core.claim_store.ClaimStore.read`). Never raises on bad input: a problem comes back
-as the reason the record is a bad message, naming the claim-check location and file. Must
-not parse rows (Spark's `from_json` does) nor decide what a bad record becomes.
+as the reason the record is a bad message, naming the claim-check location and file. A
+storage that cannot be read at all (any OSError of `read` but FileNotFoundError, such as
+`claim_store.StorageError`) is not bad input: it propagates, and the batch is not staged.
+Must not parse rows (Spark's `from_json` does) nor decide what a bad record becomes.
 
 Facts, from TiCDC's source (tiflow and pingcap/ticdc):
 
@@ -163,7 +165,7 @@ class Unwrap:
         assert self.read is not None
         try:
             content = self.read(name)
-        except OSError as e:
+        except FileNotFoundError as e:
             raise _Bad(
                 f"claim-check file {where} cannot be read: {e} (the record's claim-check "
                 f"location is {location}; {OPTION_HINT}: claim-check-storage-uri must name the "

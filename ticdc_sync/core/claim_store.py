@@ -79,6 +79,11 @@ def options(uri: str, env: Mapping[str, str] | None = None) -> dict[str, str]:
     return storage_options(root(uri), env)
 
 
+class StorageError(OSError):
+    """The claim-check storage could not be read (not a missing file): the storage is
+    unreachable or refuses ticdc-sync. A file that is not there is FileNotFoundError."""
+
+
 class ClaimStore:
     """One claim-check storage, opened lazily; `read` one file by name."""
 
@@ -100,7 +105,8 @@ class ClaimStore:
         self.__dict__.update(state)
 
     def read(self, name: str) -> bytes:
-        """The file's bytes; OSError (FileNotFoundError when it is not there) naming why."""
+        """The file's bytes. FileNotFoundError when it is not there (or `name` is no file
+        name); StorageError when the storage cannot be read (unreachable, refused, ...)."""
         if not name or "/" in name or name in (".", ".."):
             raise FileNotFoundError(f"{name!r} is not a file name")
         try:
@@ -109,7 +115,7 @@ class ClaimStore:
         except FileNotFoundError:
             raise FileNotFoundError("no such file") from None
         except Exception as e:  # noqa: BLE001 - the object store's errors, as text
-            raise OSError(first_line(e)) from None
+            raise StorageError(f"{shown(self.uri, name)}: {first_line(e)}") from None
 
 
 _OPEN: dict[tuple, object] = {}

@@ -29,7 +29,7 @@ from ticdc_sync.codecs.open_framing import split_open_protocol
 from ticdc_sync.core import events
 from ticdc_sync.core.model import Protocol, Source
 from ticdc_sync.core.sqlgen import sql_string
-from ticdc_sync.spark.staging.large_messages import unwrap_for, unwrapped
+from ticdc_sync.spark.staging.large_messages import unreadable_storage, unwrap_for, unwrapped
 
 # ---------------------------------------------------------------------------- reasons
 
@@ -372,7 +372,11 @@ def _split_batches(batches: Iterator, unwrap: Unwrap | None = None) -> Iterator:
         acc: dict[str, list] = {f.name: [] for f in out_schema}
         for r in range(rb.num_rows):
             k, v = cols["key"][r], cols["value"][r]
-            for idx, ek, ev, err in split_open_protocol(k, v, unwrap and unwrap.open_event):
+            try:
+                events = split_open_protocol(k, v, unwrap and unwrap.open_event)
+            except OSError as e:
+                raise unreadable_storage(rb, r, e) from None
+            for idx, ek, ev, err in events:
                 acc["topic"].append(cols["topic"][r])
                 acc["partition"].append(cols["partition"][r])
                 acc["offset"].append(cols["offset"][r])

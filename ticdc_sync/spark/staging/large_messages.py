@@ -22,13 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import partial
+from pathlib import Path
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ticdc_sync.codecs.large_message import Unwrap
 from ticdc_sync.core import claim_store
+from ticdc_sync.core.errors import UserError
 from ticdc_sync.core.model import LargeMessageHandle, Protocol, Source
+from ticdc_sync.spark.runtime import raised
 
 UNWRAPPED_SCHEMA = (
     "topic STRING, partition INT, offset BIGINT, timestamp BIGINT, key BINARY, value BINARY, "
@@ -44,6 +47,14 @@ def unwrap_for(source: Source) -> Unwrap:
     read = None
     uri = o.claim_check_storage_uri or ""
     if o.large_message_handle_option is LargeMessageHandle.CLAIM_CHECK and uri:
+        folder = claim_store.root(uri)
+        if "://" not in folder and not Path(folder).is_dir():
+            # Each claim-check record would be a bad message for want of its file.
+            raise UserError(
+                f"source {source.name} ({source.origin.render()}): claim-check-storage-uri "
+                f"{uri} names no folder here (hint: it must be the folder the changefeed "
+                "writes its claim-check files to, mounted at the same path)"
+            )
         read = claim_store.ClaimStore(uri, claim_store.options(uri)).read
     return Unwrap(
         compression=o.large_message_handle_compression,
@@ -78,11 +89,14 @@ def _unwrap_batches(batches: Iterator, unwrap: Unwrap, debezium: bool) -> Iterat
         pkeys: list[bytes | None] = []
         pvalues: list[bytes | None] = []
         errors: list[str | None] = []
-        for k, v in zip(keys, values, strict=True):
+        for i, (k, v) in enumerate(zip(keys, values, strict=True)):
             if debezium:
                 pk, pv, err = unwrap.debezium(k, v)
             else:
-                pk, (pv, err) = k, unwrap.canal(v)
+                try:
+                    pk, (pv, err) = k, unwrap.canal(v)
+                except OSError as e:
+                    raise unreadable_storage(rb, i, e) from None
             pkeys.append(pk)
             pvalues.append(pv)
             errors.append(err)
@@ -92,3 +106,16 @@ def _unwrap_batches(batches: Iterator, unwrap: Unwrap, debezium: bool) -> Iterat
             + [pa.array(errors, pa.string())],
             names=[*_PASSED, "pkey", "pvalue", "unwrap_error"],
         )
+
+
+def unreadable_storage(rb, row: int, e: OSError) -> RuntimeError:
+    """What a task raises when the claim-check storage cannot be read for the record at
+    `row` of `rb`: the job fails, and the driver turns it into a UserError (`raised`), so
+    nothing of the batch is staged and the next run reads it again. A storage that is down
+    for a while must not make good records bad."""
+    where = "/".join(str(rb.column(c)[row].as_py()) for c in ("topic", "partition", "offset"))
+    return RuntimeError(
+        f"{raised.PREFIX}{where}: the claim-check storage cannot be read ({e}); nothing of "
+        "this batch was staged: run again once the storage can be reached (its credentials, "
+        "endpoint and region come from the environment, docs/object-storage.md)"
+    )
