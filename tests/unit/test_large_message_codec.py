@@ -157,10 +157,21 @@ def test_a_missing_claim_file_names_the_file_and_the_location():
     assert json.loads(value)["_tidb"]["claimCheckLocation"].endswith(name)
     assert err == (
         f"claim-check file file:///claims/{name} cannot be read: no such file (the record's "
-        f"claim-check location is s3://bucket/claims/{name}; TiCDC "
+        f"location is s3://bucket/claims/{name}; TiCDC "
         "large-message-handle-option=claim-check: claim-check-storage-uri must name the "
         "storage the changefeed writes to, and its files must be kept as long as the topic's "
         "records)"
+    )
+
+
+def test_a_location_in_the_storage_read_is_not_repeated():
+    enc = _encoder("open-protocol", storage_uri="s3://bucket/claims")
+    key, value = enc.row_event(_row(2))
+    (name,) = enc.claims
+    _, _, err = _unwrap(enc, claims={}, storage_uri="s3://bucket/claims").open_event(key, value)
+    assert err.startswith(
+        f"claim-check file s3://bucket/claims/{name} cannot be read: no such file (TiCDC "
+        "large-message-handle-option=claim-check: claim-check-storage-uri must name"
     )
 
 

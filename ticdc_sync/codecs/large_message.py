@@ -166,11 +166,11 @@ class Unwrap:
         try:
             content = self.read(name)
         except FileNotFoundError as e:
+            named = "" if location == where else f"the record's location is {location}; "
             raise _Bad(
-                f"claim-check file {where} cannot be read: {e} (the record's claim-check "
-                f"location is {location}; {OPTION_HINT}: claim-check-storage-uri must name the "
-                "storage the changefeed writes to, and its files must be kept as long as the "
-                "topic's records)"
+                f"claim-check file {where} cannot be read: {e} ({named}{OPTION_HINT}: "
+                "claim-check-storage-uri must name the storage the changefeed writes to, and "
+                "its files must be kept as long as the topic's records)"
             ) from None
         try:
             key, value = claimed(content, self.raw_value)
