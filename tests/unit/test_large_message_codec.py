@@ -275,3 +275,34 @@ def test_a_storage_that_cannot_be_read_makes_no_bad_message():
         u.canal(big.value)
     with pytest.raises(claim_store.StorageError, match="503 Slow Down"):
         split_open_protocol(frame(True, [key]), frame(False, [value]), u.open_event)
+
+
+@pytest.mark.parametrize("codec", list(Compression))
+def test_no_input_makes_unwrap_raise(codec):
+    """Random, truncated and mutated records and claim files: every one is undone or gets a
+    reason, none raises."""
+    rng = random.Random(f"fuzz/{codec.value}")
+    enc = _encoder("canal-json", compression=codec.value)
+    good = [enc.encode_row(_row(i, BIG if i % 2 else "s")).value for i in range(4)]
+    files = dict(enc.claims)
+    deep = b'{"_tidb":{"claimCheckLocation":"x.json"},"a":' + b"[" * 100_000
+    junk = [b"", b"{", b'{"key":null,"value":""}', os.urandom(64), b"\x80" * 12, deep]
+
+    def read(name: str) -> bytes:
+        if rng.random() < 0.3:
+            raise FileNotFoundError("no such file")
+        data = files.get(name) or rng.choice(junk)
+        return data if rng.random() < 0.5 else data[: rng.randrange(len(data) + 1)]
+
+    u = Unwrap(codec, read=read, storage_uri="/c")
+    for _ in range(300):
+        v = rng.choice(good + junk)
+        if v and rng.random() < 0.5:
+            i = rng.randrange(len(v))
+            v = v[:i] + bytes([rng.randrange(256)]) + v[i + 1 :]
+        value, err = u.canal(v)
+        assert err is None or isinstance(err, str)
+        _, _, err = u.open_event(b'{"ts":1,"ccl":"/c/x.json"}', v)
+        assert err is None or isinstance(err, str)
+        _, _, err = u.debezium(v, v)
+        assert err is None or isinstance(err, str)

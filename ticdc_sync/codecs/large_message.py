@@ -95,7 +95,7 @@ def claimed(content: bytes, raw_value: bool) -> tuple[bytes | None, bytes]:
         return None, content
     try:
         obj = json.loads(content)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, nested too deep
         raise ValueError(f"not JSON ({e})") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("value"), str):
         raise ValueError('not TiCDC\'s claim-check JSON {"key": ..., "value": <base64>}')
@@ -114,7 +114,7 @@ def claimed(content: bytes, raw_value: bool) -> tuple[bytes | None, bytes]:
 def _object(text: bytes | None) -> dict | None:
     try:
         obj = json.loads(text) if text else None
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, nested too deep
         return None
     return obj if isinstance(obj, dict) else None
 
