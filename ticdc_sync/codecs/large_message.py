@@ -8,7 +8,9 @@ bytes, `core.claim_store.ClaimStore.read`). Never raises on bad input: a problem
 as the reason the record is a bad message, naming the claim-check location and file. A
 storage that cannot be read at all (any OSError of `read` but FileNotFoundError, such as
 `claim_store.StorageError`) is not bad input: it propagates, and the batch is not staged.
-Must not parse rows (Spark's `from_json` does) nor decide what a bad record becomes.
+Must not parse rows (Spark's `from_json` does) nor decide what a bad record becomes. It
+also holds the reasons the decoders give for a handle-key-only message and for a
+claim-check one on a source that does not read them (`HANDLE_KEY_ONLY`, `CLAIM_CHECK`).
 
 Facts, from TiCDC's source (tiflow and pingcap/ticdc):
 
@@ -52,6 +54,29 @@ from ticdc_sync.core.model import Compression
 Read = Callable[[str], bytes]
 
 OPTION_HINT = "TiCDC large-message-handle-option=claim-check"
+RECONFIGURE = (
+    "update the changefeed with large-message-handle-option=claim-check and set it and "
+    "claim-check-storage-uri on the source (docs/kafka.md, Large messages), then re-sync the "
+    "table"
+)
+# A message TiCDC cut down to its handle-key columns (`_tidb.onlyHandleKey`, Open Protocol
+# key `ohk`, codec facts 0.7): TiCDC's consumer re-reads the row from TiDB at its commit_ts
+# (tiflow canal_json_decoder.go `assembleHandleKeyOnlyRowChangedEvent`); ticdc-sync has no
+# TiDB to read from, so it is a bad message, never a row with NULL columns.
+HANDLE_KEY_ONLY = (
+    "message carries only the handle-key columns (TiCDC large-message-handle-option="
+    "handle-key-only): the row would have to be re-read from TiDB at its commit_ts, which "
+    "ticdc-sync cannot do; " + RECONFIGURE
+)
+# The decoders' reasons (`spark.staging.decode`). A claim-check record reaches a decoder
+# only from a source without claim-check set (it is replaced by the claimed message
+# otherwise).
+CLAIM_CHECK = (
+    "claim-check message (TiCDC large-message-handle-option=claim-check) on a source that "
+    "does not set large-message-handle-option: claim-check; set it and "
+    "claim-check-storage-uri on the source as the changefeed has them"
+)
+
 # Snappy's densest copy (a 2-byte op for up to 11 bytes, 3 bytes for 64) expands a stream
 # less than 32 times: a larger length in its header is not a snappy block.
 _SNAPPY_MAX_RATIO = 32

@@ -24,36 +24,13 @@ from functools import partial
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ticdc_sync.codecs.large_message import Unwrap
+from ticdc_sync.codecs.large_message import CLAIM_CHECK, HANDLE_KEY_ONLY, Unwrap
 from ticdc_sync.codecs.open_framing import split_open_protocol
 from ticdc_sync.core import events
 from ticdc_sync.core.model import Protocol, Source
 from ticdc_sync.core.sqlgen import sql_string
+from ticdc_sync.spark.runtime.remote import is_connect
 from ticdc_sync.spark.staging.large_messages import unreadable_storage, unwrap_for, unwrapped
-
-# ---------------------------------------------------------------------------- reasons
-
-RECONFIGURE = (
-    "update the changefeed with large-message-handle-option=claim-check and set it and "
-    "claim-check-storage-uri on the source (docs/kafka.md, Large messages), then re-sync the "
-    "table"
-)
-# A message TiCDC cut down to its handle-key columns (`_tidb.onlyHandleKey`, Open Protocol
-# key `ohk`, codec facts 0.7): TiCDC's consumer re-reads the row from TiDB at its commit_ts
-# (tiflow canal_json_decoder.go `assembleHandleKeyOnlyRowChangedEvent`); ticdc-sync has no
-# TiDB to read from, so it is a bad message, never a row with NULL columns.
-HANDLE_KEY_ONLY = (
-    "message carries only the handle-key columns (TiCDC large-message-handle-option="
-    "handle-key-only): the row would have to be re-read from TiDB at its commit_ts, which "
-    "ticdc-sync cannot do; " + RECONFIGURE
-)
-# A claim-check record reaches the decoder only from a source without claim-check set
-# (`large_messages` replaces it by the claimed message otherwise).
-CLAIM_CHECK = (
-    "claim-check message (TiCDC large-message-handle-option=claim-check) on a source that "
-    "does not set large-message-handle-option: claim-check; set it and "
-    "claim-check-storage-uri on the source as the changefeed has them"
-)
 
 
 def _e(sql: str) -> Column:
@@ -594,7 +571,7 @@ def _decode(records: DataFrame, source: Source) -> DataFrame:
         F.col("key").cast("BINARY"),
         F.col("value").cast("BINARY"),
     )
-    unwrap = unwrap_for(source)
+    unwrap = unwrap_for(source, is_connect(records))
     if source.protocol is Protocol.CANAL_JSON:
         return _decode_canal(unwrapped(recs, source, unwrap))
     if source.protocol is Protocol.DEBEZIUM:

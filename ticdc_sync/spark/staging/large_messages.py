@@ -40,15 +40,16 @@ UNWRAPPED_SCHEMA = (
 _PASSED = ("topic", "partition", "offset", "timestamp", "key", "value")
 
 
-def unwrap_for(source: Source) -> Unwrap:
+def unwrap_for(source: Source, connect: bool = False) -> Unwrap:
     """How `source`'s records are undone (built on the driver: the storage's options come
-    from its environment)."""
+    from its environment). `connect`: a Spark Connect client, whose server's executors, not
+    this machine, read a local claim-check folder."""
     o = source.options
     read = None
     uri = o.claim_check_storage_uri or ""
     if o.large_message_handle_option is LargeMessageHandle.CLAIM_CHECK and uri:
         folder = claim_store.root(uri)
-        if "://" not in folder and not Path(folder).is_dir():
+        if not connect and "://" not in folder and not Path(folder).is_dir():
             # Each claim-check record would be a bad message for want of its file.
             raise UserError(
                 f"source {source.name} ({source.origin.render()}): claim-check-storage-uri "
