@@ -275,25 +275,33 @@ class CanalJsonEncoder:
     def _now(self, ts: int) -> int:
         return physical_ms(ts) + self.o.lag_ms
 
-    def encode_row(self, ch: RowChange) -> Message:
+    def encode_row(
+        self, ch: RowChange, key_only: bool = False, tidb_extra: dict[str, Any] | None = None
+    ) -> Message:
+        """`key_only`: only the handle-key columns in sqlType, mysqlType, data and old, as
+        TiCDC cuts a message too large for max-message-bytes (tiflow
+        canal_json_row_event_encoder.go `newJSONMessageForDML`, messageTooLarge);
+        `tidb_extra`: fields after `_tidb.commitTs` (`onlyHandleKey`, `claimCheckLocation`)."""
         s = ch.schema
         before = _internal_row(s, ch.before, self.tz)
         after = _internal_row(s, ch.after, self.tz)
         typ = {OP_I: "INSERT", OP_U: "UPDATE", OP_D: "DELETE"}[ch.op]
+        hk = set(s.handle_key())
+        cols = [c for c in s.columns if not key_only or c.name in hk]
         # DELETE puts the deleted row in `data`, `old` null (codec facts 1.5)
         data_row = before if ch.op == OP_D else after
         promo_row = data_row
-        data = {c.name: self.value_text(c, data_row[c.name]) for c in s.columns}
+        data = {c.name: self.value_text(c, data_row[c.name]) for c in cols}
         old = None
         if ch.op == OP_U:
             if self.o.only_output_updated_columns or self.o.content_compatible:
                 old = {
                     c.name: self.value_text(c, before[c.name])
-                    for c in s.columns
+                    for c in cols
                     if before[c.name] != after[c.name]
                 }
             else:
-                old = {c.name: self.value_text(c, before[c.name]) for c in s.columns}
+                old = {c.name: self.value_text(c, before[c.name]) for c in cols}
         pk = set(s.primary_key)
         msg: dict[str, Any] = {
             "id": 0,
@@ -305,13 +313,13 @@ class CanalJsonEncoder:
             "es": physical_ms(ch.commit_ts),
             "ts": self._now(ch.commit_ts),
             "sql": "",
-            "sqlType": {c.name: java_type(c, promo_row[c.name]) for c in s.columns},
-            "mysqlType": {c.name: self._mysql_type(c) for c in s.columns},
+            "sqlType": {c.name: java_type(c, promo_row[c.name]) for c in cols},
+            "mysqlType": {c.name: self._mysql_type(c) for c in cols},
             "old": [old] if old is not None else None,
             "data": [data],
         }
         if self.o.enable_tidb_extension:
-            msg["_tidb"] = {"commitTs": ch.commit_ts}
+            msg["_tidb"] = {"commitTs": ch.commit_ts, **(tidb_extra or {})}
         return Message(None, dumps(msg).encode(), self._now(ch.commit_ts))
 
     def encode_ddl(self, d: DdlChange) -> Message:
@@ -484,21 +492,28 @@ class OpenProtocolEncoder:
         # tiflow marshals the columns as a Go map: encoding/json sorts the keys
         return {k: cols[k] for k in sorted(cols)}
 
-    def row_event(self, ch: RowChange) -> tuple[bytes, bytes]:
+    def row_event(
+        self, ch: RowChange, key_only: bool = False, key_extra: dict[str, Any] | None = None
+    ) -> tuple[bytes, bytes]:
+        """`key_only`: only the handle-key columns, as TiCDC cuts an event too large for
+        max-message-bytes (tiflow open_protocol_message.go `rowChangeToMsg`);
+        `key_extra`: key fields after `t` (`ohk`, `ccl`: codec facts 2.2)."""
         s = ch.schema
-        key = {"ts": ch.commit_ts, "scm": s.db, "tbl": s.table, "t": KEY_ROW}
+        key = {"ts": ch.commit_ts, "scm": s.db, "tbl": s.table, "t": KEY_ROW, **(key_extra or {})}
         before = _internal_row(s, ch.before, self.tz)
         after = _internal_row(s, ch.after, self.tz)
+        keys = set(s.handle_key()) if key_only else None
         if ch.op == OP_I:
-            val: dict[str, Any] = {"u": self._columns(s, after)}
+            val: dict[str, Any] = {"u": self._columns(s, after, keys)}
         elif ch.op == OP_D:
-            val = {"d": self._columns(s, before)}
+            val = {"d": self._columns(s, before, keys)}
         else:
-            val = {"u": self._columns(s, after)}
+            val = {"u": self._columns(s, after, keys)}
             if self.o.output_old_value:
-                only = None
+                only = keys
                 if self.o.only_output_updated_columns:
-                    only = {c.name for c in s.columns if before[c.name] != after[c.name]}
+                    changed = {c.name for c in s.columns if before[c.name] != after[c.name]}
+                    only = changed if keys is None else changed & keys
                 val["p"] = self._columns(s, before, only)
         return dumps(key).encode(), dumps(val).encode()
 
@@ -1160,8 +1175,11 @@ class TopicProducer:
             if r.partition == partition and first_offset <= r.offset <= last_offset
         ]
         n = 0
+        enc = self.encoder
+        # An encoder that compresses its records knows their kinds (`large_message`).
+        kind_of = getattr(enc, "record_kind", lambda r: record_kind(enc.protocol, r))
         for r in src:
-            if kinds is not None and record_kind(self.encoder.protocol, r) not in kinds:
+            if kinds is not None and kind_of(r) not in kinds:
                 continue
             self._append(partition, Message(r.key, r.value, r.timestamp_ms))
             n += 1

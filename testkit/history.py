@@ -43,6 +43,7 @@ from .encode import (
     table_partition,
     transaction_events,
 )
+from .large_message import LargeMessageConfig, large_encoder
 
 
 def default_tables(db: str = "app") -> tuple[TableSchema, ...]:
@@ -647,6 +648,8 @@ class EncodedHistory:
     schemas: dict[str, TableSchema]
     replays: int = 0
     options: EncoderOptions = field(default_factory=EncoderOptions)
+    # Claim-check files TiCDC wrote (`large_message`): file name -> bytes.
+    claims: dict[str, bytes] = field(default_factory=dict)
 
     def by_partition(self) -> dict[int, list[Record]]:
         out: dict[int, list[Record]] = {p: [] for p in range(self.partitions)}
@@ -667,14 +670,17 @@ def encode(
     options: EncoderOptions | None = None,
     seed: int | None = None,
     since: int | None = None,
+    large: LargeMessageConfig | None = None,
 ) -> EncodedHistory:
     """Encode a history for one protocol, with at-least-once replays after watermarks.
     `since`: the commit_ts of the changefeed's first event (steps before it happened before
-    the changefeed started: in the truth, never in the records)."""
+    the changefeed started: in the truth, never in the records). `large`: the changefeed's
+    large-message settings (compression, claim-check, ...)."""
     opts = options or EncoderOptions()
     cfg = history.config
     rng = random.Random(f"{cfg.seed if seed is None else seed}/{protocol}/replay")
-    prod = TopicProducer(topic, cfg.partitions, make_encoder(protocol, opts))
+    enc = large_encoder(protocol, opts, large) if large else make_encoder(protocol, opts)
+    prod = TopicProducer(topic, cfg.partitions, enc)
     replays = 0
     for s in history.steps:
         if since is not None and s.commit_ts < since:
@@ -698,7 +704,16 @@ def encode(
     resolved = history.resolved_ts() if has_wm else None
     truth, schemas = history.truth(resolved)
     return EncodedHistory(
-        protocol, topic, cfg.partitions, prod.records, resolved, truth, schemas, replays, opts
+        protocol,
+        topic,
+        cfg.partitions,
+        prod.records,
+        resolved,
+        truth,
+        schemas,
+        replays,
+        opts,
+        dict(getattr(enc, "claims", {})),
     )
 
 

@@ -7,6 +7,8 @@ record becomes a `bad` event. Must not parse the event JSON (Spark's from_json d
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 _U64 = 8
 
 
@@ -32,13 +34,18 @@ def _frames(buf: bytes, start: int, what: str) -> tuple[list[bytes], str | None]
     return out, None
 
 
+Unwrap = Callable[[bytes, bytes], tuple[bytes, bytes | None, str | None]]
+
+
 def split_open_protocol(
-    key: bytes | None, value: bytes | None
+    key: bytes | None, value: bytes | None, unwrap: Unwrap | None = None
 ) -> list[tuple[int, str | None, str | None, str | None]]:
     """One Kafka record -> [(idx, event key JSON, event value JSON, error)], never empty.
 
     An empty batch yields one row with no key and no error (kind `empty`). A framing error
-    yields one row carrying the error for the whole record.
+    yields one row carrying the error for the whole record. `unwrap` undoes each event's
+    large-message handling first (`codecs.large_message.Unwrap.open_event`): its error is
+    the event's, with the event's key kept so that the bad event names its table.
     """
     if key is None:
         return [
@@ -80,21 +87,27 @@ def split_open_protocol(
         return [(0, None, None, None)]
     out: list[tuple[int, str | None, str | None, str | None]] = []
     for i, (k, v) in enumerate(zip(keys, values, strict=True)):
+        err = None
+        if unwrap is not None:
+            k, v, err = unwrap(k, v)
         try:
             ks = k.decode("utf-8")
         except UnicodeDecodeError:
-            out.append((i, None, None, f"Open Protocol event {i}: key is not UTF-8 JSON"))
+            out.append((i, None, None, err or f"Open Protocol event {i}: key is not UTF-8 JSON"))
+            continue
+        if err is not None:
+            out.append((i, ks, None, f"Open Protocol event {i}: {err}"))
             continue
         try:
-            vs = v.decode("utf-8")
+            vs = (v or b"").decode("utf-8")
         except UnicodeDecodeError:
             out.append(
                 (
                     i,
                     ks,
                     None,
-                    f"Open Protocol event {i}: value is not UTF-8 JSON (compressed with "
-                    "large-message-handle-compression? that is not supported; set it to none)",
+                    f"Open Protocol event {i}: value is not UTF-8 JSON (compressed? "
+                    "large-message-handle-compression on the source must be the changefeed's)",
                 )
             )
             continue

@@ -151,6 +151,24 @@ class Origin:
         return f"{self.file}:{self.line}" if self.line else self.file
 
 
+class LargeMessageHandle(StrEnum):
+    """TiCDC's `large-message-handle-option`: what it does with a message larger than
+    `max-message-bytes` (tiflow/ticdc pkg/config/large_message.go)."""
+
+    NONE = "none"  # TiCDC fails the changefeed
+    HANDLE_KEY_ONLY = "handle-key-only"  # only the handle-key columns are sent
+    CLAIM_CHECK = "claim-check"  # the whole message goes to external storage
+
+
+class Compression(StrEnum):
+    """TiCDC's `large-message-handle-compression` of each encoded message
+    (pkg/compression/compress.go: snappy block format, lz4 frame format)."""
+
+    NONE = "none"
+    SNAPPY = "snappy"
+    LZ4 = "lz4"
+
+
 @dataclass(frozen=True, slots=True)
 class SourceOptions:
     """Protocol options, mirroring TiCDC's sink-uri flags (YAML keys use dashes)."""
@@ -162,6 +180,12 @@ class SourceOptions:
     # TiCDC server time zone: TIMESTAMP values in Canal-JSON and Open Protocol are
     # wall-clock strings in this zone (codec facts 0.1). IANA name or "UTC" or "+08:00".
     time_zone: str = "UTC"
+    # The changefeed's `[sink.kafka-config.large-message-handle]` settings (docs/kafka.md,
+    # Large messages): claim-checked messages are read from `claim_check_storage_uri`.
+    large_message_handle_option: LargeMessageHandle = LargeMessageHandle.NONE
+    large_message_handle_compression: Compression = Compression.NONE
+    claim_check_storage_uri: str | None = None
+    claim_check_raw_value: bool = False
 
 
 class ExportFiletype(StrEnum):

@@ -170,6 +170,7 @@ def _source_plan(
         notes.append("the newest staged batch is not counted yet (its watermarks and tables)")
     if resolved == -1:
         notes.append("no watermark on every partition yet; nothing is resolved")
+    notes.extend(large_message_notes(source))
     # Row changes staged per upstream table, of all time: one map for all of its targets.
     staged_rows = {key(*t): rows for t, (rows, _) in ss.tally.tables.items()}
     staged_spans = {key(*t): span for t, span in ss.tally.spans.items()}
@@ -240,3 +241,30 @@ def _unreplayable(timeline: Timeline, k: Key) -> bool:
         if any(key(e.db, e.tbl) == k for e in g.events) or any(e.touches(k) for e in g.effects):
             return g.problem is not None
     return False
+
+
+def large_message_notes(source: Source) -> list[str]:
+    """What a run does with the source's large messages (its large-message options,
+    docs/kafka.md, Large messages)."""
+    from ticdc_sync.core.model import Compression, LargeMessageHandle, Protocol
+
+    o = source.options
+    notes = []
+    if o.large_message_handle_option is LargeMessageHandle.CLAIM_CHECK:
+        notes.append(
+            f"claim-check: each claim-check record is replaced by the message TiCDC wrote to "
+            f"{o.claim_check_storage_uri}/<file name of its location>; one that cannot be "
+            "read is a bad message"
+        )
+    if o.large_message_handle_option is LargeMessageHandle.HANDLE_KEY_ONLY:
+        notes.append(
+            "handle-key-only: such messages cannot be read (no TiDB to re-read the row at its "
+            "commit_ts); each is a bad message"
+        )
+    if o.large_message_handle_compression is not Compression.NONE:
+        what = "key and value" if source.protocol is Protocol.DEBEZIUM else "value"
+        notes.append(
+            f"every message's {what} is {o.large_message_handle_compression.value}-compressed "
+            "and decompressed when decoded"
+        )
+    return notes

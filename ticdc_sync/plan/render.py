@@ -290,6 +290,15 @@ def _options(source) -> dict[str, Any]:
         "debezium-disable-schema": o.debezium_disable_schema,
         "time-zone": o.time_zone,
     }
+    # The large-message options show only when set: a plan of a source without them stays
+    # what it was before they existed (same bytes, same fingerprint).
+    large: dict[str, Any] = {
+        "large-message-handle-option": o.large_message_handle_option.value,
+        "large-message-handle-compression": o.large_message_handle_compression.value,
+        "claim-check-storage-uri": o.claim_check_storage_uri,
+        "claim-check-raw-value": o.claim_check_raw_value,
+    }
+    values |= {k: v for k, v in large.items() if v not in (None, False, "none")}
     return {k: v for k, v in sorted(values.items()) if source.protocol in OPTION_PROTOCOLS[k]}
 
 

@@ -21,6 +21,7 @@ from ticdc_sync.core.model import (
     SourceOptions,
 )
 from ticdc_sync.project.context import Ctx
+from ticdc_sync.project.large_messages import handle_key_only_warning, large_message_fields
 
 # Which protocol options mean something for which protocol (codec facts 1.6, 3.4, 4.5;
 # `content-compatible` is Canal-JSON only, `debezium-disable-schema` Debezium only, and
@@ -32,6 +33,17 @@ OPTION_PROTOCOLS: dict[str, tuple[Protocol, ...]] = {
     "only-output-updated-columns": (Protocol.CANAL_JSON, Protocol.OPEN_PROTOCOL),
     "debezium-disable-schema": (Protocol.DEBEZIUM,),
     "time-zone": (Protocol.CANAL_JSON, Protocol.OPEN_PROTOCOL),
+    # TiCDC's large-message handling (`large_messages`): the option for open-protocol and
+    # canal-json only, raw claim-check values for canal-json only, the compression for every
+    # protocol (tiflow/ticdc pkg/config/large_message.go `AdjustAndValidate`).
+    "large-message-handle-option": (Protocol.CANAL_JSON, Protocol.OPEN_PROTOCOL),
+    "claim-check-storage-uri": (Protocol.CANAL_JSON, Protocol.OPEN_PROTOCOL),
+    "claim-check-raw-value": (Protocol.CANAL_JSON,),
+    "large-message-handle-compression": (
+        Protocol.CANAL_JSON,
+        Protocol.DEBEZIUM,
+        Protocol.OPEN_PROTOCOL,
+    ),
 }
 
 
@@ -78,7 +90,11 @@ def parse_source(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> S
         only_output_updated_columns=opts.get("only-output-updated-columns", False),
         debezium_disable_schema=opts.get("debezium-disable-schema", False),
         time_zone=str(opts.get("time-zone", "UTC")),
+        **large_message_fields(
+            ctx, opts, protocol, lambda k: protocol in OPTION_PROTOCOLS[k], file, line, kp
+        ),
     )
+    handle_key_only_warning(ctx, protocol, options.large_message_handle_option, file, line, kp)
     return Source(
         name=item["name"],
         protocol=protocol,

@@ -19,28 +19,18 @@ which gives every staged event row its one shape.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import partial
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ticdc_sync.codecs.large_message import CLAIM_CHECK, HANDLE_KEY_ONLY, Unwrap
 from ticdc_sync.codecs.open_framing import split_open_protocol
 from ticdc_sync.core import events
 from ticdc_sync.core.model import Protocol, Source
 from ticdc_sync.core.sqlgen import sql_string
-
-# ---------------------------------------------------------------------------- reasons
-
-HANDLE_KEY_ONLY = (
-    "message carries only the handle-key columns (TiCDC large-message-handle-option="
-    "handle-key-only): the row must be re-read from TiDB, which ticdc-sync does not do; "
-    "raise max-message-bytes on the changefeed sink and the Kafka topic so that rows fit, "
-    "and re-sync the table"
-)
-CLAIM_CHECK = (
-    "claim-check message (TiCDC large-message-handle-option=claim-check): reading the "
-    "full row from the claim-check storage is not supported yet; raise max-message-bytes "
-    "on the changefeed sink and the Kafka topic, and re-sync the table"
-)
+from ticdc_sync.spark.runtime.remote import is_connect
+from ticdc_sync.spark.staging.large_messages import unreadable_storage, unwrap_for, unwrapped
 
 
 def _e(sql: str) -> Column:
@@ -106,8 +96,9 @@ _JSON_BAD = (
 
 
 def _decode_canal(records: DataFrame) -> DataFrame:
-    # Trailing whitespace/CRLF tolerated (tiflow #11707): from_json ignores it.
-    df = records.withColumn("v", F.expr("CAST(value AS STRING)")).withColumn(
+    # Trailing whitespace/CRLF tolerated (tiflow #11707): from_json ignores it. `pvalue`:
+    # the value with TiCDC's large-message handling undone (`large_messages`).
+    df = records.withColumn("v", F.expr("CAST(pvalue AS STRING)")).withColumn(
         "j", F.from_json("v", CANAL_SCHEMA, {"mode": "PERMISSIVE"})
     )
     is_row = "j.type IN ('INSERT', 'UPDATE', 'DELETE') AND NOT coalesce(j.isDdl, false)"
@@ -132,10 +123,12 @@ def _decode_canal(records: DataFrame) -> DataFrame:
     commit = "coalesce(j._tidb.commitTs, shiftleft(j.es, 18) + pmod(`offset`, 262144))"
     error = f"""CASE
       WHEN value IS NULL OR length(value) = 0 THEN 'empty Kafka value: not a Canal-JSON message'
+      WHEN unwrap_error IS NOT NULL THEN unwrap_error
       WHEN j IS NULL THEN 'blank Kafka value: not a Canal-JSON message'
       WHEN j._corrupt_record IS NOT NULL THEN {_JSON_BAD.format(p="Canal-JSON")}
       WHEN j.type IS NULL THEN 'invalid Canal-JSON: missing field type'
-      WHEN coalesce(j._tidb.onlyHandleKey, false) THEN '{HANDLE_KEY_ONLY}'
+      WHEN coalesce(j._tidb.onlyHandleKey, false)
+        THEN concat('{HANDLE_KEY_ONLY} (commit_ts ', coalesce(CAST(j._tidb.commitTs AS STRING), 'unknown'), ')')
       WHEN j._tidb.claimCheckLocation IS NOT NULL
         THEN concat('{CLAIM_CHECK} (location ', j._tidb.claimCheckLocation, ')')
       WHEN {wm} THEN IF(j._tidb.watermarkTs IS NULL,
@@ -221,7 +214,8 @@ DEBEZIUM_SCHEMA = (
 
 
 def _decode_debezium(records: DataFrame) -> DataFrame:
-    df = records.withColumn("v", F.expr("CAST(value AS STRING)")).withColumn(
+    # `pkey`/`pvalue`: decompressed (`large_messages`), else the record's own.
+    df = records.withColumn("v", F.expr("CAST(pvalue AS STRING)")).withColumn(
         "j", F.from_json("v", DEBEZIUM_SCHEMA, {"mode": "PERMISSIVE"})
     )
     bare = "named_struct(" + ", ".join(f"'{n}', j.{n}" for n, _ in _DBZ_PAYLOAD_FIELDS) + ")"
@@ -237,7 +231,7 @@ def _decode_debezium(records: DataFrame) -> DataFrame:
     df = df.withColumn("fnames", _e("transform(fs, x -> get_json_object(x, '$.field'))"))
     meta_ok = "fs IS NOT NULL AND NOT exists(fnames, x -> x IS NULL) AND size(array_distinct(fnames)) = size(fnames)"
     df = df.withColumn("col_meta", _e(f"IF({meta_ok}, map_from_arrays(fnames, fs), NULL)"))
-    df = df.withColumn("kobj", _e("from_json(CAST(key AS STRING), 'MAP<STRING,STRING>')"))
+    df = df.withColumn("kobj", _e("from_json(CAST(pkey AS STRING), 'MAP<STRING,STRING>')"))
     df = df.withColumn(
         "pk_names",
         _e(
@@ -261,6 +255,7 @@ def _decode_debezium(records: DataFrame) -> DataFrame:
     df = df.withColumn("ak", _e(f"IF({is_row}, json_object_keys(p.after), NULL)"))
     error = f"""CASE
       WHEN {tombstone} THEN NULL
+      WHEN unwrap_error IS NOT NULL THEN unwrap_error
       WHEN j IS NULL THEN 'blank Kafka value: not a Debezium message'
       WHEN j._corrupt_record IS NOT NULL THEN {_JSON_BAD.format(p="Debezium JSON")}
       WHEN {op} = 'm' THEN IF(p.source.commit_ts IS NULL,
@@ -327,8 +322,9 @@ SPLIT_SCHEMA = (
 )
 
 
-def _split_batches(batches: Iterator) -> Iterator:
-    """mapInArrow body: split every record of each Arrow batch into per-event rows."""
+def _split_batches(batches: Iterator, unwrap: Unwrap | None = None) -> Iterator:
+    """mapInArrow body: split every record of each Arrow batch into per-event rows, each
+    event's large-message handling undone by `unwrap` (`large_messages`)."""
     import pyarrow as pa
 
     out_schema = pa.schema(
@@ -353,7 +349,11 @@ def _split_batches(batches: Iterator) -> Iterator:
         acc: dict[str, list] = {f.name: [] for f in out_schema}
         for r in range(rb.num_rows):
             k, v = cols["key"][r], cols["value"][r]
-            for idx, ek, ev, err in split_open_protocol(k, v):
+            try:
+                events = split_open_protocol(k, v, unwrap and unwrap.open_event)
+            except OSError as e:
+                raise unreadable_storage(rb, r, e) from None
+            for idx, ek, ev, err in events:
                 acc["topic"].append(cols["topic"][r])
                 acc["partition"].append(cols["partition"][r])
                 acc["offset"].append(cols["offset"][r])
@@ -377,9 +377,10 @@ OPEN_VALUE_SCHEMA = (
 )
 
 
-def _decode_open(records: DataFrame) -> DataFrame:
+def _decode_open(records: DataFrame, unwrap: Unwrap) -> DataFrame:
+    split = partial(_split_batches, unwrap=unwrap) if unwrap.active else _split_batches
     df = records.select("topic", "partition", "offset", "timestamp", "key", "value").mapInArrow(
-        _split_batches, SPLIT_SCHEMA
+        split, SPLIT_SCHEMA
     )
     df = df.withColumn("k", F.from_json("ev_key", OPEN_KEY_SCHEMA, {"mode": "PERMISSIVE"}))
     df = df.withColumn(
@@ -396,7 +397,8 @@ def _decode_open(records: DataFrame) -> DataFrame:
       WHEN k IS NULL OR k._corrupt_record IS NOT NULL
         THEN concat('Open Protocol event ', idx, ': key is not a valid JSON object')
       WHEN k.t IS NULL THEN concat('Open Protocol event ', idx, ': key without t (message type)')
-      WHEN coalesce(k.ohk, false) THEN '{HANDLE_KEY_ONLY}'
+      WHEN coalesce(k.ohk, false)
+        THEN concat('{HANDLE_KEY_ONLY} (commit_ts ', coalesce(CAST(k.ts AS STRING), 'unknown'), ')')
       WHEN k.ccl IS NOT NULL THEN concat('{CLAIM_CHECK} (location ', k.ccl, ')')
       WHEN k.t = 3 THEN IF(k.ts IS NULL, 'Open Protocol resolved event without ts', NULL)
       WHEN k.t NOT IN (1, 2) THEN concat('unknown Open Protocol message type t=', k.t)
@@ -569,10 +571,11 @@ def _decode(records: DataFrame, source: Source) -> DataFrame:
         F.col("key").cast("BINARY"),
         F.col("value").cast("BINARY"),
     )
+    unwrap = unwrap_for(source, is_connect(records))
     if source.protocol is Protocol.CANAL_JSON:
-        return _decode_canal(recs)
+        return _decode_canal(unwrapped(recs, source, unwrap))
     if source.protocol is Protocol.DEBEZIUM:
-        return _decode_debezium(recs)
+        return _decode_debezium(unwrapped(recs, source, unwrap))
     if source.protocol is Protocol.OPEN_PROTOCOL:
-        return _decode_open(recs)
+        return _decode_open(recs, unwrap)
     raise ValueError(f"unknown protocol {source.protocol!r}")
