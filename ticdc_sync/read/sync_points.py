@@ -72,6 +72,17 @@ def rows(project: Project, point: SyncPoint, now_ms: int | None = None) -> list[
     return out
 
 
+def newest_tsos(project: Project) -> dict[str, int]:
+    """Per source, the TSO of its newest sync point recorded."""
+    table = LakeTable(location(project))
+    if not table.exists():
+        return {}
+    out: dict[str, int] = {}
+    for r in table.read(columns=["source", "tso"]).to_pylist():
+        out[r["source"]] = max(out.get(r["source"], r["tso"]), r["tso"])
+    return out
+
+
 def newest(project: Project) -> dict[str, Any] | None:
     """The newest sync point recorded (of any source): its source, TSO, wall time and
     rows per target, or None."""

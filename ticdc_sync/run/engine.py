@@ -41,6 +41,9 @@ class Started:
     # table with staged rows missing here counts as pending up to its source's highest
     # watermark: its target is applied once, perhaps for nothing.
     staged: Mapping[str, Mapping[tuple[str, str], TableSpan]] = field(default_factory=dict)
+    # Per source, the TSO of its newest sync point recorded: the next one is due
+    # `sync_points` past it, not at once (a run started again records none twice).
+    synced: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

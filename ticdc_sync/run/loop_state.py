@@ -150,6 +150,7 @@ class LoopState:
                     self._spans(name, key(db, tbl)).add(-1, top)
         for name, ts in started.state.targets.items():
             self.covered[name] = ts.marker.applied_ts
+        self.synced.update(started.synced)
         for src in self.s.sources:
             self.result.sources.setdefault(src.name, SourceRun(src.name))
 

@@ -138,7 +138,9 @@ class SparkEngine:
             name: {t: TableSpan(t_rows(tally, t), lo, hi) for t, (lo, hi) in tally.spans.items()}
             for name, tally in tallies.items()
         }
-        return Started(ws, staged)
+        from ticdc_sync.read import sync_points
+
+        return Started(ws, staged, sync_points.newest_tsos(self.project))
 
     def _capped(self, source: Source) -> dict[tuple[str, int], int | None]:
         """Each partition with an open bad record: its progress just before that record."""

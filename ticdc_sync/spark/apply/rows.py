@@ -517,10 +517,8 @@ class TargetWriter:
             F.lit(None).cast("binary").alias("raw_key"),
             F.encode(F.col("after_text"), "UTF-8").alias("raw_value"),
         )
-        n = q.count()
+        n = self.state.quarantine.append_new(q, self.name)
         if n:
-            before_commit("quarantine.append", target=self.name)
-            q.write.format("delta").mode("append").save(self.state.quarantine.path)
             self.result.quarantined += n
             self.out(
                 f"  {self.name}: quarantined {n} row change(s) with a value that does not fit "

@@ -21,6 +21,8 @@ QUARANTINE_SCHEMA = (
     "`source` STRING, topic STRING, `partition` INT, `offset` BIGINT, idx INT, db STRING, "
     "tbl STRING, commit_ts BIGINT, reason STRING, raw_key BINARY, raw_value BINARY"
 )
+# Where a quarantined record or value came from: one row per position.
+POSITION = ("source", "topic", "partition", "offset", "idx")
 
 
 class Quarantine:
@@ -85,6 +87,22 @@ class Quarantine:
             .limit(limit)
             .collect()
         )
+
+    def append_new(self, rows: DataFrame, target: str) -> int:
+        """Append the quarantine rows of `rows` whose position (source, topic, partition,
+        offset, idx) the table does not hold yet; how many. An apply that quarantined a
+        segment's bad values and died before its own commit quarantines them again when
+        it is resumed: each stays once."""
+        held = self.table().select(*POSITION)
+        fresh = rows.join(held, list(POSITION), "left_anti").select(*rows.columns).cache()
+        try:
+            n = fresh.count()
+            if n:
+                before_commit("quarantine.append", target=target)
+                fresh.write.format("delta").mode("append").save(self.path)
+        finally:
+            fresh.unpersist()
+        return n
 
     def quarantine_open_bad(self, source: str, tables: list[tuple[str, str]]) -> int:
         """Move the source's open bad records of `tables` ((db, table), "" for a record that
