@@ -45,7 +45,9 @@ def target_ddl(
     touched = {key(db, t) for db, t in tr.upstreams}
     for g in timeline.groups:
         part = _Part.of(project, source.name, tr.target, g)
-        keyed_here = any(key(e.db, e.tbl) in touched for e in g.events)
+        keyed_here = any(key(e.db, e.tbl) in touched for e in g.events) or any(
+            k in touched for k in g.named
+        )
         if part.empty and not (g.problem and keyed_here) and not _skipped_here(g, touched):
             continue
         if marker.ddl_done(g.commit_ts):
