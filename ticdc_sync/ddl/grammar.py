@@ -515,8 +515,9 @@ def _partition(p: Parser, action: str, start: int) -> PartitionClause:
         return replace(c, definitions=parsed.text)
     if action == "REMOVE PARTITIONING":
         p.expect("REMOVE", "PARTITIONING")
-        return c
-    if action == "ADD":
+        if p.accept("UPDATE", "INDEXES"):
+            p.skip_balanced()
+    elif action == "ADD":
         p.accept("PARTITION")
         p.accept("IF", "NOT", "EXISTS")
         if p.accept("PARTITIONS"):

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from ticdc_sync.core.upstream import TableSchema
 from ticdc_sync.ddl import partition_expr as px
 from ticdc_sync.ddl.partition_expr import Expr, PartitionError
-from ticdc_sync.ddl.tokens import ParseError, Parser, Tok, _tok_sql, tokenize
+from ticdc_sync.ddl.tokens import ParseError, Parser, Tok, tok_sql, tokenize
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,9 +126,9 @@ def parse_clause(p: Parser) -> Parsed:
         part = _partition_by(p)
     except (ParseError, PartitionError):
         p.i = len(p.toks)
-        return Parsed(None, " ".join(_tok_sql(t) for t in p.toks[start:]))
+        return Parsed(None, " ".join(tok_sql(t) for t in p.toks[start:]))
     if not p.done():
-        raw = " ".join(_tok_sql(t) for t in p.toks[start:])
+        raw = " ".join(tok_sql(t) for t in p.toks[start:])
         p.i = len(p.toks)
         return Parsed(None, raw)
     return Parsed(part, part.sql() if part is not None else None)
@@ -291,7 +291,7 @@ def parse_definitions(p: Parser, kind: str, by_expr: bool) -> tuple[PartitionDef
 
 
 def definitions_text(toks: list[Tok]) -> str:
-    return " ".join(_tok_sql(t) for t in toks)
+    return " ".join(tok_sql(t) for t in toks)
 
 
 # -- ALTER TABLE on the partitioning ---------------------------------------------------------
