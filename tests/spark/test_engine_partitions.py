@@ -8,7 +8,8 @@ LIST on MOD with a DEFAULT partition; RANGE COLUMNS with MAXVALUE on two columns
 with DEFAULT; a plain table partitioned by ALTER, with ADD PARTITION, then unpartitioned.
 Around the DDL: a transaction just before one (an insert, an update, and a key moved between
 partitions by UPDATE, which TiCDC splits), rows inserted into a partition after it, keys
-moved into a partition before it is truncated. The stream is cut into pieces, one run each (mirror; the other modes take it in one run).
+moved into a partition before it is truncated. A mirror takes the stream in three runs, the
+other modes in one.
 
 Per protocol and mode: a mirror target equals its table; a soft-delete target's live rows
 equal it, the partition's rows marked deleted at the DDL's commit_ts; a history target cut
