@@ -278,3 +278,36 @@ def test_every_partition_ddl_lands_exactly(spark, tmp_path, protocol, mode):
         gone = {r["id"]: r["_deleted_ts"] for r in rows if r["_is_deleted"]}
         assert gone[30] == gone[4] == ts["truncate"]  # the transaction's rows, just before it
         assert 31 not in gone and gone[13] == ts["truncate"]
+
+
+def test_an_exchange_killed_between_its_commits_resumes_exactly(spark, tmp_path, monkeypatch):
+    """Each side of an EXCHANGE is two commits, each carrying the target's marker: a run that
+    dies after the partition's rows left `events` and before the archive's came in resumes at
+    the second commit, and both targets end equal to their tables."""
+    from ticdc_sync.spark.apply import ddl_commit
+
+    u, ts = upstream()
+    enc = encode(u.history(), "canal-json", "cdc")
+    root = make_project(tmp_path / "p", protocol="canal-json", topic="cdc")
+    write_captures(root, "cdc", [(r.partition, r.offset, r.key, r.value) for r in enc.records])
+    real = ddl_commit._execute
+    died: list[str] = []
+
+    def die_after_the_rows_left(w, part, m, at):
+        real(w, part, m, at)
+        if at == ts["exchange"] and w.name == "events" and not died:
+            died.append(part.describe)
+            raise KeyboardInterrupt("killed between the commits of the exchange")
+
+    monkeypatch.setattr(ddl_commit, "_execute", die_after_the_rows_left)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(load(root), spark=spark, out=lambda s: None)
+    monkeypatch.undo()
+    assert died == ["the rows of partition p2024_03 leave"]
+    lines: list[str] = []
+    assert runner.run(load(root), spark=spark, out=lines.append) == 0, "\n".join(lines)
+    project = load(root)
+    for table in ("events", "events_archive"):
+        q = f"shop.{table}"
+        rows = read_target(spark, project, table, "id")
+        assert_table_equals(rows, enc.truth[q], enc.schemas[q], table)
