@@ -507,7 +507,7 @@ def _key_clause(p: Parser) -> AlterClause:
 
 def _partition(p: Parser, action: str, start: int) -> PartitionClause:
     # Partition clauses stand alone in MySQL and may contain commas (DROP PARTITION p0, p1):
-    # each takes the rest of the statement.
+    # each is the rest of the statement, and anything after what it takes is not understood.
     text = " ".join(t.text for t in p.toks[start:])
     c = PartitionClause(action, text)
     if action == "PARTITION BY":
