@@ -311,3 +311,35 @@ def test_an_exchange_killed_between_its_commits_resumes_exactly(spark, tmp_path,
         q = f"shop.{table}"
         rows = read_target(spark, project, table, "id")
         assert_table_equals(rows, enc.truth[q], enc.schemas[q], table)
+
+
+def test_an_exchange_with_a_table_no_entry_routes_stops_the_other_side(spark, tmp_path):
+    """Only the archive is routed: the EXCHANGE gives it the partition's rows, which are
+    unknown here, so its target stops just before the DDL (it used to go on applying on top
+    of rows it no longer had), `run` exits 1 naming why, and nothing after it is lost."""
+    u = Scripted("shop", partitions=1, seed=3, replay_probability=0.0)
+    pmax = Part("pmax", MAXVALUE, "MAXVALUE")
+    u.create(EVENTS, _by_days([_month(2024, 1), pmax]))
+    u.create(ARCHIVE)
+    u.insert("events", {"id": 1, "d": D(2024, 1, 3), "v": "jan"}, {"id": 2, "d": D(2024, 5, 1)})
+    u.insert("events_archive", {"id": 9, "d": D(2024, 1, 9), "v": "old"})
+    before = u.watermark()
+    at = u.exchange_partition("events", "p2024_01", "events_archive")
+    u.update("events_archive", (1, D(2024, 1, 3)), v="now here")
+    u.watermark()
+    enc = encode(u.history(), "debezium", "cdc")
+    root = make_project(
+        tmp_path / "p",
+        protocol="debezium",
+        topic="cdc",
+        tables='  - upstream: "shop.events_archive"\n    name: archive\n',
+    )
+    write_captures(root, "cdc", [(r.partition, r.offset, r.key, r.value) for r in enc.records])
+    lines: list[str] = []
+    assert runner.run(load(root), spark=spark, out=lines.append) == 1
+    text = "\n".join(lines)
+    assert f"target archive is blocked at commit_ts {at}" in text, text
+    assert "no table entry routes shop.events" in text
+    rows = read_target(spark, load(root), "archive", "id")
+    want, _ = u.history().truth(before)
+    assert_table_equals(rows, want["shop.events_archive"], ARCHIVE, "archive")
