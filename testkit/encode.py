@@ -90,6 +90,9 @@ class DdlChange:
     schema: TableSchema | None = None
     old_db: str | None = None
     old_table: str | None = None
+    # EXCHANGE PARTITION: the other (non-partitioned) table; Debezium names it in
+    # `tableChanges[0].id` (codec facts 3.3).
+    extra: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -958,6 +961,8 @@ class DebeziumEncoder:
         if d.table and d.action != 11:
             if d.action == 14:
                 ident = f'"{d.old_db or d.db}"."{d.old_table or d.table}","{d.db}"."{d.table}"'
+            elif d.action == 42 and d.extra is not None:
+                ident = f'"{d.extra[0]}"."{d.extra[1]}"'
             else:
                 ident = f'"{d.db}"."{d.table}"'
             tc: dict[str, Any] = {"type": change, "id": ident}

@@ -44,6 +44,7 @@ from .encode import (
     transaction_events,
 )
 from .large_message import LargeMessageConfig, large_encoder
+from .partitions import Layout, Part
 
 
 def default_tables(db: str = "app") -> tuple[TableSchema, ...]:
@@ -139,6 +140,17 @@ class HistoryConfig:
 
 
 @dataclass(frozen=True)
+class RowsMoved:
+    """What a partition DDL does to rows, with no row events: the rows of `table` with keys
+    `gone` leave it (TRUNCATE/DROP PARTITION: gone; EXCHANGE PARTITION: to `other`, whose
+    every row comes into `table` in exchange)."""
+
+    table: str
+    gone: tuple[tuple, ...]
+    other: str | None = None
+
+
+@dataclass(frozen=True)
 class Step:
     """One logical step: a transaction, a DDL, or a watermark reaching one partition."""
 
@@ -149,6 +161,7 @@ class Step:
     partition: int | None = None
     # Columns an ALTER renames (old, new): upstream keeps their values under the new name.
     renamed: tuple[tuple[str, str], ...] = ()
+    moved: RowsMoved | None = None  # rows a partition DDL removes or swaps
 
 
 @dataclass
@@ -191,6 +204,15 @@ class History:
             elif s.kind == "ddl":
                 d = s.ddl
                 assert d is not None
+                if s.moved is not None:
+                    m = s.moved
+                    leaving = {k: rows[m.table].pop(k) for k in m.gone}
+                    if m.other is not None:
+                        rows[m.table].update(rows[m.other])
+                        rows[m.other] = leaving
+                    if d.schema is not None:
+                        schemas[d.schema.qualified] = d.schema
+                    continue
                 if d.old_table is not None:  # RENAME TABLE: the rows go with the table
                     q_old = f"{d.old_db or d.db}.{d.old_table}"
                     moved = schemas.pop(q_old)
@@ -524,6 +546,7 @@ class Scripted:
         self.steps: list[Step] = []
         self.schemas: dict[str, TableSchema] = {}
         self.rows: dict[str, dict[tuple, dict[str, Any]]] = {}
+        self.layouts: dict[str, Layout] = {}  # partitioned tables (`testkit.partitions`)
 
     def _ts(self) -> int:
         self.ms += 1000
@@ -536,16 +559,124 @@ class Scripted:
         self.steps.append(Step("ddl", d.commit_ts, ddl=d, renamed=renamed))
         return d.commit_ts
 
-    def create(self, schema: TableSchema) -> int:
+    def create(self, schema: TableSchema, layout: Layout | None = None) -> int:
+        """CREATE TABLE, partitioned by `layout` when given."""
         from .dumpling import create_table_sql
 
         q = schema.qualified
         assert q not in self.schemas, q
         self.schemas[q] = schema
         self.rows[q] = {}
-        return self._ddl(
-            DdlChange(schema.db, schema.table, create_table_sql(schema), 3, self._ts(), schema)
-        )
+        sql = create_table_sql(schema)
+        if layout is not None:
+            self.layouts[q] = layout
+            sql += "\n" + layout.sql()
+        return self._ddl(DdlChange(schema.db, schema.table, sql, 3, self._ts(), schema))
+
+    # -- partition DDL (TiDB's semantics: `testkit.partitions`) ------------------------------
+
+    def _partition_ddl(
+        self,
+        table: str,
+        clause: str,
+        action: int,
+        layout: Layout | None,
+        leaving: tuple[str, ...] = (),
+        exchange: str | None = None,
+    ) -> int:
+        """A partition DDL: the rows the partitions `leaving` hold under the layout in force
+        before it go (to `exchange`, whose rows come in), then `layout` is in force."""
+        q = f"{self.db}.{table}"
+        before = self.layouts[q]
+        gone = tuple(k for k, r in self.rows[q].items() if before.locate(r) in leaving)
+        moved = None
+        sql = f"ALTER TABLE `{table}` {clause}"
+        extra = None
+        if exchange is not None:
+            other = f"{self.db}.{exchange}"
+            for r in self.rows[other].values():  # WITH VALIDATION
+                assert before.locate(r) == leaving[0], ("row outside the partition", r)
+            out = {k: self.rows[q].pop(k) for k in gone}
+            self.rows[q].update(self.rows[other])
+            self.rows[other] = out
+            moved = RowsMoved(q, gone, other)
+            extra = (self.db, exchange)
+            # tiflow rebuilds the query (codec facts 0.3).
+            sql = (
+                f"ALTER TABLE `{self.db}`.`{table}` EXCHANGE PARTITION `{leaving[0]}` WITH "
+                f"TABLE `{self.db}`.`{exchange}`"
+            )
+        elif leaving:
+            for k in gone:
+                del self.rows[q][k]
+            moved = RowsMoved(q, gone)
+        if layout is None:
+            del self.layouts[q]
+        else:
+            self.layouts[q] = layout
+            for r in self.rows[q].values():
+                layout.locate(r)  # TiDB refuses a layout with no partition for a row
+        d = DdlChange(self.db, table, sql, action, self._ts(), self.schemas[q], extra=extra)
+        self.steps.append(Step("ddl", d.commit_ts, ddl=d, moved=moved))
+        return d.commit_ts
+
+    def truncate_partition(self, table: str, *names: str) -> int:
+        """TRUNCATE PARTITION a, b (ALL: every partition)."""
+        lay = self.layouts[f"{self.db}.{table}"]
+        which = ", ".join(f"`{n}`" for n in names) if names != ("ALL",) else "ALL"
+        leaving = tuple(lay.names()) if names == ("ALL",) else names
+        return self._partition_ddl(table, f"TRUNCATE PARTITION {which}", 23, lay, leaving)
+
+    def drop_partition(self, table: str, *names: str) -> int:
+        lay = self.layouts[f"{self.db}.{table}"]
+        after = lay.with_parts([p for p in lay.parts if p.name not in names])
+        which = ", ".join(f"`{n}`" for n in names)
+        return self._partition_ddl(table, f"DROP PARTITION {which}", 20, after, names)
+
+    def add_partition(self, table: str, *parts: Part) -> int:
+        """ADD PARTITION (RANGE / LIST)."""
+        lay = self.layouts[f"{self.db}.{table}"]
+        defs = ", ".join(p.sql(lay.kind) for p in parts)
+        after = lay.with_parts([*lay.parts, *parts])
+        return self._partition_ddl(table, f"ADD PARTITION ({defs})", 19, after)
+
+    def add_partitions(self, table: str, n: int) -> int:
+        """ADD PARTITION PARTITIONS n (HASH / KEY: TiDB names them p<position>)."""
+        lay = self.layouts[f"{self.db}.{table}"]
+        have = len(lay.parts)
+        after = lay.with_parts([*lay.parts, *(Part(f"p{i}") for i in range(have, have + n))])
+        return self._partition_ddl(table, f"ADD PARTITION PARTITIONS {n}", 64, after)
+
+    def coalesce_partition(self, table: str, n: int) -> int:
+        lay = self.layouts[f"{self.db}.{table}"]
+        after = lay.with_parts(lay.parts[:-n])
+        return self._partition_ddl(table, f"COALESCE PARTITION {n}", 64, after)
+
+    def reorganize_partition(self, table: str, names: tuple[str, ...], *parts: Part) -> int:
+        lay = self.layouts[f"{self.db}.{table}"]
+        first = min(i for i, p in enumerate(lay.parts) if p.name in names)
+        kept = [p for p in lay.parts if p.name not in names]
+        after = lay.with_parts([*kept[:first], *parts, *kept[first:]])
+        which = ", ".join(f"`{n}`" for n in names)
+        defs = ", ".join(p.sql(lay.kind) for p in parts)
+        clause = f"REORGANIZE PARTITION {which} INTO ({defs})"
+        return self._partition_ddl(table, clause, 64, after)
+
+    def partition_by(self, table: str, layout: Layout) -> int:
+        """ALTER TABLE ... PARTITION BY (a partitioned table repartitioned, or a plain one
+        partitioned: its rows stay)."""
+        q = f"{self.db}.{table}"
+        if q not in self.layouts:
+            self.layouts[q] = layout  # the rows are located under the new layout only
+        return self._partition_ddl(table, layout.sql(), 71, layout)
+
+    def remove_partitioning(self, table: str) -> int:
+        return self._partition_ddl(table, "REMOVE PARTITIONING", 72, None)
+
+    def exchange_partition(self, table: str, name: str, other: str) -> int:
+        """EXCHANGE PARTITION `name` WITH TABLE `other` (WITH VALIDATION)."""
+        lay = self.layouts[f"{self.db}.{table}"]
+        return self._partition_ddl(table, "", 42, lay, (name,), exchange=other)
 
     def alter(
         self,
@@ -594,12 +725,18 @@ class Scripted:
     def _key(self, schema: TableSchema, row: dict[str, Any]) -> tuple:
         return tuple(row[k] for k in schema.handle_key())
 
+    def _fits(self, s: TableSchema, row: dict[str, Any]) -> None:
+        lay = self.layouts.get(s.qualified)
+        if lay is not None:
+            lay.locate(row)  # TiDB refuses a row no partition takes
+
     def insert(self, table: str, *rows: dict[str, Any]) -> int:
         s, ts = self.schema(table), self._ts()
         out = []
         for given in rows:
             row = {c.name: given.get(c.name, V.default_value(c)) for c in s.columns}
             assert set(given) <= set(row), set(given) - set(row)
+            self._fits(s, row)
             self.rows[s.qualified][self._key(s, row)] = row
             out.append(RowChange(s, OP_I, None, dict(row), ts))
         return self._txn(out)
@@ -609,9 +746,45 @@ class Scripted:
         k = key if isinstance(key, tuple) else (key,)
         before = self.rows[s.qualified][k]
         after = {**before, **values}
-        assert self._key(s, after) == k, "a key move: delete and insert instead"
+        assert self._key(s, after) == k, "a key move: use `move`"
+        self._fits(s, after)
         self.rows[s.qualified][k] = after
         return self._txn([RowChange(s, OP_U, dict(before), dict(after), ts)])
+
+    def move(self, table: str, key: Any, **values: Any) -> int:
+        """An UPDATE that changes the row's key (TiCDC splits it, codec facts 0.4): in a
+        partitioned table, one that moves the row to another partition."""
+        s, ts = self.schema(table), self._ts()
+        k = key if isinstance(key, tuple) else (key,)
+        before = self.rows[s.qualified].pop(k)
+        after = {**before, **values}
+        self._fits(s, after)
+        self.rows[s.qualified][self._key(s, after)] = after
+        return self._txn([RowChange(s, OP_U, dict(before), dict(after), ts)])
+
+    def txn(self, table: str, *ops: tuple[str, Any]) -> int:
+        """One transaction of several changes to `table`: ("insert", row), ("update", (key,
+        values)), ("delete", key)."""
+        s, ts = self.schema(table), self._ts()
+        out = []
+        for op, arg in ops:
+            if op == "insert":
+                row = {c.name: arg.get(c.name, V.default_value(c)) for c in s.columns}
+                self._fits(s, row)
+                self.rows[s.qualified][self._key(s, row)] = row
+                out.append(RowChange(s, OP_I, None, dict(row), ts))
+            elif op == "update":
+                key, values = arg
+                k = key if isinstance(key, tuple) else (key,)
+                before = self.rows[s.qualified].pop(k)
+                after = {**before, **values}
+                self._fits(s, after)
+                self.rows[s.qualified][self._key(s, after)] = after
+                out.append(RowChange(s, OP_U, dict(before), dict(after), ts))
+            else:
+                k = arg if isinstance(arg, tuple) else (arg,)
+                out.append(RowChange(s, OP_D, self.rows[s.qualified].pop(k), None, ts))
+        return self._txn(out)
 
     def delete(self, table: str, *keys: Any) -> int:
         s, ts = self.schema(table), self._ts()

@@ -184,6 +184,8 @@ def test_primary_and_unique_keys_change_the_merge_key() -> None:
         "ALTER TABLE t ADD PARTITION (PARTITION p9 VALUES LESS THAN (100))",
         "ALTER TABLE t PARTITION BY HASH(id) PARTITIONS 4",
         "ALTER TABLE t REMOVE PARTITIONING",
+        "ALTER TABLE t REORGANIZE PARTITION p0 INTO (PARTITION a VALUES LESS THAN (5))",
+        "ALTER TABLE t COALESCE PARTITION 2",
         "ALTER TABLE t ADD FOREIGN KEY fk (a) REFERENCES o (id)",
         "CREATE INDEX i2 ON t (a)",
         "CREATE VIEW v AS SELECT * FROM t",
@@ -208,11 +210,6 @@ def test_noops(sql: str) -> None:
         ("ALTER TABLE t TRUNCATE PARTITION p0, p1", DdlKind.PARTITION),
         ("ALTER TABLE t DROP PARTITION p0", DdlKind.PARTITION),
         ("ALTER TABLE t EXCHANGE PARTITION p0 WITH TABLE t2", DdlKind.PARTITION),
-        (
-            "ALTER TABLE t REORGANIZE PARTITION p0 INTO (PARTITION a VALUES LESS THAN (5))",
-            DdlKind.PARTITION,
-        ),
-        ("ALTER TABLE t COALESCE PARTITION 2", DdlKind.PARTITION),
         ("RECOVER TABLE t", DdlKind.RECOVER_TABLE),
         ("FLASHBACK TABLE t TO t3", DdlKind.RECOVER_TABLE),
         ("ALTER TABLE t FROB x", DdlKind.UNPARSED),
@@ -259,7 +256,7 @@ def test_statement_shapes() -> None:
         AlterTable,
     ]
     assert isinstance(st[4].clauses[0], TiFlashClause)
-    assert st[8].clauses[0] == PartitionClause("DROP", "DROP PARTITION p1 , p2")
+    assert st[8].clauses[0] == PartitionClause("DROP", "DROP PARTITION p1 , p2", ("p1", "p2"))
 
 
 def test_errors_when_history_is_out_of_step() -> None:

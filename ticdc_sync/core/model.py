@@ -56,7 +56,7 @@ class DdlKind(StrEnum):
     RENAME_TABLE = "rename_table"
     DROP_TABLE = "drop_table"
     PRIMARY_KEY = "primary_key"
-    PARTITION = "partition"  # TRUNCATE/DROP/EXCHANGE/REORGANIZE PARTITION: no row events
+    PARTITION = "partition"  # TRUNCATE/DROP/EXCHANGE PARTITION: rows change without row events
     RECOVER_TABLE = "recover_table"
     # A DDL the parser does not understand: its effect on columns is unknown, so it is never
     # lumped with `other` (which is known to change no column).
@@ -76,7 +76,7 @@ DEFAULT_DDL_POLICY: dict[DdlKind, Action] = {
     DdlKind.RENAME_TABLE: Action.APPLY,
     DdlKind.DROP_TABLE: Action.APPLY,
     DdlKind.PRIMARY_KEY: Action.APPLY,
-    DdlKind.PARTITION: Action.FAIL,
+    DdlKind.PARTITION: Action.APPLY,
     DdlKind.RECOVER_TABLE: Action.FAIL,
     DdlKind.UNPARSED: Action.FAIL,
     DdlKind.OTHER: Action.APPLY,

@@ -65,20 +65,23 @@ def wall_time(ts_sql: str) -> str:
     return f"timestamp_millis(shiftright({ts_sql}, 18))"
 
 
-def truncate_sql(mode: Mode, ref: str, ts: int) -> str:
+def truncate_sql(mode: Mode, ref: str, ts: int, where: str | None = None) -> str:
     """What a TRUNCATE at commit_ts `ts` does to a target of `mode` (not the mirror): every
-    live row marked deleted, or every open version closed, at `ts`. Idempotent: a row
-    already marked or closed (a resumed run) is not touched again."""
+    live row marked deleted, or every open version closed, at `ts`; with `where` (a
+    TRUNCATE/DROP PARTITION), only the rows it holds for. Idempotent: a row already marked
+    or closed (a resumed run) is not touched again."""
+    only = f" AND ({where})" if where is not None else ""
     if mode is Mode.SOFT_DELETE:
         return (
             f"UPDATE {ref} SET {quote(IS_DELETED)} = true, {quote(DELETED_TS)} = {ts}, "
             f"{quote(DELETED_AT)} = {wall_time(str(ts))}, {quote(COMMIT_TS)} = {ts} "
-            f"WHERE NOT coalesce({quote(IS_DELETED)}, false) AND {quote(COMMIT_TS)} < {ts}"
+            f"WHERE NOT coalesce({quote(IS_DELETED)}, false) AND {quote(COMMIT_TS)} < {ts}{only}"
         )
     if mode is Mode.HISTORY:
         return (
             f"UPDATE {ref} SET {quote(VALID_TO)} = {ts}, {quote(VALID_TO_AT)} = "
             f"{wall_time(str(ts))} WHERE {quote(VALID_TO)} IS NULL AND {quote(VALID_FROM)} < {ts}"
+            f"{only}"
         )
     raise ValueError(f"no truncate statement of its own for mode {mode}")
 

@@ -76,6 +76,9 @@ class TableSchema:
     comment: str | None = None
     exact: bool = True
     extra: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    # The table's PARTITION BY clause (canonical text, `ddl.partitioning`), None when it is
+    # not partitioned or its partitioning is not known (a schema from protocol metadata).
+    partitioning: str | None = None
 
     @property
     def qualified(self) -> str:
@@ -109,6 +112,8 @@ class TableSchema:
         """Canonical JSON (sorted keys) for state tables and plans."""
         d = asdict(self)
         d.pop("extra", None)
+        if d["partitioning"] is None:
+            del d["partitioning"]  # the JSON of a table without one stays as it always was
         return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
     @staticmethod
@@ -125,6 +130,7 @@ class TableSchema:
             unique_keys=tuple(tuple(u) for u in d.get("unique_keys") or ()),
             comment=d.get("comment"),
             exact=d.get("exact", True),
+            partitioning=d.get("partitioning"),
         )
 
 

@@ -6,6 +6,8 @@ Modules, from text to Delta:
 - `protocol`: one DDL message, cross-checked with its protocol's hint (`parse_ddl`).
 - `schema_files`: `schema/*.sql` seeds; `debezium`: Debezium table descriptions.
 - `evolution`: a statement applied to an upstream schema, and the `changes` it causes.
+- `partitioning`, `partition_expr`, `partition_rows`: a table's PARTITION BY, kept in the
+  schema history, and the rows a partition holds (for TRUNCATE/DROP/EXCHANGE PARTITION).
 - `delta_sql`: each change as Spark SQL text.
 
 The names below are the public API; the rest of the project imports from here. Pure Python;
@@ -17,9 +19,11 @@ from ticdc_sync.ddl.changes import (
     ChangeColumnType,
     ChangeKey,
     CreateTarget,
+    DeletePartitionRows,
     DeltaChange,
     DropColumn,
     DropTarget,
+    ExchangePartition,
     MoveColumn,
     NoOp,
     RenameColumn,
@@ -41,9 +45,11 @@ __all__ = [
     "ChangeColumnType",
     "ChangeKey",
     "CreateTarget",
+    "DeletePartitionRows",
     "DeltaChange",
     "DropColumn",
     "DropTarget",
+    "ExchangePartition",
     "MoveColumn",
     "NoOp",
     "RenameColumn",

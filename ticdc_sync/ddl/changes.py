@@ -128,6 +128,51 @@ class TruncateTarget:
 
 
 @dataclass(frozen=True, slots=True)
+class DeletePartitionRows:
+    """TRUNCATE / DROP PARTITION: the rows the partitions held at the DDL go, with no row
+    events (`predicate`: Spark SQL over the target's columns, `ddl.partitioning`)."""
+
+    action: str  # TRUNCATE | DROP
+    partitions: tuple[str, ...]
+    predicate: str
+    kind: DdlKind = DdlKind.PARTITION
+    effect: str = "destructive"
+
+    def describe(self) -> str:
+        return (
+            f"{self.action.lower()} partition {', '.join(self.partitions)}: delete the rows "
+            f"where {self.predicate}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangePartition:
+    """EXCHANGE PARTITION: the rows of partition `partition` of the partitioned table and
+    those of the other table swap, with no row events. One change per side: `partitioned`
+    says whether this side is the partitioned table; `other` is the other side's upstream
+    name; `predicate` holds for the partition's rows (Spark SQL over either's columns)."""
+
+    partition: str
+    other: tuple[str, str]
+    partitioned: bool
+    predicate: str
+    kind: DdlKind = DdlKind.PARTITION
+    effect: str = "destructive"
+
+    def describe(self) -> str:
+        other = f"{self.other[0]}.{self.other[1]}"
+        if self.partitioned:
+            return (
+                f"exchange partition {self.partition} with {other}: the rows where "
+                f"{self.predicate} leave, the rows of {other} come in"
+            )
+        return (
+            f"exchange with partition {self.partition} of {other}: every row leaves, the rows "
+            f"of {other} where {self.predicate} come in"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class DropTarget:
     kind: DdlKind = DdlKind.DROP_TABLE
     effect: str = "destructive"
@@ -192,6 +237,8 @@ DeltaChange = (
     | MoveColumn
     | SetDefault
     | TruncateTarget
+    | DeletePartitionRows
+    | ExchangePartition
     | DropTarget
     | RenameTarget
     | ChangeKey

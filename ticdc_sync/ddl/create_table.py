@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ticdc_sync.core.upstream import TableSchema
+from ticdc_sync.ddl import partitioning
 from ticdc_sync.ddl.columns import (
     ColumnDef,
     parse_column_def,
@@ -125,8 +126,10 @@ def parse_create_table(p: Parser) -> CreateTableParse:
             continue
         p.expect(")")
         break
-    comment = _parse_table_options(p)
+    comment, parts = _parse_table_options(p)
     schema = build_schema(db, table, defs, pk, uks, comment, table_charset)
+    if parts is not None:
+        schema = schema.with_(partitioning=parts)
     return CreateTableParse(db, table, schema, if_not_exists)
 
 
@@ -223,9 +226,11 @@ def _lookahead_charset(p: Parser) -> str | None:
     return None
 
 
-def _parse_table_options(p: Parser) -> str | None:
-    """Table options after the column list; only COMMENT is kept. Partitioning is ignored."""
+def _parse_table_options(p: Parser) -> tuple[str | None, str | None]:
+    """Table options after the column list: the COMMENT, and the partitioning's text
+    (`ddl.partitioning`; it comes last). The other options are not kept."""
     comment = None
+    parts = None
     while not p.done():
         if p.accept("COMMENT"):
             p.accept("=")
@@ -233,11 +238,11 @@ def _parse_table_options(p: Parser) -> str | None:
             if c.kind == "str":
                 comment = c.text
         elif p.at("PARTITION", "BY"):
-            p.skip_rest()
+            parts = partitioning.parse_clause(p).text
         elif p.at("AS") or p.at("SELECT") or p.at("IGNORE") or p.at("REPLACE"):
             raise ParseError("CREATE TABLE ... SELECT is not supported", p.peek())
         elif p.at_punct("("):
             p.skip_balanced()
         else:
             p.next()
-    return comment
+    return comment, parts

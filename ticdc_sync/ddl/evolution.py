@@ -13,14 +13,16 @@ from ticdc_sync.core.datatypes import delta_type
 from ticdc_sync.core.errors import DdlError
 from ticdc_sync.core.model import DdlKind
 from ticdc_sync.core.upstream import Column, TableSchema
-from ticdc_sync.ddl import create_table
+from ticdc_sync.ddl import create_table, partition_rows, partitioning
 from ticdc_sync.ddl.changes import (
     AddColumn,
     ChangeKey,
     CreateTarget,
+    DeletePartitionRows,
     DeltaChange,
     DropColumn,
     DropTarget,
+    ExchangePartition,
     MoveColumn,
     NoOp,
     RenameColumn,
@@ -31,6 +33,7 @@ from ticdc_sync.ddl.changes import (
     change_column_type,
 )
 from ticdc_sync.ddl.defaults import ZERO_DATE, backfill_sql
+from ticdc_sync.ddl.partition_expr import PartitionError
 from ticdc_sync.ddl.statements import (
     AddColumnClause,
     AddPrimaryKeyClause,
@@ -63,6 +66,7 @@ from ticdc_sync.ddl.statements import (
     TruncateTable,
     Unknown,
 )
+from ticdc_sync.ddl.tokens import ParseError
 
 
 def _add_column_change(schema: TableSchema, col: Column, pos: Position | None) -> AddColumn:
@@ -270,20 +274,71 @@ def _apply_clause(schema: TableSchema, clause: AlterClause, out: list[DeltaChang
         out.append(NoOp(f"TiFlash replica count {clause.replicas}"))
         return schema
     if isinstance(clause, PartitionClause):
-        if clause.action in ("TRUNCATE", "DROP", "EXCHANGE", "REORGANIZE", "COALESCE"):
-            out.append(
-                Unsupported(
-                    f"{clause.action} PARTITION removes or swaps rows without row events",
-                    DdlKind.PARTITION,
-                )
-            )
-        else:
-            out.append(NoOp(f"partitioning change ({clause.action}) keeps every row"))
-        return schema
+        return _apply_partition(schema, clause, out)
     if isinstance(clause, RenameTableClause):
         out.append(RenameTarget(clause.new_db, clause.new_table))
         return schema.with_(db=clause.new_db, table=clause.new_table)
     raise TypeError(f"unhandled clause {clause!r}")
+
+
+def _apply_partition(
+    schema: TableSchema, clause: PartitionClause, out: list[DeltaChange]
+) -> TableSchema:
+    """A partition clause: the partitioning the schema history records after it, and the
+    rows it removes or swaps (computed from the partitioning in force before it)."""
+    action = clause.action
+    if action == "PARTITION BY":
+        out.append(NoOp("partitioning change (PARTITION BY) keeps every row"))
+        return schema.with_(partitioning=clause.definitions)
+    if action == "REMOVE PARTITIONING":
+        out.append(NoOp("partitioning change (REMOVE PARTITIONING) keeps every row"))
+        return schema.with_(partitioning=None)
+    if action not in ("ADD", "DROP", "TRUNCATE", "EXCHANGE", "REORGANIZE", "COALESCE"):
+        out.append(NoOp(f"{action} PARTITION keeps every row"))
+        return schema
+    try:
+        part = partitioning.read_schema(schema)
+    except PartitionError as e:
+        part, problem = None, str(e)
+    names = tuple(part.names()) if part is not None and clause.all_partitions else clause.names
+    if action in ("TRUNCATE", "DROP", "EXCHANGE"):
+        where = f"{action} PARTITION {', '.join(names) or 'ALL'}"
+        try:
+            if part is None:
+                raise PartitionError(problem)
+            predicate = partition_rows.predicate(part, names, schema)
+        except PartitionError as e:
+            out.append(
+                Unsupported(
+                    f"{where} removes or swaps rows without row events: {e}", DdlKind.PARTITION
+                )
+            )
+        else:
+            if action == "EXCHANGE":
+                assert clause.table is not None
+                out.append(ExchangePartition(names[0], clause.table, True, predicate))
+            else:
+                out.append(DeletePartitionRows(action, names, predicate))
+        if action != "DROP":
+            return schema
+    else:
+        out.append(NoOp(f"partitioning change ({action} PARTITION) keeps every row"))
+    if part is None:
+        return schema  # not understood before: not understood after either
+    try:
+        if action == "ADD":
+            part = partitioning.add(part, clause.definitions, clause.count)
+        elif action == "DROP":
+            part = partitioning.drop(part, names)
+        elif action == "REORGANIZE":
+            part = partitioning.reorganize(part, names, clause.definitions)
+        else:
+            part = partitioning.coalesce(part, clause.count or 0)
+    except (PartitionError, ParseError):
+        # Out of step with upstream: nothing here relies on the partitioning until a
+        # TRUNCATE/DROP/EXCHANGE PARTITION, which then blocks with that reason.
+        return schema.with_(partitioning=None)
+    return schema.with_(partitioning=part.sql())
 
 
 def apply_statement(

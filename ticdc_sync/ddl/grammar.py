@@ -9,6 +9,9 @@ clause rules that call each other.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from ticdc_sync.ddl import partitioning
 from ticdc_sync.ddl.columns import ColumnDef, parse_column_def, parse_default_value, parse_key_parts
 from ticdc_sync.ddl.create_table import is_key_element_start, parse_create_table, parse_key_element
 from ticdc_sync.ddl.statements import (
@@ -504,10 +507,63 @@ def _key_clause(p: Parser) -> AlterClause:
 
 def _partition(p: Parser, action: str, start: int) -> PartitionClause:
     # Partition clauses stand alone in MySQL and may contain commas (DROP PARTITION p0, p1):
-    # they take the rest of the statement.
+    # each is the rest of the statement, and anything after what it takes is not understood.
     text = " ".join(t.text for t in p.toks[start:])
-    p.skip_rest()
-    return PartitionClause(action, text)
+    c = PartitionClause(action, text)
+    if action == "PARTITION BY":
+        parsed = partitioning.parse_clause(p)
+        return replace(c, definitions=parsed.text)
+    if action == "REMOVE PARTITIONING":
+        p.expect("REMOVE", "PARTITIONING")
+        if p.accept("UPDATE", "INDEXES"):
+            p.skip_balanced()
+    elif action == "ADD":
+        p.accept("PARTITION")
+        p.accept("IF", "NOT", "EXISTS")
+        if p.accept("PARTITIONS"):
+            c = replace(c, count=_count(p))
+        else:
+            c = replace(c, definitions=_group_text(p))
+    elif action in ("DROP", "TRUNCATE", "EXCHANGE", "REORGANIZE", "COALESCE"):
+        if action != "DROP":
+            p.next()  # the verb (DROP was read by the caller)
+        p.expect("PARTITION")
+        if action == "DROP":
+            p.accept("IF", "EXISTS")
+        if action == "COALESCE":
+            c = replace(c, count=_count(p))
+        elif action == "TRUNCATE" and p.accept("ALL"):
+            c = replace(c, all_partitions=True)
+        elif not p.done():
+            names = [p.ident()]
+            while p.accept(","):
+                names.append(p.ident())
+            c = replace(c, names=tuple(names))
+        if action == "EXCHANGE":
+            p.expect("WITH", "TABLE")
+            c = replace(c, table=p.qname())
+            p.accept("WITH", "VALIDATION") or p.accept("WITHOUT", "VALIDATION")
+        elif action == "REORGANIZE" and p.accept("INTO"):
+            c = replace(c, definitions=_group_text(p))
+    else:  # ANALYZE, CHECK, OPTIMIZE, REBUILD, REPAIR, DISCARD, IMPORT: no row changes
+        p.skip_rest()
+    if not p.done():
+        raise ParseError(f"unexpected {p.peek().text!r} in a {action} PARTITION clause", p.peek())
+    return c
+
+
+def _count(p: Parser) -> int:
+    t = p.next()
+    if t.kind != "num" or not t.text.isdigit():
+        raise ParseError("expected a partition count", t)
+    return int(t.text)
+
+
+def _group_text(p: Parser) -> str:
+    """A parenthesised group as text (`(PARTITION p9 VALUES LESS THAN (100))`)."""
+    start = p.i
+    p.skip_balanced()
+    return partitioning.definitions_text(p.toks[start : p.i])
 
 
 def flatten(stmts: list) -> list[DdlStatement]:

@@ -145,7 +145,7 @@ _ACTIONS: dict[int, tuple[str, DdlKind | None, tuple[type, ...] | None, bool]] =
     61: ("MultiSchemaChange", None, (_T,), False),
     62: ("FlashbackCluster", DdlKind.RECOVER_TABLE, None, False),
     63: ("RecoverSchema", DdlKind.RECOVER_TABLE, (RecoverTable,), False),
-    64: ("ReorganizePartition", DdlKind.PARTITION, (_T,), False),
+    64: ("ReorganizePartition", DdlKind.OTHER, (_T,), False),
     65: ("AlterTTLInfo", DdlKind.OTHER, (_T,), True),
     67: ("AlterTTLRemove", DdlKind.OTHER, (_T,), True),
     68: ("CreateResourceGroup", DdlKind.OTHER, (SchemaObject,), True),

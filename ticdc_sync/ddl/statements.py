@@ -103,10 +103,18 @@ class TableOptionClause:
 
 @dataclass(frozen=True, slots=True)
 class PartitionClause:
-    """ADD/DROP/TRUNCATE/EXCHANGE/REORGANIZE/COALESCE PARTITION, PARTITION BY, REMOVE PARTITIONING."""
+    """ADD/DROP/TRUNCATE/EXCHANGE/REORGANIZE/COALESCE PARTITION, PARTITION BY, REMOVE
+    PARTITIONING (and the maintenance verbs ANALYZE, CHECK, ... which change nothing)."""
 
     action: str  # upper-case: "ADD", "DROP", "TRUNCATE", "EXCHANGE", "REORGANIZE", ...
     text: str
+    names: tuple[str, ...] = ()  # the partitions it names (ALL: `all_partitions`)
+    all_partitions: bool = False  # TRUNCATE PARTITION ALL
+    # ADD / REORGANIZE ... INTO: the `(PARTITION ...)` list as text; PARTITION BY: the new
+    # partitioning's text (`ddl.partitioning`), None when TiDB builds no partitioning.
+    definitions: str | None = None
+    count: int | None = None  # ADD PARTITION PARTITIONS n, COALESCE PARTITION n
+    table: tuple[str, str] | None = None  # EXCHANGE ... WITH TABLE db.t
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,15 @@ from ticdc_sync.core.errors import DdlError
 from ticdc_sync.core.model import DdlOverride, OverrideAction, Project
 from ticdc_sync.core.upstream import Key, TableSchema, Version, key
 from ticdc_sync.core.window import DdlEvent, dedupe_ddl
-from ticdc_sync.ddl.changes import CreateTarget, DeltaChange, DropTarget, NoOp, RenameTarget
+from ticdc_sync.ddl.changes import (
+    CreateTarget,
+    DeltaChange,
+    DropTarget,
+    ExchangePartition,
+    NoOp,
+    RenameTarget,
+    Unsupported,
+)
 from ticdc_sync.ddl.debezium import schema_from_debezium_table
 from ticdc_sync.ddl.evolution import apply_statement, diff_schemas, statement_tables
 from ticdc_sync.ddl.protocol import parse_ddl
@@ -31,6 +39,7 @@ from ticdc_sync.ddl.statements import (
     DdlStatement,
     DropDatabase,
     DropTable,
+    PartitionClause,
     RenameTableClause,
     RenameTables,
     Unknown,
@@ -72,6 +81,9 @@ class DdlGroup:
     # rename, as their text names them ((old, new); None: none), in order. A DROP TABLE needs
     # no schema to say that the table is gone.
     moves: tuple[tuple[Key | None, Key | None], ...] = ()
+    # Of a group that could not be replayed: the tables other than the events' own whose
+    # rows it changes, as its text names them (the other table of an EXCHANGE PARTITION).
+    named: tuple[Key, ...] = ()
 
     def renames(self) -> dict[Key, tuple[str, str] | None]:
         """Net renames of the group: each table that existed before, to where it ended up
@@ -314,17 +326,21 @@ def _replay(
                     if e.new is not None:
                         current[key(*e.new)] = e.after
     except DdlError as err:
-        moves = _moves(project, source, ts, ordered)
-        return DdlGroup(ts, tuple(ordered), tuple(effects), tuple(overrides), str(err), moves)
+        moves, named = _moves(project, source, ts, ordered)
+        return DdlGroup(
+            ts, tuple(ordered), tuple(effects), tuple(overrides), str(err), moves, named
+        )
     return DdlGroup(ts, tuple(ordered), tuple(effects), tuple(overrides))
 
 
 def _moves(
     project: Project, source: str, ts: int, events: list[DdlEvent]
-) -> tuple[tuple[Key | None, Key | None], ...]:
+) -> tuple[tuple[tuple[Key | None, Key | None], ...], tuple[Key, ...]]:
     """The tables `events` drop, create or rename, read from their text alone (`DdlGroup.moves`;
-    a text that does not parse names none)."""
+    a text that does not parse names none), and the other tables whose rows they change
+    (`DdlGroup.named`)."""
     out: list[tuple[Key | None, Key | None]] = []
+    named: list[Key] = []
     for ev in events:
         ov = project.ddl_override(source, ev.db, ev.tbl, ts)
         if ov is not None and ov.action is OverrideAction.SKIP:
@@ -347,7 +363,10 @@ def _moves(
                 for c in stmt.clauses:
                     if isinstance(c, RenameTableClause):
                         out.append((key(stmt.db, stmt.table), key(c.new_db, c.new_table)))
-    return tuple(out)
+                other = _exchanged(stmt)
+                if other is not None:
+                    named += [key(stmt.db, stmt.table), key(*other)]
+    return tuple(out), tuple(named)
 
 
 def _apply(stmt: DdlStatement, ev: DdlEvent, sql: str, lookup) -> list[TableEffect]:
@@ -442,7 +461,41 @@ def _apply(stmt: DdlStatement, ev: DdlEvent, sql: str, lookup) -> list[TableEffe
         new_name = (new.db, new.table) if new is not None else None
     else:
         new_name = (db, table) if new is not None else None
-    return [TableEffect(old_name, new_name, base, new, tuple(changes), sql)]
+    out = [TableEffect(old_name, new_name, base, new, tuple(changes), sql)]
+    other = _exchanged(stmt)
+    if other is not None:
+        out.append(_exchange_other(other, (db, table), changes, lookup, sql))
+    return out
+
+
+def _exchanged(stmt: DdlStatement) -> tuple[str, str] | None:
+    """The non-partitioned table of an EXCHANGE PARTITION (None: not one)."""
+    if not isinstance(stmt, AlterTable):
+        return None
+    for c in stmt.clauses:
+        if isinstance(c, PartitionClause) and c.action == "EXCHANGE" and c.table is not None:
+            return c.table
+    return None
+
+
+def _exchange_other(
+    other: tuple[str, str], pt: tuple[str, str], changes: list[DeltaChange], lookup, sql: str
+) -> TableEffect:
+    """The other side of an EXCHANGE PARTITION: its rows swap with the partition's, so it
+    changes (or blocks) exactly as the partitioned table does."""
+    schema = lookup(*other)
+    if schema is None:
+        raise DdlError(
+            f"EXCHANGE PARTITION with {other[0]}.{other[1]}: that table's schema is unknown "
+            "(hint: seed it from schema/*.sql)"
+        )
+    mirrored: list[DeltaChange] = []
+    for c in changes:
+        if isinstance(c, ExchangePartition):
+            mirrored.append(ExchangePartition(c.partition, pt, False, c.predicate))
+        elif isinstance(c, Unsupported):
+            mirrored.append(c)
+    return TableEffect(other, other, schema, schema, tuple(mirrored), sql)
 
 
 def _drop_database(db: str, names: Iterable[Key], lookup, sql: str) -> list[TableEffect]:

@@ -204,7 +204,7 @@ class Parser:
                 depth -= 1
                 if depth == 0:
                     break
-            parts.append(_tok_sql(t))
+            parts.append(tok_sql(t))
         return " ".join(parts)
 
     def skip_until_comma_or_close(self) -> None:
@@ -221,7 +221,8 @@ class Parser:
         self.i = len(self.toks)
 
 
-def _tok_sql(t: Tok) -> str:
+def tok_sql(t: Tok) -> str:
+    """A token as SQL text again (strings and names quoted)."""
     if t.kind == "str":
         return "'" + t.text.replace("'", "''") + "'"
     if t.kind == "ident":

@@ -37,6 +37,9 @@ OP_BACKFILL = "backfill"  # the UPDATE of an added column; nothing when the tabl
 # left out (`drop_column`): a change without the table feature it would need, or a narrowing.
 OP_REBUILD = "rebuild"
 OP_COPY_FROM = "copy_from"  # rows of target `source_target` as of just before the DDL
+# In an OP_COPY_FROM's `sql` (EXCHANGE PARTITION): where the engine puts the source target as
+# of its version just before the DDL (no `sql`: every row is copied, as a RENAME TABLE does).
+COPY_SOURCE = "{source}"
 OP_RECORD = "record"  # a commit that only records the marker
 
 
@@ -55,7 +58,7 @@ class DeltaPart:
     new_type: str | None = None  # OP_REBUILD
     new_name: str | None = None  # OP_REBUILD
     drop_column: bool = False  # OP_REBUILD
-    source_target: str | None = None  # OP_COPY_FROM
+    source_target: str | None = None  # OP_COPY_FROM (its `sql`, if any, reads `COPY_SOURCE`)
     feature: str | None = None  # the table feature this part enables, if any
     feature_dropped: str | None = None  # the table feature this part removes, if any
 

@@ -2,8 +2,10 @@
 columns, whether an existing table can be kept in it, and the DDL decisions that differ from
 the mirror's (docs/ddl.md, a column per mode).
 
-- soft_delete: a TRUNCATE marks every live row deleted at its commit_ts.
-- history: a TRUNCATE closes every open version at its commit_ts; a DROP COLUMN keeps the
+- soft_delete: a TRUNCATE marks every live row deleted at its commit_ts (a TRUNCATE/DROP
+  PARTITION, the partition's).
+- history: a TRUNCATE closes every open version at its commit_ts (a TRUNCATE/DROP
+  PARTITION, the partition's); a DROP COLUMN keeps the
   column (old versions keep their values, newer ones hold NULL); an ADD COLUMN's default
   fills the versions open at it (as upstream, every row has it from then on), not the
   versions closed before it.
@@ -58,6 +60,17 @@ def mode_change(
         )
         d = replace(decision, describe=what)
         return d, [DeltaPart(what, OP_SQL, truncate_sql(mode, ref, ts))]
+    if isinstance(change, ch.DeletePartitionRows):
+        names = ", ".join(change.partitions)
+        what = (
+            f"{change.action.lower()} partition {names}: mark its live rows deleted at commit_ts "
+            f"{ts}, the rows where {change.predicate}"
+            if mode is Mode.SOFT_DELETE
+            else f"{change.action.lower()} partition {names}: close its open versions at "
+            f"commit_ts {ts}, the rows where {change.predicate}"
+        )
+        d = replace(decision, describe=what)
+        return d, [DeltaPart(what, OP_SQL, truncate_sql(mode, ref, ts, change.predicate))]
     if mode is not Mode.HISTORY:
         return decision, change_parts(change, decision, ref)
     if isinstance(change, ch.DropColumn):

@@ -42,7 +42,7 @@ KIND_CLASS: dict[DdlKind, str] = {
     DdlKind.RENAME_TABLE: DESTRUCTIVE,
     DdlKind.DROP_TABLE: DESTRUCTIVE,
     DdlKind.PRIMARY_KEY: DESTRUCTIVE,
-    DdlKind.PARTITION: UNSUPPORTED,
+    DdlKind.PARTITION: DESTRUCTIVE,
     DdlKind.RECOVER_TABLE: UNSUPPORTED,
     DdlKind.UNPARSED: UNSUPPORTED,
     DdlKind.OTHER: NO_CHANGE,
@@ -203,6 +203,25 @@ def _auto(
     return (
         FeatureUse.ENABLE,
         f"enables {feature}: {why}; {table_features.LOCKS_OUT[feature]} cannot read it",
+    )
+
+
+def partition_in_merge(decision: Decision, upstreams: tuple[tuple[str, str], ...]) -> Decision:
+    """A TRUNCATE/DROP/EXCHANGE PARTITION on a target that merges several upstream tables
+    (shards): its rows do not say which table they came from, so the partition's rows
+    cannot be told from the other tables' rows that match the same predicate."""
+    if decision.action != APPLY or len(upstreams) < 2:
+        return decision
+    names = ", ".join(f"{db}.{t}" for db, t in upstreams)
+    return Decision(
+        BLOCK,
+        decision.kind,
+        decision.classification,
+        decision.describe,
+        reason=f"{decision.describe}: this target merges {names} and does not tell their rows "
+        "apart, so the rows of that partition cannot be told from the other tables'",
+        setting="`partition: skip` on this entry to let the target differ from upstream, or "
+        "routes that give each table a target of its own",
     )
 
 

@@ -2,7 +2,8 @@
 a decision per change (`plan.policy`) and a status (ready, blocked, held, waiting).
 
 Renames that move a table between targets are taken net over their group. The Delta
-commits of each decided change come from `ddl_parts`. Pure: never reads or writes anything.
+commits of each decided change come from `ddl_parts` (an EXCHANGE PARTITION's from
+`exchange`). Pure: never reads or writes anything.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from ticdc_sync.core.model import Project, Source
 from ticdc_sync.core.upstream import Key, key
 from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl.timeline import DdlGroup, TableEffect, Timeline
-from ticdc_sync.plan import policy
+from ticdc_sync.plan import exchange, policy
 from ticdc_sync.plan import table_features as tf
 from ticdc_sync.plan.ddl_parts import record_part, rename_in, rename_out
-from ticdc_sync.plan.model import BLOCKED, HELD, READY, WAITING, ChangeStep, TargetDdl
+from ticdc_sync.plan.model import BLOCKED, HELD, READY, WAITING, ChangeStep, DeltaPart, TargetDdl
 from ticdc_sync.plan.modes import keeps_fused_rows, mode_change
 from ticdc_sync.project import routing
 
@@ -45,7 +46,9 @@ def target_ddl(
     touched = {key(db, t) for db, t in tr.upstreams}
     for g in timeline.groups:
         part = _Part.of(project, source.name, tr.target, g)
-        keyed_here = any(key(e.db, e.tbl) in touched for e in g.events)
+        keyed_here = any(key(e.db, e.tbl) in touched for e in g.events) or any(
+            k in touched for k in g.named
+        )
         if part.empty and not (g.problem and keyed_here) and not _skipped_here(g, touched):
             continue
         if marker.ddl_done(g.commit_ts):
@@ -164,14 +167,30 @@ def _decide_group(
         )
     steps: list[ChangeStep] = []
     mode, _ = project.mode(entry)
+    rename_from: str | None = None
     for e in part.own:
         for c in e.changes:
+            d = policy.decide(project, entry, c, data_bytes, resumed)
+            if isinstance(c, ch.ExchangePartition):
+                d, src, src_mode = exchange.other_target(project, tr.source, tr.target, c, d)
+                d = policy.partition_in_merge(d, tr.upstreams)
+                swap: tuple[DeltaPart, ...] = ()
+                if d.action == policy.APPLY and src and src_mode and e.after is not None:
+                    keys, _ = routing.merge_keys(entry, e.after)
+                    cols = e.after.column_names()
+                    swap = tuple(
+                        exchange.exchange_parts(
+                            mode, ref, g.commit_ts, c, cols, keys, src, src_mode
+                        )
+                    )
+                    rename_from = src  # its rows come in, as of just before the DDL
+                steps.append(ChangeStep(c, d, swap))
+                continue
+            if isinstance(c, ch.DeletePartitionRows):
+                d = policy.partition_in_merge(d, tr.upstreams)
             # The mode's own decisions (a history target keeps a dropped column, ...).
-            decision, parts = mode_change(
-                mode, c, policy.decide(project, entry, c, data_bytes, resumed), ref, g.commit_ts
-            )
-            steps.append(ChangeStep(c, decision, tuple(parts)))
-    rename_from: str | None = None
+            decision, mode_parts = mode_change(mode, c, d, ref, g.commit_ts)
+            steps.append(ChangeStep(c, decision, tuple(mode_parts)))
     for src, (odb, otbl), e in part.incoming:
         assert e.new is not None
         c = ch.RenameTarget(*e.new)

@@ -256,7 +256,7 @@ class Applies(LoopState):
         if (t.name, d.commit_ts) not in self.waits_noted:
             self.waits_noted.add((t.name, d.commit_ts))
             self.out(
-                f"  {t.name}: its RENAME TABLE at commit_ts {d.commit_ts} copies rows of "
+                f"  {t.name}: its RENAME TABLE or EXCHANGE PARTITION at commit_ts {d.commit_ts} copies rows of "
                 f"{d.rename_from}, which has not applied up to {limit} yet: applied up to "
                 "there first"
             )

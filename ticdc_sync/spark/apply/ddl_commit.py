@@ -18,6 +18,7 @@ from ticdc_sync.core.sqlgen import COMMIT_TS, quote, sql_string, table_ref
 from ticdc_sync.core.upstream import key
 from ticdc_sync.core.window import Marker
 from ticdc_sync.plan.model import (
+    COPY_SOURCE,
     OP_BACKFILL,
     OP_COPY_FROM,
     OP_CREATE,
@@ -104,7 +105,7 @@ def _check_caught_up(w, source_target: str, ts: int) -> None:
         return
     raise BlockedError(
         f"target {w.name} waits at commit_ts {ts}: its rows come from target {source_target} "
-        f"(RENAME TABLE), which has not reached commit_ts {ts - 1} "
+        f"(RENAME TABLE or EXCHANGE PARTITION), which has not reached commit_ts {ts - 1} "
         f"(applied up to {m.applied_ts if m else -1}) (hint: unblock {source_target} first; "
         f"with --select, select it too)"
     )
@@ -130,7 +131,7 @@ def _execute(w, part: DeltaPart, m: Marker, ts: int) -> None:
         return
     if part.op == OP_COPY_FROM:
         with commit_marker(spark, m, "ddl.part", target=w.name):
-            _copy_from(w, part.source_target or "", ts)
+            _copy_from(w, part.source_target or "", ts, part.sql)
         return
     with commit_marker(spark, m, "ddl.part", target=w.name):
         try:
@@ -146,9 +147,11 @@ def _execute(w, part: DeltaPart, m: Marker, ts: int) -> None:
             )
 
 
-def _copy_from(w, source_target: str, ts: int) -> None:
+def _copy_from(w, source_target: str, ts: int, sql: str | None = None) -> None:
     """Rows of `source_target` as of just before `ts` (time travel to its newest version
-    whose marker has not started the DDL at `ts`), into this target, column by column."""
+    whose marker has not started the DDL at `ts`), into this target: the plan's `sql` with
+    that version in place of `COPY_SOURCE` (EXCHANGE PARTITION), else every row, column by
+    column (RENAME TABLE). A source target that does not exist has no rows to give."""
     spark = w.spark
     loc = find_target(w.state.warehouse, source_target, lambda p: table_exists(spark, p))
     version = _version_before(spark, loc, ts) if table_exists(spark, loc) else None
@@ -156,6 +159,9 @@ def _copy_from(w, source_target: str, ts: int) -> None:
         spark.sql(
             f"ALTER TABLE {w.ref} SET TBLPROPERTIES ('ticdc_sync.last_ddl_ts' = {sql_string(str(ts))})"
         )
+        return
+    if sql is not None:
+        spark.sql(sql.replace(COPY_SOURCE, f"{table_ref(loc)} VERSION AS OF {version}"))
         return
     mine = {f.name for f in spark.read.format("delta").load(w.location).schema}
     old = spark.read.format("delta").option("versionAsOf", version).load(loc)
