@@ -1,0 +1,159 @@
+"""Stop a run at a named crash point in the shared session, as a process death would, and
+resume it: the in-JVM stand-in for SIGKILL that `ticdc_sync.core.crash_points` makes possible.
+
+`run_resuming` runs a project once with one point armed: when the run stops there
+(`SimulatedCrash`), the JVM forgets what a dead process's JVM would not keep (`abandon`:
+Delta's cached logs, Spark's cached data, the run's global views), and a new run in the
+same session resumes, as `ticdc-sync run` started again would. `facts` is what a test compares with an uninterrupted play: every
+target's rows and marker, the sync points (each one read back at its version), the
+quarantine, each source's resolved TSO, and that no file a crash left is visible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from deltalake import DeltaTable
+
+from tests.spark.engine_harness import load
+from ticdc_sync.core import crash_points
+from ticdc_sync.core.crash_points import SimulatedCrash
+from ticdc_sync.spark import runner
+from ticdc_sync.warehouse.locations import state_location, target_location, warehouse_path
+
+
+def abandon(spark) -> None:
+    """What a process death takes with it: Delta's cached logs (`DeltaLog.clearCache`),
+    Spark's cached data, and the global views the run made (its shared windows)."""
+    jvm = spark._jvm
+    jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+    spark.catalog.clearCache()
+    for t in spark.catalog.listTables("global_temp"):
+        spark.catalog.dropGlobalTempView(t.name)
+
+
+@dataclass
+class Play:
+    """How one run (and its resumption) went."""
+
+    outcomes: list[str] = field(default_factory=list)  # `crashed at ...`, `exit 0`
+    fired: bool = False
+    reached: list[tuple[str, str | None]] = field(default_factory=list)  # (point, target)
+
+
+def run_resuming(
+    spark, root: Path, point: str | None = None, *, nth: int = 1, target: str | None = None
+) -> Play:
+    """`ticdc-sync run` of the project at `root` in the shared session, with `point` armed
+    (the `nth` reach, for `target`) or, without one, recording the points it reaches; after
+    a crash there, the JVM forgets what a dead process's would (`abandon`) and a new run
+    resumes. Every run but a crashed one must exit 0."""
+    play = Play()
+    while True:
+        project = load(root)
+        if point is not None and not play.fired:
+            arming = crash_points.armed(point, nth=nth, target=target)
+        else:
+            arming = crash_points.recording()
+        with arming as a:
+            try:
+                code = runner.run(project, spark=spark, out=lambda s: None)
+            except SimulatedCrash as e:
+                play.outcomes.append(f"crashed at {e}")
+                play.fired = True
+                abandon(spark)
+                continue
+            finally:
+                play.reached.extend(a.reached)
+        play.outcomes.append(f"exit {code}")
+        assert code == 0, play.outcomes
+        return play
+
+
+def facts(spark, root: Path, targets: Sequence[str], sync_points: bool = True) -> dict:
+    """What an interrupted play must leave as an uninterrupted one does (see the module)."""
+    from ticdc_sync.read import sync_points as sp
+    from ticdc_sync.spark.runtime.delta_log import target_marker
+    from ticdc_sync.warehouse import read as warehouse
+
+    project = load(root)
+    wh = warehouse_path(project)
+    out: dict = {"targets": {}, "sync_points": [], "quarantine": [], "resolved": {}}
+    for name in targets:
+        loc = target_location(wh, name)
+        df = spark.read.format("delta").load(loc)
+        cols = sorted(df.columns)
+        rows = sorted(tuple(str(r[c]) for c in cols) for r in df.collect())
+        # A reader other than Spark sees the same rows: no file a crash left is part of the
+        # table (delta-rs reads every file the log names, and only those).
+        rs = DeltaTable(loc).to_pyarrow_table()
+        assert rs.num_rows == len(rows), f"{name}: delta-rs reads {rs.num_rows} rows"
+        m = target_marker(spark, loc)
+        out["targets"][name] = {
+            "columns": cols,
+            "rows": rows,
+            "marker": None if m is None else (m.applied_ts, m.ddl_ts, m.ddl_part, m.ddl_parts),
+            "uncommitted_rewrite_folders": _uncommitted_rewrites(loc),
+        }
+    if sync_points:
+        # Each sync point's TSO and target, and the target's rows read at its version (the
+        # versions themselves may differ: a resumed run can take more commits to get there).
+        try:
+            recorded = spark.read.format("delta").load(sp.location(project)).select("*").collect()
+        except Exception:  # noqa: BLE001 - none recorded
+            recorded = []
+        for r in sorted(recorded, key=lambda r: (r["source"], r["tso"], r["target"])):
+            loc = target_location(wh, r["target"])
+            at = spark.read.format("delta").option("versionAsOf", r["version"]).load(loc)
+            cols = sorted(at.columns)
+            rows = sorted(tuple(str(x[c]) for c in cols) for x in at.collect())
+            out["sync_points"].append((r["source"], r["tso"], r["target"], rows))
+    try:
+        q = spark.read.format("delta").load(state_location(wh, "quarantine")).collect()
+        out["quarantine"] = sorted(
+            (r["source"], r["topic"], r["partition"], r["offset"], r["idx"], r["reason"]) for r in q
+        )
+    except Exception:  # noqa: BLE001 - no quarantine table
+        pass
+    state = warehouse.read_state(project)
+    # Each partition's staged position and watermark.
+    out["resolved"] = {
+        name: sorted((k, p.last_offset, p.progress_ts) for k, p in s.tally.partitions.items())
+        for name, s in sorted(state.sources.items())
+    }
+    return out
+
+
+def _uncommitted_rewrites(location: str) -> list[str]:
+    """Rewrite folders (`rs-<version>-...`) in the target that no commit of the log names:
+    files a crash left where a reader of the folder could see them."""
+    from ticdc_sync.spark.apply.rewrite import FOLDER
+
+    folder = Path(location)
+    log = "".join(p.read_text() for p in sorted((folder / "_delta_log").glob("*.json")))
+    return sorted(
+        p.name
+        for p in folder.iterdir()
+        if p.is_dir() and FOLDER.match(p.name) and p.name not in log
+    )
+
+
+def assert_same_facts(got: dict, want: dict, outcomes: list[str]) -> None:
+    """`got` equals `want` (`facts`), each difference named."""
+    for name, w in want["targets"].items():
+        g = got["targets"][name]
+        for key in ("columns", "marker", "uncommitted_rewrite_folders"):
+            assert g[key] == w[key], (name, key, g[key], w[key], outcomes)
+        missing = sorted(set(w["rows"]) - set(g["rows"]))
+        extra = sorted(set(g["rows"]) - set(w["rows"]))
+        assert g["rows"] == w["rows"], (name, "missing", missing, "extra", extra, outcomes)
+    g_sp = {sp[:3]: sp[3] for sp in got["sync_points"]}
+    w_sp = {sp[:3]: sp[3] for sp in want["sync_points"]}
+    assert len(g_sp) == len(got["sync_points"]), ("a sync point twice", outcomes)
+    assert sorted(g_sp) == sorted(w_sp), ("sync points", sorted(g_sp), sorted(w_sp), outcomes)
+    for key, rows in w_sp.items():
+        assert g_sp[key] == rows, ("sync point", key, g_sp[key], rows, outcomes)
+    assert got["quarantine"] == want["quarantine"], ("quarantine", outcomes)
+    assert got["resolved"] == want["resolved"], ("staged positions", outcomes)
