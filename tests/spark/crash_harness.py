@@ -4,9 +4,10 @@ resume it: the in-JVM stand-in for SIGKILL that `ticdc_sync.core.crash_points` m
 `run_resuming` runs a project once with one point armed: when the run stops there
 (`SimulatedCrash`), the JVM forgets what a dead process's JVM would not keep (`abandon`:
 Delta's cached logs, Spark's cached data, the run's global views), and a new run in the
-same session resumes, as `ticdc-sync run` started again would. `facts` is what a test compares with an uninterrupted play: every
-target's rows and marker, the sync points (each one read back at its version), the
-quarantine, each source's resolved TSO, and that no file a crash left is visible.
+same session resumes, as `ticdc-sync run` started again would. `facts` is what a test
+compares with an uninterrupted play: every target's rows and marker, the sync points (each
+one read back at its version), every target read as of the latest resolved TSO, the
+quarantine, each source's staged positions, and that no file a crash left is visible.
 """
 
 from __future__ import annotations
@@ -117,6 +118,15 @@ def facts(spark, root: Path, targets: Sequence[str], sync_points: bool = True) -
         )
     except Exception:  # noqa: BLE001 - no quarantine table
         pass
+    # A read as of the latest resolved TSO (each target's version with its staged changes
+    # after it, as `as_of` merges them), the reader every consistent read goes through.
+    from ticdc_sync.spark.as_of import as_of
+
+    read = as_of(spark, project, "latest", list(targets))
+    out["as_of"] = (read.at.tso, {})
+    for name, frame in sorted(read.frames.items()):
+        cols = sorted(frame.columns)
+        out["as_of"][1][name] = sorted(tuple(str(r[c]) for c in cols) for r in frame.collect())
     state = warehouse.read_state(project)
     # Each partition's staged position and watermark.
     out["resolved"] = {
@@ -155,5 +165,8 @@ def assert_same_facts(got: dict, want: dict, outcomes: list[str]) -> None:
     assert sorted(g_sp) == sorted(w_sp), ("sync points", sorted(g_sp), sorted(w_sp), outcomes)
     for key, rows in w_sp.items():
         assert g_sp[key] == rows, ("sync point", key, g_sp[key], rows, outcomes)
+    assert got["as_of"][0] == want["as_of"][0], ("as_of latest TSO", outcomes)
+    for name, rows in want["as_of"][1].items():
+        assert got["as_of"][1][name] == rows, ("as_of latest", name, outcomes)
     assert got["quarantine"] == want["quarantine"], ("quarantine", outcomes)
     assert got["resolved"] == want["resolved"], ("staged positions", outcomes)

@@ -1,6 +1,7 @@
 """The staging table's compaction (`Staging.compact`) rewrites only its small files, and only
 once enough new ones were added since the last time; it runs beside staging
-(`maintenance.Maintenance`) without losing an event or a tally, also when killed.
+(`maintenance.Maintenance`) without losing an event or a tally. A run stopped in its OPTIMIZE
+or its VACUUM is tested at their crash points (`tests/spark/test_crash_points.py`).
 
 Each staging commit adds a file or a few. A compacted file at or above the size bound is
 left alone by the next compaction, so a compaction costs what was staged since the last
@@ -9,18 +10,12 @@ one, not the whole table.
 
 from __future__ import annotations
 
-import random
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
 
-from tests.compaction_child import BATCH_EVENTS, SOURCE, batch
-from tests.processes import kill_tree
+from tests.spark.staged_batches import BATCH_EVENTS, SOURCE, batch
 from ticdc_sync.spark.staging.maintenance import Maintenance
 from ticdc_sync.spark.staging.table import Staging
 
@@ -128,64 +123,3 @@ def test_staging_goes_on_beside_a_compaction_and_loses_nothing(spark, tmp_path):
     staging.stage(SOURCE, batch(spark, offset))
     offset += BATCH_EVENTS
     assert_each_event_once_and_tallied(spark, staging, offset - 1)
-
-
-@pytest.mark.slow
-def test_sigkill_while_compacting_beside_staging_then_resume(spark, tmp_path):
-    """A process staging with compactions beside it (`tests.compaction_child`) is killed
-    with SIGKILL soon after a compaction starts; a second process then finishes
-    its batches. Every event staged by any of them is there once, and the tallies agree."""
-    wh = str(tmp_path / "wh")
-    lines = _kill_after_compacting(wh, random.Random(41).uniform(0.0, 0.5))
-    printed = max(int(x.split()[1]) for x in lines if x.startswith("STAGED "))
-    # The kill landed while the compaction ran (its end was never reported): it takes
-    # seconds (OPTIMIZE, then VACUUM), and the kill comes within half a second of its start.
-    marks = [x for x in lines if x.startswith(("COMPACTING", "COMPACTED"))]
-    assert marks and marks[-1] == "COMPACTING", lines
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.compaction_child", wh, "2"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    last = max(int(x.split()[1]) for x in done.stdout.splitlines() if x.startswith("STAGED "))
-    assert last > printed
-    assert_each_event_once_and_tallied(spark, Staging(spark, wh), last)
-
-
-def _kill_after_compacting(warehouse: str, delay: float) -> list[str]:
-    """Run the child until it says a compaction started, SIGKILL it `delay` seconds later
-    (its process group and its JVM's); the lines it printed."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.compaction_child", warehouse, "30"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
-    lines: list[str] = []
-    started = threading.Event()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line.strip())
-            if line.startswith("COMPACTING"):
-                started.set()
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        deadline = time.monotonic() + 300
-        while not started.is_set() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert started.is_set(), f"no compaction started: {lines}"
-        time.sleep(delay)
-    finally:
-        kill_tree(proc.pid)
-        proc.wait(timeout=60)
-    reader.join(timeout=10)
-    return list(lines)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from tests.compaction_child import BATCH_EVENTS, SOURCE, batch
 from tests.spark.engine_harness import canal_row, load, make_project, write_captures
 from tests.spark.engine_harness import canal_watermark as wm
+from tests.spark.staged_batches import BATCH_EVENTS, SOURCE, batch
 from tests.spark.test_plan_is_program import MT, ddl
 from ticdc_sync.core.lake import LakeTable
 from ticdc_sync.core.staged import read_carried
@@ -30,7 +30,7 @@ from ticdc_sync.warehouse.locations import warehouse_path
 
 pytestmark = pytest.mark.spark
 
-# `tests.compaction_child.batch`: event at offset o has commit_ts 1000 + o.
+# `tests.spark.staged_batches.batch`: event at offset o has commit_ts 1000 + o.
 TS0 = 1000
 
 
