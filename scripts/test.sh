@@ -2,7 +2,10 @@
 # Install ticdc-sync with its dev extras and run the full test suite (unit + Spark + the
 # process-level tests) in parallel workers; arguments replace the default `tests`.
 #
-#   ./scripts/test.sh                      # everything
+#   ./scripts/test.sh                      # everything (README, CI)
+#   ./scripts/test.sh --quick              # the edit-test loop: each module's own tests, without
+#                                          # the process-level folders, the multi-run engine
+#                                          # scenarios (`e2e`) and the real kills (`slow`)
 #   ./scripts/test.sh tests/unit           # one folder (pure tests: seconds)
 #   ./scripts/test.sh -n 0 tests/spark     # no workers (one process, one Spark session)
 #
@@ -14,9 +17,16 @@ cd "$(dirname "$0")/.."
 
 python3 -m pip install -q -e ".[dev]"
 
+select=()
+if [ "${1:-}" = "--quick" ]; then
+  shift
+  select=(-m "not slow and not e2e")
+  [ "$#" -gt 0 ] || set -- tests/unit tests/spark
+fi
+
 set +e
 python3 -m pytest -q -n "${TICDC_SYNC_TEST_WORKERS:-2}" --dist loadgroup --durations=15 \
-  "${@:-tests}"
+  "${select[@]}" "${@:-tests}"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
