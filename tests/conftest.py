@@ -107,7 +107,8 @@ FILE_GROUPS = {
     # A history with a RENAME and a DROP TABLE, run once, verified against two exports.
     "tests/spark/test_verify_absent.py": "module-test_verify_absent",
     # Each variant's uninterrupted play, compared with every crash point's.
-    "tests/spark/test_crash_points.py": "module-test_crash_points",
+    "tests/spark/test_crash_points_paths.py": "module-test_crash_points_paths",
+    "tests/spark/test_crash_points_merge.py": "module-test_crash_points_merge",
 }
 
 

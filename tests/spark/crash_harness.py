@@ -73,10 +73,22 @@ def run_resuming(
         return play
 
 
-def facts(spark, root: Path, targets: Sequence[str], sync_points: bool = True) -> dict:
-    """What an interrupted play must leave as an uninterrupted one does (see the module)."""
+def _rows(table: DeltaTable) -> tuple[list[str], list[tuple]]:
+    """A Delta table's columns (sorted) and rows (as text, sorted), read by delta-rs."""
+    data = table.to_pyarrow_table()
+    cols = sorted(data.column_names)
+    rows = data.select(cols).to_pylist()
+    return cols, sorted(tuple(str(r[c]) for c in cols) for r in rows)
+
+
+def facts(spark, root: Path, targets: Sequence[str]) -> dict:
+    """What an interrupted play must leave as an uninterrupted one does (see the module).
+    The tables are read by delta-rs, a reader other than Spark: it reads every file the log
+    names and only those, so a file a crash left is no part of what it sees."""
+    from ticdc_sync.core.lake import LakeTable
+    from ticdc_sync.core.window import Marker
     from ticdc_sync.read import sync_points as sp
-    from ticdc_sync.spark.runtime.delta_log import target_marker
+    from ticdc_sync.spark.as_of import as_of
     from ticdc_sync.warehouse import read as warehouse
 
     project = load(root)
@@ -84,44 +96,31 @@ def facts(spark, root: Path, targets: Sequence[str], sync_points: bool = True) -
     out: dict = {"targets": {}, "sync_points": [], "quarantine": [], "resolved": {}}
     for name in targets:
         loc = target_location(wh, name)
-        df = spark.read.format("delta").load(loc)
-        cols = sorted(df.columns)
-        rows = sorted(tuple(str(r[c]) for c in cols) for r in df.collect())
-        # A reader other than Spark sees the same rows: no file a crash left is part of the
-        # table (delta-rs reads every file the log names, and only those).
-        rs = DeltaTable(loc).to_pyarrow_table()
-        assert rs.num_rows == len(rows), f"{name}: delta-rs reads {rs.num_rows} rows"
-        m = target_marker(spark, loc)
+        cols, rows = _rows(DeltaTable(loc))
+        m = LakeTable(loc).newest_user_metadata(Marker.from_user_metadata)
         out["targets"][name] = {
             "columns": cols,
             "rows": rows,
             "marker": None if m is None else (m.applied_ts, m.ddl_ts, m.ddl_part, m.ddl_parts),
             "uncommitted_rewrite_folders": _uncommitted_rewrites(loc),
         }
-    if sync_points:
-        # Each sync point's TSO and target, and the target's rows read at its version (the
-        # versions themselves may differ: a resumed run can take more commits to get there).
-        try:
-            recorded = spark.read.format("delta").load(sp.location(project)).select("*").collect()
-        except Exception:  # noqa: BLE001 - none recorded
-            recorded = []
-        for r in sorted(recorded, key=lambda r: (r["source"], r["tso"], r["target"])):
-            loc = target_location(wh, r["target"])
-            at = spark.read.format("delta").option("versionAsOf", r["version"]).load(loc)
-            cols = sorted(at.columns)
-            rows = sorted(tuple(str(x[c]) for c in cols) for x in at.collect())
-            out["sync_points"].append((r["source"], r["tso"], r["target"], rows))
-    try:
-        q = spark.read.format("delta").load(state_location(wh, "quarantine")).collect()
+    # Each sync point's TSO and target, and the target's rows read at its version (the
+    # versions themselves may differ: a resumed run can take more commits to get there).
+    recorded = LakeTable(sp.location(project))
+    for r in sorted(
+        recorded.read().to_pylist() if recorded.exists() else [],
+        key=lambda r: (r["source"], r["tso"], r["target"]),
+    ):
+        at = DeltaTable(target_location(wh, r["target"]), version=r["version"])
+        out["sync_points"].append((r["source"], r["tso"], r["target"], _rows(at)[1]))
+    quarantine = LakeTable(state_location(wh, "quarantine"))
+    if quarantine.exists():
         out["quarantine"] = sorted(
-            (r["source"], r["topic"], r["partition"], r["offset"], r["idx"], r["reason"]) for r in q
+            (r["source"], r["topic"], r["partition"], r["offset"], r["idx"], r["reason"])
+            for r in quarantine.read().to_pylist()
         )
-    except Exception:  # noqa: BLE001 - no quarantine table
-        pass
-    # A read as of the latest resolved TSO (each target's version with its staged changes
-    # after it, as `as_of` merges them), the reader every consistent read goes through.
-    from ticdc_sync.spark.as_of import as_of
-
+    # Every target read as of the latest resolved TSO (its version with the staged changes
+    # after it, merged as an apply would): the reader every consistent read goes through.
     read = as_of(spark, project, "latest", list(targets))
     out["as_of"] = (read.at.tso, {})
     for name, frame in sorted(read.frames.items()):

@@ -1,6 +1,6 @@
 """Killing `run` with SIGKILL (process group, JVM included) at random moments loses nothing:
 the real kills of two families, the MERGE and staging beside applies. Each commit point is
-tested deterministically in the shared session (`test_crash_points.py`); these cover what one
+tested deterministically in the shared session (`crash_scenario.py`); these cover what one
 JVM cannot (a process that is gone, its lease with it).
 
 Each attempt runs `ticdc-sync run` in its own process group, kills that group and its JVM's

@@ -1,7 +1,7 @@
 """The staging table's compaction (`Staging.compact`) rewrites only its small files, and only
 once enough new ones were added since the last time; it runs beside staging
 (`maintenance.Maintenance`) without losing an event or a tally. A run stopped in its OPTIMIZE
-or its VACUUM is tested at their crash points (`tests/spark/test_crash_points.py`).
+or its VACUUM is tested at their crash points (`tests/spark/crash_scenario.py`).
 
 Each staging commit adds a file or a few. A compacted file at or above the size bound is
 left alone by the next compaction, so a compaction costs what was staged since the last

@@ -1,7 +1,9 @@
-"""Crash safety at every named commit point (`ticdc_sync.core.crash_points`), in the shared
-session: a run stopped at a point as a process death would stop it, then resumed, leaves
-what an uninterrupted run leaves (every row, every marker, the sync points read back at
-their versions, the quarantine, the staged positions), with no file of the crash visible.
+"""The scenario of the crash point tests (`test_crash_points_paths.py`,
+`test_crash_points_merge.py`): crash safety at every named commit point
+(`ticdc_sync.core.crash_points`), in the shared session. A run stopped at a point as a process
+death would stop it, then resumed, leaves what an uninterrupted run leaves (every row, every
+marker, the sync points read back at their versions, every target read as of the latest
+TSO, the quarantine, the staged positions), with no file of the crash visible.
 
 The scenario is the simulated upstream of `test_engine_modes` (three tables, one target per
 mode, mirror, soft_delete and history, and a second mirror so that a round lands two
@@ -14,11 +16,11 @@ missing; its `merge` variant lands them by the MERGE (`rewrite_below: 0`) and st
 poll as a catch-up does (written, then counted back) from capture files that overlap.
 
 An uninterrupted play of each variant (`reference`) keeps, after each chunk, a copy of the
-project and its facts (`crash_harness.facts`). A crash test starts from the copy before the
+project and its facts (`crash_harness.facts`). A crash case starts from the copy before the
 chunk in which its point is reached, runs that chunk with the point armed, resumes after
 the crash in the same session, and compares the facts with the reference's after that
-chunk. `CASES` names the points each variant reaches; the test of the catalogue fails on a
-point no case covers.
+chunk. `CASES` names the points each variant reaches; a test fails on a point no case
+covers (`tests/spark/test_crash_points_paths.py`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -42,10 +46,7 @@ from tests.spark.test_engine_modes import (
     messages,
     simulate,
 )
-from ticdc_sync.core.crash_points import POINTS
 from ticdc_sync.ddl.schema_files import parse_schema_sql
-
-pytestmark = pytest.mark.spark
 
 # A second mirror target, fed the same changes as t_mirror: a round lands two targets.
 MIRROR2 = "t_mirror2"
@@ -95,8 +96,6 @@ CASES = [
     ("paths", "marker", 2, 1, None),
     ("merge", "staging.append", 0, 1, None),
     ("merge", "staging.dedupe", 0, 1, None),
-    ("merge", "create", 0, 1, "t_mirror"),
-    ("merge", "load", 0, 1, "t_hist"),
     ("merge", "merge", 0, 1, "t_soft"),
     ("merge", "merge", 0, 1, "t_hist"),
     ("merge", "merge", 1, 1, "t_mirror"),
@@ -179,30 +178,32 @@ def _scenario(root, variant: str):
     return m, batches[-1][0], chunks
 
 
-@pytest.fixture(autouse=True, scope="module")
+@contextmanager
 def staging_settings():
     """The staging table compacted at each trim (its commit points reached in a short play)
-    in place of once it has gathered many files; and, for the `merge` variant, every poll
-    staged as a large one is (written, then counted back)."""
+    in place of once it has gathered many files; `Settings.catch_up` stages every poll as a
+    large one is (written, then counted back)."""
     import ticdc_sync.spark.engine as engine
     import ticdc_sync.spark.staging.batch as batch
 
     before = engine.COMPACT_ABOVE_FILES, batch.KEEP_POLL_RECORDS, batch.KEEP_POLL_BYTES
     engine.COMPACT_ABOVE_FILES = 0
-    yield batch
-    engine.COMPACT_ABOVE_FILES, batch.KEEP_POLL_RECORDS, batch.KEEP_POLL_BYTES = before
+    try:
+        yield batch
+    finally:
+        engine.COMPACT_ABOVE_FILES, batch.KEEP_POLL_RECORDS, batch.KEEP_POLL_BYTES = before
 
 
-def _prepare(spark, staging_settings, variant: str, root, chunk: int, again: bool = False) -> None:
+def _prepare(spark, settings, variant: str, root, chunk: int, again: bool = False) -> None:
     """What the variant does before a chunk's run: the `merge` variant stages as a
     catch-up, with its first chunk's captures also in a second, overlapping file; the
     `paths` variant unsets a staging table property before its second chunk. `again`: on
     a copy made after the captures were written (the settings only)."""
     if variant == "merge":
-        staging_settings.KEEP_POLL_RECORDS = staging_settings.KEEP_POLL_BYTES = -1
+        settings.KEEP_POLL_RECORDS = settings.KEEP_POLL_BYTES = -1
     else:
-        staging_settings.KEEP_POLL_RECORDS = 100_000
-        staging_settings.KEEP_POLL_BYTES = 64 << 20
+        settings.KEEP_POLL_RECORDS = 100_000
+        settings.KEEP_POLL_BYTES = 64 << 20
     if again:
         return
     if variant == "merge" and chunk == 0:
@@ -216,18 +217,15 @@ def _prepare(spark, staging_settings, variant: str, root, chunk: int, again: boo
         spark.sql(f"ALTER TABLE {table_ref(events)} UNSET TBLPROPERTIES ('{UNSET}')")
 
 
-@pytest.fixture(scope="module")
-def reference(request, spark, staging_settings, tmp_path_factory):
-    """The uninterrupted play of a variant: per chunk, a copy of the project before its run
-    (captures written), the points the run reached, and the facts after it."""
-    variant = request.param
-    base = tmp_path_factory.mktemp(f"ref-{variant}")
+def reference(spark, settings, base: Path, variant: str) -> dict:
+    """The uninterrupted play of `variant` under `base`: per chunk, a copy of the project
+    before its run (captures written), the points the run reached, and the facts after it."""
     root = base / "p"
     m, resolved, chunks = _scenario(root, variant)
     before, reached, after = [], [], []
     for i, chunk in enumerate(chunks):
         write_captures(root, "t", chunk)
-        _prepare(spark, staging_settings, variant, root, i)
+        _prepare(spark, settings, variant, root, i)
         copy = base / f"before-{i}"
         shutil.copytree(root, copy)
         before.append(copy)
@@ -241,34 +239,31 @@ def reference(request, spark, staging_settings, tmp_path_factory):
     return {"variant": variant, "before": before, "reached": reached, "after": after}
 
 
-def test_every_point_has_a_case():
-    assert set(POINTS) == {c[1] for c in CASES}, set(POINTS) ^ {c[1] for c in CASES}
+def cases(variant: str) -> list:
+    """The `CASES` of `variant` as pytest parameters, each with an id."""
+    return [
+        pytest.param(*c[1:], id=f"{c[1]}-chunk{c[2]}-{c[3]}" + (f"-{c[4]}" if c[4] else ""))
+        for c in CASES
+        if c[0] == variant
+    ]
 
 
-@pytest.mark.parametrize("reference", ["paths", "merge"], indirect=True)
-def test_each_case_is_reached_by_an_uninterrupted_play(spark, reference):
+def assert_each_case_reached(ref: dict) -> None:
+    """Every case of the reference's variant is reached by its uninterrupted play."""
     for variant, point, chunk, nth, target in CASES:
-        if variant != reference["variant"]:
+        if variant != ref["variant"]:
             continue
-        hits = [t for p, t in reference["reached"][chunk] if p == point and target in (None, t)]
-        assert len(hits) >= nth, (point, chunk, nth, target, reference["reached"][chunk])
+        hits = [t for p, t in ref["reached"][chunk] if p == point and target in (None, t)]
+        assert len(hits) >= nth, (point, chunk, nth, target, ref["reached"][chunk])
 
 
-@pytest.mark.parametrize(
-    "reference,point,chunk,nth,target",
-    CASES,
-    ids=[f"{c[0]}-{c[1]}-chunk{c[2]}-{c[3]}" + (f"-{c[4]}" if c[4] else "") for c in CASES],
-    indirect=["reference"],
-)
-def test_a_run_stopped_at_a_point_then_resumed_leaves_what_an_uninterrupted_one_does(
-    spark, staging_settings, reference, tmp_path, point, chunk, nth, target
-):
-    variant = reference["variant"]
-    root = tmp_path / "p"
-    shutil.copytree(reference["before"][chunk], root)
-    _prepare(spark, staging_settings, variant, root, chunk, again=True)
+def crash_and_compare(spark, settings, ref: dict, tmp: Path, point, chunk, nth, target) -> None:
+    """Play the case's chunk from the reference's copy before it, stopped at the point and
+    resumed; the facts after it equal the reference's."""
+    variant = ref["variant"]
+    root = tmp / "p"
+    shutil.copytree(ref["before"][chunk], root)
+    _prepare(spark, settings, variant, root, chunk, again=True)
     play = run_resuming(spark, root, point, nth=nth, target=target)
     assert play.fired, f"{point} was not reached: {play.outcomes}"
-    got = facts(spark, root, TARGETS)
-    want = reference["after"][chunk]
-    assert_same_facts(got, want, play.outcomes)
+    assert_same_facts(facts(spark, root, TARGETS), ref["after"][chunk], play.outcomes)
