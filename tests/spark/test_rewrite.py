@@ -145,6 +145,8 @@ def test_orphan_folders_go_and_committed_ones_stay(spark, tmp_path):
     table.commit(
         [*removes, AddAction(f"{committed}/{name}", size, {}, 0, True, '{"numRecords":2}')],
         Marker(2),
+        "rewrite.commit",
+        "t",
     )
     # Two that no commit names: one for the next version, one for a version long taken.
     table = Table(loc)
