@@ -12,6 +12,7 @@ quarantine, each source's staged positions, and that no file a crash left is vis
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,5 +168,11 @@ def assert_same_facts(got: dict, want: dict, outcomes: list[str]) -> None:
     assert got["as_of"][0] == want["as_of"][0], ("as_of latest TSO", outcomes)
     for name, rows in want["as_of"][1].items():
         assert got["as_of"][1][name] == rows, ("as_of latest", name, outcomes)
-    assert got["quarantine"] == want["quarantine"], ("quarantine", outcomes)
-    assert got["resolved"] == want["resolved"], ("staged positions", outcomes)
+    q_missing = sorted((Counter(want["quarantine"]) - Counter(got["quarantine"])).elements())
+    q_extra = sorted((Counter(got["quarantine"]) - Counter(want["quarantine"])).elements())
+    assert got["quarantine"] == want["quarantine"], (
+        "quarantine", "missing", q_missing, "extra", q_extra, outcomes
+    )
+    assert got["resolved"] == want["resolved"], (
+        "staged positions", got["resolved"], want["resolved"], outcomes
+    )

@@ -92,9 +92,16 @@ class Quarantine:
         """Append the quarantine rows of `rows` whose position (source, topic, partition,
         offset, idx) the table does not hold yet; how many. An apply that quarantined a
         segment's bad values and died before its own commit quarantines them again when
-        it is resumed: each stays once."""
+        it is resumed: each stays once. A position can also come twice in `rows` (a staged
+        batch left behind by a run that died before its dedupe, then staged again: staging
+        is at-least-once), and stays once too."""
         held = self.table().select(*POSITION)
-        fresh = rows.join(held, list(POSITION), "left_anti").select(*rows.columns).cache()
+        fresh = (
+            rows.join(held, list(POSITION), "left_anti")
+            .dropDuplicates(list(POSITION))
+            .select(*rows.columns)
+            .cache()
+        )
         try:
             n = fresh.count()
             if n:
