@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.errors import Fatal, UserError
 from ticdc_sync.core.model import Project, Source, TransportKind
 from ticdc_sync.plan.model import WRITE_ROUND, Create, Ddl, LoadRows
 from ticdc_sync.run.engine import (
@@ -38,7 +38,7 @@ from ticdc_sync.spark.apply import rounds
 from ticdc_sync.spark.apply.executor import END, StepRunner, summary_line
 from ticdc_sync.spark.apply.rows import TargetWriter
 from ticdc_sync.spark.apply.shared_window import Windows
-from ticdc_sync.spark.runtime import fanout, labels
+from ticdc_sync.spark.runtime import fanout, labels, raised
 from ticdc_sync.spark.staging import staged_batch
 from ticdc_sync.spark.staging.batch import labels_phase, resolve_bad_records, stage_source
 from ticdc_sync.spark.staging.maintenance import Maintained, Maintenance
@@ -70,6 +70,7 @@ class SparkEngine:
         side_by_side: bool = True,
         on_step: Callable[[str, str | None], None] | None = None,
         on_first_apply: Callable[[], None] | None = None,
+        trace: Out | None = None,
     ) -> None:
         from ticdc_sync.spark.runtime.progress import RunProgress
 
@@ -86,6 +87,8 @@ class SparkEngine:
         self.session_conf = fanout.runtime_conf(spark)
         self.on_step = on_step or (lambda _t, _s: None)
         self.on_first_apply = on_first_apply
+        # Where the whole trace of an error of Spark's goes (the log file).
+        self.trace: Out = trace or (lambda _text: None)
         self._lock = threading.Lock()
         # Targets whose files a killed run wrote and never committed were looked for
         # (`rewrite.Rewriter.remove_orphans_once`): once per target per run.
@@ -235,7 +238,32 @@ class SparkEngine:
     def apply(self, job: ApplyJob, should_stop: StopCheck) -> ApplyOutcome:
         """Run `job.target`'s steps (up to `job.limit`, every step when None), each its own
         commit with the target's marker; a target's own failure is reported in the
-        outcome, a lost run lease raises `Fatal`."""
+        outcome, a lost run lease raises `Fatal`, and an error of Spark's is raised said by
+        its Java class and message (`raised.SparkFailure`), its trace in the log."""
+        try:
+            return self._apply(job, should_stop)
+        except Exception as e:
+            raise self._said(e, [job.target.name]) from e
+
+    def apply_round(self, jobs: Sequence[ApplyJob], should_stop: StopCheck) -> list[ApplyOutcome]:
+        """`_apply_round`, with an error of Spark's said as `apply` says it."""
+        try:
+            return self._apply_round(jobs, should_stop)
+        except Exception as e:
+            raise self._said(e, [j.target.name for j in jobs]) from e
+
+    def _said(self, e: Exception, targets: list[str]) -> Exception:
+        """`e`, or for an error of Spark's, what says it (its trace goes to the log file,
+        and with `--debug` to the terminal)."""
+        if isinstance(e, (UserError, Fatal)):
+            return e
+        failure = raised.spark_failure(e)
+        if failure is None:
+            return e
+        self.trace(f"trace of the error of {', '.join(targets)}:\n{failure.trace.rstrip()}")
+        return failure
+
+    def _apply(self, job: ApplyJob, should_stop: StopCheck) -> ApplyOutcome:
         self._first_apply()
         t, sp = job.target, job.source
         out: Out = fanout.GroupedOut(self.out) if self.side_by_side else self.out
@@ -305,7 +333,7 @@ class SparkEngine:
             ran=tuple(p.ran),
         )
 
-    def apply_round(self, jobs: Sequence[ApplyJob], should_stop: StopCheck) -> list[ApplyOutcome]:
+    def _apply_round(self, jobs: Sequence[ApplyJob], should_stop: StopCheck) -> list[ApplyOutcome]:
         """Land the one round segment (`WRITE_ROUND`) each of `jobs`' targets has left
         (after its creation, if any, which runs first), in one round (`rounds.land`): one
         Spark job for all, one commit each. A target the round does not land runs its step
@@ -365,8 +393,8 @@ class SparkEngine:
         staging = self.state.staging
         with labels_phase(self.spark, "retention"), labels.pool(self.spark, labels.STAGE_POOL):
             for name, bound in sorted(bounds.items()):
-                raised = staging.tally(name).trimmed
-                if raised is not None and raised >= bound:
+                trimmed = staging.tally(name).trimmed
+                if trimmed is not None and trimmed >= bound:
                     continue
                 if may_delete(staging.events_path, name, bound):
                     staging.intend_trim(name, bound)
