@@ -35,6 +35,7 @@ from ticdc_sync.run.engine import (
     TrimOutcome,
 )
 from ticdc_sync.spark.apply import rounds
+from ticdc_sync.spark.apply.ddl_commit import history_rows
 from ticdc_sync.spark.apply.executor import END, StepRunner, summary_line
 from ticdc_sync.spark.apply.rows import TargetWriter
 from ticdc_sync.spark.apply.shared_window import Windows
@@ -297,7 +298,9 @@ class SparkEngine:
         if first is not None:
             first()
 
-    def _outcome(self, t, w: TargetWriter, p: StepRunner, out: Out) -> ApplyOutcome:
+    def _outcome(
+        self, t, w: TargetWriter, p: StepRunner, out: Out, history: _Once | None = None
+    ) -> ApplyOutcome:
         """What one target's apply did, after its steps ran."""
         if p.crash is not None:
             # A lost run lease (`Fatal`) ends the run; anything else fails this target.
@@ -311,9 +314,11 @@ class SparkEngine:
         location = t.location
         recorded = ()
         if any(isinstance(s, (Ddl, LoadRows, Create)) for s in p.ran):
-            history = warehouse.recorded_history(self.project).get(t.source, {})
-            mine = {k for k in history if k in {(db.lower(), tb.lower()) for db, tb in t.upstreams}}
-            recorded = tuple((k, v) for k in sorted(mine) for v in history[k])
+            every = history() if history is not None else warehouse.recorded_history(self.project)
+            history_of = every.get(t.source, {})
+            ups = {(db.lower(), tb.lower()) for db, tb in t.upstreams}
+            mine = {k for k in history_of if k in ups}
+            recorded = tuple((k, v) for k in sorted(mine) for v in history_of[k])
         return ApplyOutcome(
             target=t.name,
             state=warehouse.target_state(t.name, location),
@@ -350,8 +355,11 @@ class SparkEngine:
             )
         try:
             with labels.pool(spark, labels.APPLY_POOL):
-                for _, _, p, _ in runners:
-                    p.advance(-1)  # its creation and table features first, if any
+                self._record_history(runners)
+                for job, _, p, _ in runners:
+                    # Its creation, table features and DDL that reads no rows first, each
+                    # its own commit (`plan.model.without_rows`); its round segment last.
+                    p.advance(END if job.limit is None else job.limit, keep_last=True)
                 if not should_stop():
                     self._round(spark, [(w, p) for _, w, p, _ in runners if _round_next(p)])
                 for job, _, p, _ in runners:
@@ -359,8 +367,25 @@ class SparkEngine:
                     p.advance(END if job.limit is None else job.limit)
         finally:
             fanout.done(spark)
-        # `_outcome` raises a lost lease (`p.crash`) before any outcome is kept.
-        return [self._outcome(job.target, w, p, out) for job, w, p, out in runners]
+        # `_outcome` raises a lost lease (`p.crash`) before any outcome is kept. The schema
+        # history is read once for the round's targets, not once per target.
+        history = _Once(lambda: warehouse.recorded_history(self.project))
+        return [self._outcome(job.target, w, p, out, history) for job, w, p, out in runners]
+
+    def _record_history(self, runners) -> None:
+        """The schema versions of the DDL steps ahead of the round's segments, for every
+        target of the round, in one commit (`ddl_commit.history_rows`), not one each."""
+        rows = [
+            row
+            for _, w, p, _ in runners
+            for step in list(p.steps)[:-1]
+            if isinstance(step, Ddl)
+            for row in history_rows(w, step.ddl)
+        ]
+        if rows:
+            self.state.history.append(rows)
+        for _, _, p, _ in runners:
+            p.history_recorded = True
 
     def _round(self, spark, runners: list[tuple[TargetWriter, StepRunner]]) -> None:
         t0 = time.monotonic()
@@ -467,6 +492,21 @@ class SparkEngine:
                 .mode("append")
                 .save(sync_points.location(self.project))
             )
+
+
+class _Once:
+    """A value computed at its first call, then kept."""
+
+    def __init__(self, make: Callable[[], object]) -> None:
+        self._make = make
+        self._done = False
+        self._value: object = None
+
+    def __call__(self):
+        if not self._done:
+            self._value = self._make()
+            self._done = True
+        return self._value
 
 
 def _round_next(p: StepRunner) -> bool:
