@@ -54,6 +54,20 @@ def test_jvm_output_reaches_the_terminal_only_when_verbose(tmp_path: Path) -> No
     assert err.getvalue() == ":: resolving dependencies :: org.apache.spark\n"
 
 
+def test_a_trace_goes_to_the_log_and_to_stderr_only_with_debug(tmp_path: Path) -> None:
+    out, err = streams()
+    plain = Console(stdout=out, stderr=err, progress="off", verbose=True)
+    plain.open_log(tmp_path / "a.log", "t")
+    plain.trace("trace of the error of t:\n\tat java.lang.Thread.run")
+    assert err.getvalue() == "" and out.getvalue() == ""
+    assert "\tat java.lang.Thread.run" in (tmp_path / "a.log").read_text()
+    debug = Console(stdout=out, stderr=err, progress="off", debug=True)
+    debug.open_log(tmp_path / "b.log", "t")
+    debug.trace("trace of the error of t:\n\tat java.lang.Thread.run")
+    assert "\tat java.lang.Thread.run" in err.getvalue()
+    assert "\tat java.lang.Thread.run" in (tmp_path / "b.log").read_text()
+
+
 def test_details_off_keeps_them_in_the_log_but_not_errors(tmp_path: Path) -> None:
     out, err = streams()
     c = Console(stdout=out, stderr=err, progress="off")

@@ -332,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = _flag(argv, "--debug")
     _console = Console(
         verbose=debug or _flag(argv, "--verbose") or _flag(argv, "-v"),
+        debug=debug,
         progress=_progress_mode(argv),
     )
     try:

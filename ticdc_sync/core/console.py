@@ -9,6 +9,7 @@ and all of them, with the Spark JVM's output, into the log file under `target/lo
   live line, redrawn in place and wiped before any other line is printed; otherwise a
   plain `progress: ...` line when a phase starts and every `interval` seconds while it
   lasts; or nothing (`off`).
+- `trace` takes an error's whole trace: into the log file, and on stderr too with `--debug`.
 - `jvm_line` takes the lines the Spark JVM prints (Ivy, log4j, the JVM itself): into the
   log file only, and on stderr too with `--verbose` / `--debug`.
 
@@ -57,12 +58,14 @@ class Console:
         stdout: TextIO | None = None,
         stderr: TextIO | None = None,
         verbose: bool = False,
+        debug: bool = False,
         progress: str = "auto",
         interval: float | None = None,
     ) -> None:
         self.stdout = stdout or sys.stdout
         self.stderr = stderr or sys.stderr
         self.verbose = verbose
+        self.debug = debug
         self.details = True
         self.mode = self._mode(progress)
         env_interval = os.environ.get(INTERVAL_ENV)
@@ -142,6 +145,14 @@ class Console:
 
     def log_only(self, line: str) -> None:
         self._guarded(lambda: self._put_log(f"{_now()} {line}"))
+
+    def trace(self, text: str) -> None:
+        """A trace (an error's whole text, over many lines): into the log, and on stderr
+        too with `--debug`."""
+        if self.debug:
+            self._write(self.stderr, text)
+        else:
+            self._guarded(lambda: self._put_log(f"{_now()} {text}"))
 
     def _write(self, stream: TextIO, line: str) -> None:
         def put() -> None:

@@ -420,6 +420,32 @@ class Halt:
 Step = Create | Features | LoadRows | Rows | Ddl | Stop | Halt
 
 
+# Statements of an OP_SQL part that change the table's metadata only (ADD COLUMNS, SET
+# TBLPROPERTIES, a type widening...): they read no rows. Not DROP FEATURE, which rewrites
+# files, nor ADD CONSTRAINT, which checks every row.
+_READS_ROWS = ("DROP FEATURE", "ADD CONSTRAINT", "REORG", "OPTIMIZE")
+
+
+def without_rows(step: Step) -> bool:
+    """Whether `step` is carried out without reading any row: a DDL whose every part
+    creates the table (a CREATE TABLE from the stream) or changes its metadata only (ADD
+    COLUMN, ...), or a row segment of no table (before its table is created). Such steps
+    may run ahead of a round segment (`run.loop_applies.in_round`)."""
+    if isinstance(step, Rows):
+        return not step.tables and step.error is None
+    if not isinstance(step, Ddl) or step.ddl.rename_from:
+        return False
+    for part in step.ddl.parts:
+        if part.op in (OP_CREATE, OP_RECORD):
+            continue
+        sql = (part.sql or "").upper()
+        if part.op != OP_SQL or not sql.startswith("ALTER TABLE"):
+            return False
+        if any(word in sql for word in _READS_ROWS):
+            return False
+    return True
+
+
 def end_ts(step: Step) -> int:
     """The commit_ts a step brings its target to (-1 for a creation)."""
     if isinstance(step, Rows):

@@ -18,7 +18,16 @@ from ticdc_sync.ddl.timeline import DdlGroup, TableEffect, Timeline
 from ticdc_sync.plan import exchange, policy
 from ticdc_sync.plan import table_features as tf
 from ticdc_sync.plan.ddl_parts import record_part, rename_in, rename_out
-from ticdc_sync.plan.model import BLOCKED, HELD, READY, WAITING, ChangeStep, DeltaPart, TargetDdl
+from ticdc_sync.plan.model import (
+    BLOCKED,
+    HELD,
+    OP_CREATE,
+    READY,
+    WAITING,
+    ChangeStep,
+    DeltaPart,
+    TargetDdl,
+)
 from ticdc_sync.plan.modes import keeps_fused_rows, mode_change
 from ticdc_sync.project import routing
 
@@ -82,6 +91,9 @@ def target_ddl(
                 d, status=WAITING, reason="beyond the resolved TSO (no watermark past it yet)"
             )
         out.append(replace(d, parts_done=done) if done else d)
+        # A target a DDL creates exists for the DDL after it: an ADD COLUMN that follows
+        # its CREATE TABLE in the stream is additive (`fuse_additive`).
+        exists = exists or (d.status == READY and any(p.op == OP_CREATE for p in d.parts))
     return out
 
 

@@ -20,6 +20,7 @@ from ticdc_sync.plan.model import (
     Rows,
     TargetPlan,
     end_ts,
+    without_rows,
 )
 from ticdc_sync.run.engine import ApplyJob, ApplyOutcome
 from ticdc_sync.run.loop_state import STICKY_BLOCK, LoopState, first_line, work_without_ts
@@ -264,7 +265,9 @@ class Applies(LoopState):
 
 def in_round(t: TargetPlan, limit: int | None) -> bool:
     """Whether what `t` has left to do is one row segment the plan sends to a round, after
-    at most its creation and table features (a first catch-up creates every target)."""
+    at most its creation and table features (a first catch-up creates every target), and
+    steps that read no rows (`without_rows`: a CREATE TABLE or an ADD COLUMN from the
+    stream, which commit first, each at its own point)."""
     if not t.steps:
         return False
     last = t.steps[-1]
@@ -273,5 +276,5 @@ def in_round(t: TargetPlan, limit: int | None) -> bool:
         and last.write == WRITE_ROUND
         and last.error is None
         and (limit is None or end_ts(last) <= limit)
-        and all(isinstance(s, (Create, Features)) for s in t.steps[:-1])
+        and all(isinstance(s, (Create, Features)) or without_rows(s) for s in t.steps[:-1])
     )

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.errors import Fatal, UserError
 from ticdc_sync.core.model import Project, Source, TransportKind
 from ticdc_sync.plan.model import WRITE_ROUND, Create, Ddl, LoadRows
 from ticdc_sync.run.engine import (
@@ -35,10 +35,11 @@ from ticdc_sync.run.engine import (
     TrimOutcome,
 )
 from ticdc_sync.spark.apply import rounds
+from ticdc_sync.spark.apply.ddl_commit import history_rows
 from ticdc_sync.spark.apply.executor import END, StepRunner, summary_line
 from ticdc_sync.spark.apply.rows import TargetWriter
 from ticdc_sync.spark.apply.shared_window import Windows
-from ticdc_sync.spark.runtime import fanout, labels
+from ticdc_sync.spark.runtime import fanout, labels, raised
 from ticdc_sync.spark.staging import staged_batch
 from ticdc_sync.spark.staging.batch import labels_phase, resolve_bad_records, stage_source
 from ticdc_sync.spark.staging.maintenance import Maintained, Maintenance
@@ -70,6 +71,7 @@ class SparkEngine:
         side_by_side: bool = True,
         on_step: Callable[[str, str | None], None] | None = None,
         on_first_apply: Callable[[], None] | None = None,
+        trace: Out | None = None,
     ) -> None:
         from ticdc_sync.spark.runtime.progress import RunProgress
 
@@ -86,6 +88,8 @@ class SparkEngine:
         self.session_conf = fanout.runtime_conf(spark)
         self.on_step = on_step or (lambda _t, _s: None)
         self.on_first_apply = on_first_apply
+        # Where the whole trace of an error of Spark's goes (the log file).
+        self.trace: Out = trace or (lambda _text: None)
         self._lock = threading.Lock()
         # Targets whose files a killed run wrote and never committed were looked for
         # (`rewrite.Rewriter.remove_orphans_once`): once per target per run.
@@ -235,7 +239,32 @@ class SparkEngine:
     def apply(self, job: ApplyJob, should_stop: StopCheck) -> ApplyOutcome:
         """Run `job.target`'s steps (up to `job.limit`, every step when None), each its own
         commit with the target's marker; a target's own failure is reported in the
-        outcome, a lost run lease raises `Fatal`."""
+        outcome, a lost run lease raises `Fatal`, and an error of Spark's is raised said by
+        its Java class and message (`raised.SparkFailure`), its trace in the log."""
+        try:
+            return self._apply(job, should_stop)
+        except Exception as e:
+            raise self._said(e, [job.target.name]) from e
+
+    def apply_round(self, jobs: Sequence[ApplyJob], should_stop: StopCheck) -> list[ApplyOutcome]:
+        """`_apply_round`, with an error of Spark's said as `apply` says it."""
+        try:
+            return self._apply_round(jobs, should_stop)
+        except Exception as e:
+            raise self._said(e, [j.target.name for j in jobs]) from e
+
+    def _said(self, e: Exception, targets: list[str]) -> Exception:
+        """`e`, or for an error of Spark's, what says it (its trace goes to the log file,
+        and with `--debug` to the terminal)."""
+        if isinstance(e, (UserError, Fatal)):
+            return e
+        failure = raised.spark_failure(e)
+        if failure is None:
+            return e
+        self.trace(f"trace of the error of {', '.join(targets)}:\n{failure.trace.rstrip()}")
+        return failure
+
+    def _apply(self, job: ApplyJob, should_stop: StopCheck) -> ApplyOutcome:
         self._first_apply()
         t, sp = job.target, job.source
         out: Out = fanout.GroupedOut(self.out) if self.side_by_side else self.out
@@ -269,7 +298,9 @@ class SparkEngine:
         if first is not None:
             first()
 
-    def _outcome(self, t, w: TargetWriter, p: StepRunner, out: Out) -> ApplyOutcome:
+    def _outcome(
+        self, t, w: TargetWriter, p: StepRunner, out: Out, history: _Once | None = None
+    ) -> ApplyOutcome:
         """What one target's apply did, after its steps ran."""
         if p.crash is not None:
             # A lost run lease (`Fatal`) ends the run; anything else fails this target.
@@ -283,9 +314,11 @@ class SparkEngine:
         location = t.location
         recorded = ()
         if any(isinstance(s, (Ddl, LoadRows, Create)) for s in p.ran):
-            history = warehouse.recorded_history(self.project).get(t.source, {})
-            mine = {k for k in history if k in {(db.lower(), tb.lower()) for db, tb in t.upstreams}}
-            recorded = tuple((k, v) for k in sorted(mine) for v in history[k])
+            every = history() if history is not None else warehouse.recorded_history(self.project)
+            history_of = every.get(t.source, {})
+            ups = {(db.lower(), tb.lower()) for db, tb in t.upstreams}
+            mine = {k for k in history_of if k in ups}
+            recorded = tuple((k, v) for k in sorted(mine) for v in history_of[k])
         return ApplyOutcome(
             target=t.name,
             state=warehouse.target_state(t.name, location),
@@ -305,7 +338,7 @@ class SparkEngine:
             ran=tuple(p.ran),
         )
 
-    def apply_round(self, jobs: Sequence[ApplyJob], should_stop: StopCheck) -> list[ApplyOutcome]:
+    def _apply_round(self, jobs: Sequence[ApplyJob], should_stop: StopCheck) -> list[ApplyOutcome]:
         """Land the one round segment (`WRITE_ROUND`) each of `jobs`' targets has left
         (after its creation, if any, which runs first), in one round (`rounds.land`): one
         Spark job for all, one commit each. A target the round does not land runs its step
@@ -322,8 +355,11 @@ class SparkEngine:
             )
         try:
             with labels.pool(spark, labels.APPLY_POOL):
-                for _, _, p, _ in runners:
-                    p.advance(-1)  # its creation and table features first, if any
+                self._record_history(runners)
+                for job, _, p, _ in runners:
+                    # Its creation, table features and DDL that reads no rows first, each
+                    # its own commit (`plan.model.without_rows`); its round segment last.
+                    p.advance(END if job.limit is None else job.limit, keep_last=True)
                 if not should_stop():
                     self._round(spark, [(w, p) for _, w, p, _ in runners if _round_next(p)])
                 for job, _, p, _ in runners:
@@ -331,8 +367,25 @@ class SparkEngine:
                     p.advance(END if job.limit is None else job.limit)
         finally:
             fanout.done(spark)
-        # `_outcome` raises a lost lease (`p.crash`) before any outcome is kept.
-        return [self._outcome(job.target, w, p, out) for job, w, p, out in runners]
+        # `_outcome` raises a lost lease (`p.crash`) before any outcome is kept. The schema
+        # history is read once for the round's targets, not once per target.
+        history = _Once(lambda: warehouse.recorded_history(self.project))
+        return [self._outcome(job.target, w, p, out, history) for job, w, p, out in runners]
+
+    def _record_history(self, runners) -> None:
+        """The schema versions of the DDL steps ahead of the round's segments, for every
+        target of the round, in one commit (`ddl_commit.history_rows`), not one each."""
+        rows = [
+            row
+            for _, w, p, _ in runners
+            for step in list(p.steps)[:-1]
+            if isinstance(step, Ddl)
+            for row in history_rows(w, step.ddl)
+        ]
+        if rows:
+            self.state.history.append(rows)
+        for _, _, p, _ in runners:
+            p.history_recorded = True
 
     def _round(self, spark, runners: list[tuple[TargetWriter, StepRunner]]) -> None:
         t0 = time.monotonic()
@@ -365,8 +418,8 @@ class SparkEngine:
         staging = self.state.staging
         with labels_phase(self.spark, "retention"), labels.pool(self.spark, labels.STAGE_POOL):
             for name, bound in sorted(bounds.items()):
-                raised = staging.tally(name).trimmed
-                if raised is not None and raised >= bound:
+                trimmed = staging.tally(name).trimmed
+                if trimmed is not None and trimmed >= bound:
                     continue
                 if may_delete(staging.events_path, name, bound):
                     staging.intend_trim(name, bound)
@@ -439,6 +492,21 @@ class SparkEngine:
                 .mode("append")
                 .save(sync_points.location(self.project))
             )
+
+
+class _Once:
+    """A value computed at its first call, then kept."""
+
+    def __init__(self, make: Callable[[], object]) -> None:
+        self._make = make
+        self._done = False
+        self._value: object = None
+
+    def __call__(self):
+        if not self._done:
+            self._value = self._make()
+            self._done = True
+        return self._value
 
 
 def _round_next(p: StepRunner) -> bool:

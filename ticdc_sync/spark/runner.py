@@ -354,6 +354,7 @@ def _run_with(r: _Run, spark, t0: float) -> int:
         side_by_side=workers > 1,
         on_step=r.progress.step,
         on_first_apply=replan.applying,
+        trace=r.console.trace if r.console is not None else None,
     )
     settings = Settings(
         sources=r.project.sources,

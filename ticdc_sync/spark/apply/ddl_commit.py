@@ -43,12 +43,17 @@ def blocked_error(target: str, d: TargetDdl) -> BlockedError:
     )
 
 
-def apply_ddl(w, marker: Marker, d: TargetDdl, ahead: bool) -> Marker:
-    """Apply `d` to the target of writer `w` from `marker`; the new marker."""
+def apply_ddl(w, marker: Marker, d: TargetDdl, ahead: bool, recorded: bool = False) -> Marker:
+    """Apply `d` to the target of writer `w` from `marker`; the new marker. `recorded`: its
+    versions are in the schema history already (a round records those of all its targets'
+    DDL in one commit, `history_rows`)."""
     ts = d.commit_ts
     if d.rename_from:
         _check_caught_up(w, d.rename_from, ts)
-    _record_history(w, d)
+    if not recorded:
+        rows = history_rows(w, d)
+        if rows:
+            w.state.history.append(rows)
     n = len(d.parts)
     for k in range(marker.parts_done(ts), n):
         last = k == n - 1
@@ -73,9 +78,10 @@ def apply_features(w, marker: Marker, parts: tuple[DeltaPart, ...]) -> None:
         w.out(f"  {w.name}: {part.describe}")
 
 
-def _record_history(w, d: TargetDdl) -> None:
-    """The upstream versions this DDL made, for the tables of this target (upstream truth:
-    a resumed run or another target may record the same version again; readers keep one)."""
+def history_rows(w, d: TargetDdl) -> list[tuple]:
+    """The upstream versions this DDL made, for the tables of this target, as schema history
+    rows (upstream truth: a resumed run or another target may record the same version
+    again; readers keep one)."""
     from ticdc_sync.core.upstream import TableSchema
 
     rows = []
@@ -89,8 +95,7 @@ def _record_history(w, d: TargetDdl) -> None:
             elif name == e.old and (e.new is None or key(*e.new) != key(*name)) and e.before:
                 gone: TableSchema = e.before.with_(comment=DROPPED)
                 rows.append((name[0], name[1], d.commit_ts, e.sql, gone.to_json(), w.source.name))
-    if rows:
-        w.state.history.append(rows)
+    return rows
 
 
 def _check_caught_up(w, source_target: str, ts: int) -> None:

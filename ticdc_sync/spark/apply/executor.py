@@ -109,6 +109,9 @@ class StepRunner:
         self.ran: list[Step] = []  # the steps run to their end, in order
         # Its next round segment was in a round that did not land it: the rewrite does.
         self.round_tried = False
+        # The schema history holds the versions of its DDL steps already (a round records
+        # those of all its targets at once).
+        self.history_recorded = False
 
     def _next(self) -> Step | None:
         """The next step to run, or None when asked to stop (each step is its own commit
@@ -124,8 +127,9 @@ class StepRunner:
         )
         return step
 
-    def advance(self, limit: int = END) -> None:
-        """Run the steps that end at or before `limit` (all of them by default)."""
+    def advance(self, limit: int = END, keep_last: bool = False) -> None:
+        """Run the steps that end at or before `limit` (all of them by default); with
+        `keep_last`, all but the last (a round segment, which its round lands)."""
         if self.done:
             return
         w = self.writer
@@ -133,6 +137,8 @@ class StepRunner:
         try:
             with labels.phase(w.spark, f"apply {w.name}"):
                 while self.steps and end_ts(self.steps[0]) <= limit:
+                    if keep_last and len(self.steps) == 1:
+                        return
                     step = self._next()
                     if step is None:
                         return
@@ -172,6 +178,8 @@ class StepRunner:
             from ticdc_sync.spark.apply import load
 
             self.marker = load.load(w, step.load)
+        elif isinstance(step, Rows) and not step.tables and step.error is None:
+            pass  # no table of it has a schema yet (created later): no rows to read
         elif isinstance(step, Rows):
             self.rewriter.remove_orphans_once()
             if step.write not in (WRITE_REWRITE, WRITE_ROUND) or not self.rewriter.can_commit():
@@ -189,7 +197,9 @@ class StepRunner:
                     landed if landed is not None else self.rewriter.segment(self.marker, step)
                 )
         elif isinstance(step, Ddl):
-            self.marker = apply_ddl(w, self.marker, step.ddl, step.ahead)
+            self.marker = apply_ddl(
+                w, self.marker, step.ddl, step.ahead, recorded=self.history_recorded
+            )
         elif isinstance(step, Stop):
             raise blocked_error(w.name, step.ddl)
         elif isinstance(step, Halt):

@@ -40,7 +40,6 @@ import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -119,14 +118,12 @@ class SharedWindow:
             & (F.col("commit_ts") > lo)
             & (F.col("commit_ts") <= hi)
         )
-        # Tables with the same windows (most of them: targets applied together usually
-        # start from the same marker) share one term.
-        by_windows: dict[tuple[Window, ...], list[Table]] = {}
-        for t, ws in sorted(spans.items()):
-            by_windows.setdefault(tuple(ws), []).append(t)
-        ev = ev.where(
-            reduce(lambda a, b: a | b, (_inside(ts, ws) for ws, ts in by_windows.items()))
-        )
+        # Each table's own ranges: a small frame of spans, broadcast and joined once (a
+        # semi join: an event inside two overlapping spans is kept once), whatever the
+        # number of tables or of distinct windows. A predicate with a term per window grew
+        # with the tables (tables created at different commit_ts each have their own), up
+        # to a StackOverflowError in Spark's analysis at 1,000 tables.
+        ev = ev.join(F.broadcast(_spans_frame(spark, spans)), _in_span(), "left_semi")
         counted = Observation()
         ev = ev.observe(counted, F.count(F.lit(1)).alias("rows"))
         view = f"__ticdc_sync_window_{uuid.uuid4().hex}"
@@ -172,7 +169,8 @@ class SharedWindow:
                 return view
             whole = _global_view(spark, self.view)
             with job_name(spark, "ticdc-sync: shared window, a group's tables"):
-                copy = local_copy(whole.where(_listed(sorted(self.groups[group]))))
+                mine = F.broadcast(_tables_frame(spark, sorted(self.groups[group])))
+                copy = local_copy(whole.join(mine, _in_table(), "left_semi"))
             view = f"__ticdc_sync_window_{uuid.uuid4().hex}"
             copy.createGlobalTempView(view)
             with self._lock:
@@ -233,20 +231,27 @@ def split(
     return groups, group_of
 
 
-def _listed(tables: Sequence[Table]) -> Column:
-    """Events of one of `tables`."""
-    table = F.struct(F.col("db"), F.col("tbl"))
-    return table.isin([F.struct(F.lit(db), F.lit(tbl)) for db, tbl in tables])
+def _tables_frame(spark: SparkSession, tables: Sequence[Table]) -> DataFrame:
+    """One row per (db, tbl) of `tables`."""
+    return spark.createDataFrame(list(tables), "w_db STRING, w_tbl STRING")
 
 
-def _inside(tables: list[Table], windows: Iterable[Window]) -> Column:
-    """Events of one of `tables` with a commit_ts inside one of `windows`."""
-    listed = _listed(tables)
-    ranges = reduce(
-        lambda a, b: a | b,
-        ((F.col("commit_ts") > lo) & (F.col("commit_ts") <= hi) for lo, hi in windows),
+def _spans_frame(spark: SparkSession, spans: Mapping[Table, Sequence[Window]]) -> DataFrame:
+    """One row per (db, tbl, lo, hi) of `spans`: a commit_ts range (lo, hi] of a table."""
+    rows = [(db, tbl, lo, hi) for (db, tbl), ws in sorted(spans.items()) for lo, hi in ws]
+    return spark.createDataFrame(rows, "w_db STRING, w_tbl STRING, w_lo BIGINT, w_hi BIGINT")
+
+
+def _in_table() -> Column:
+    """An event of the (db, tbl) of a row of `_tables_frame` or `_spans_frame`."""
+    return (F.col("db") == F.col("w_db")) & (F.col("tbl") == F.col("w_tbl"))
+
+
+def _in_span() -> Column:
+    """An event inside the span of a row of `_spans_frame`."""
+    return (
+        _in_table() & (F.col("commit_ts") > F.col("w_lo")) & (F.col("commit_ts") <= F.col("w_hi"))
     )
-    return listed & ranges
 
 
 def row_steps(target: TargetPlan, limit: int | None) -> list[Rows]:
