@@ -12,7 +12,7 @@ from tests.unit.loop_fakes import T0, Clock, Fake, Spec, ts
 from tests.unit.test_loop import batch, run
 from ticdc_sync.core.model import Maintenance
 from ticdc_sync.plan import maintenance as mt
-from ticdc_sync.run.engine import Maintained, MaintainJob
+from ticdc_sync.run.engine import MaintainJob, TargetMaintained
 
 
 @dataclass
@@ -24,10 +24,10 @@ class Upkeeping(Fake):
         super().__post_init__()
         self.looks: list[tuple[str, int, bool]] = []  # (target, wall ms, its apply running)
 
-    def maintain(self, job: MaintainJob) -> Maintained:
+    def maintain(self, job: MaintainJob) -> TargetMaintained:
         with self.lock:
             self.looks.append((job.target, self.clock.ms, self.active[job.target] > 0))
-        return Maintained(job.target, files=3, bytes=300, removed_bytes=0, vacuumed=True)
+        return TargetMaintained(job.target, files=3, bytes=300, removed_bytes=0, vacuumed=True)
 
 
 def test_a_plain_run_looks_at_every_target_once_after_its_applies() -> None:

@@ -168,7 +168,7 @@ class MaintainJob:
 
 
 @dataclass(frozen=True, slots=True)
-class Maintained:
+class TargetMaintained:
     """What a look at a target found and did (`Engine.maintain`)."""
 
     target: str
@@ -250,7 +250,7 @@ class Engine(Protocol):
         ends after it): wait for them, and report them."""
         ...
 
-    def maintain(self, job: MaintainJob) -> Maintained:
+    def maintain(self, job: MaintainJob) -> TargetMaintained:
         """Look at the target and compact and VACUUM it as `plan.maintenance.due` says, on an
         apply worker while no apply of the target runs; a failure is an outcome. (Optional:
         an engine without it maintains nothing.)"""

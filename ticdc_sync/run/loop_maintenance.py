@@ -17,7 +17,7 @@ from concurrent.futures import Future
 
 from ticdc_sync.plan.maintenance import check_every_ms
 from ticdc_sync.plan.model import TargetPlan
-from ticdc_sync.run.engine import Maintained, MaintainJob
+from ticdc_sync.run.engine import MaintainJob, TargetMaintained
 from ticdc_sync.run.loop_state import LoopState, first_line
 
 
@@ -54,12 +54,12 @@ class Maintaining(LoopState):
             self.maintaining[t.name] = fut
             fut.add_done_callback(lambda f, job=job: self._upkept(job, f))
 
-    def _maintain_one(self, job: MaintainJob) -> Maintained:
+    def _maintain_one(self, job: MaintainJob) -> TargetMaintained:
         """On a worker thread: the engine's outcome; its error is the outcome's."""
         try:
             return self.engine.maintain(job)  # type: ignore[attr-defined]
         except Exception as e:  # noqa: BLE001 - this target's maintenance only
-            return Maintained(job.target, error=first_line(e))
+            return TargetMaintained(job.target, error=first_line(e))
 
     def _upkept(self, job: MaintainJob, fut: Future) -> None:
         # On the worker thread.
@@ -83,7 +83,7 @@ class Maintaining(LoopState):
                 continue
             self._fold_upkeep(fut.result())
 
-    def _fold_upkeep(self, m: Maintained) -> None:
+    def _fold_upkeep(self, m: TargetMaintained) -> None:
         r = self.result.targets.get(m.target)
         if r is None:
             t = self.plan.target_plan(m.target) if self.plan is not None else None
