@@ -55,6 +55,10 @@ POINTS: dict[str, str] = {
     "rewrite.commit": "a rewrite's commit swapping its files for the old ones",
     "round.files": "a round's files, written for every target before the first commit",
     "round.commit": "each target's commit in a round (the nth: between two targets' commits)",
+    # A target's maintenance (spark/apply/maintain.py), between its applies
+    "maintenance.compact": "OPTIMIZE of a target's small files (no marker)",
+    "maintenance.vacuum": "VACUUM of a target's files removed longer ago than its retention",
+    "maintenance.checkpoint": "a checkpoint of a target's log after many commits without one",
     # The run (spark/engine.py, warehouse/lease.py)
     "sync_point": "a sync point's rows appended to the sync_points table",
     "lease.acquire": "the run lease taken (before Spark starts)",

@@ -263,6 +263,8 @@ class TableEntry:
     mode: Mode | None = None  # None: the project default (`defaults.mode`)
     # `rewrite_below` of the entry in bytes; None: the project default.
     rewrite_below: int | None = None
+    # `maintenance` of the entry, over the project default's (fields left None).
+    maintenance: MaintenanceOptions | None = None
 
     @property
     def upstream_db(self) -> str:
@@ -327,6 +329,40 @@ DEFAULT_TARGET_LAG_MS = 60_000
 DEFAULT_REWRITE_BELOW = 16 << 20
 
 
+# A target's maintenance by the run that holds the lease, without `maintenance` anywhere:
+# compaction once it has this many files averaging under SMALL_FILE_BYTES, VACUUM at most
+# this often of the files removed longer ago than the retention, which is how far back the
+# target can be read (`as_of`, its versions, sync points).
+DEFAULT_COMPACT_SMALL_FILES = 32
+DEFAULT_VACUUM_EVERY_MS = 3_600_000
+DEFAULT_RETAIN_MS = 7 * 24 * 3600 * 1000
+# Files under this size count as small (OPTIMIZE bin-packs them).
+SMALL_FILE_BYTES = 32 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceOptions:
+    """`maintenance:` of `defaults` or of a table entry as written (None: not set there)."""
+
+    enabled: bool | None = None
+    compact_small_files: int | None = None  # 0: never compacted
+    retain_ms: int | None = None
+    vacuum_every_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Maintenance:
+    """A target's maintenance, each setting resolved with where it is set (the entry's
+    file:line, "ticdc_sync.yml defaults" or "built-in default")."""
+
+    enabled: bool = True
+    compact_small_files: int = DEFAULT_COMPACT_SMALL_FILES
+    retain_ms: int = DEFAULT_RETAIN_MS
+    vacuum_every_ms: int = DEFAULT_VACUUM_EVERY_MS
+    retain_from: str = "built-in default"
+    origin: str = "built-in default"  # where the first setting that differs is set
+
+
 @dataclass(frozen=True, slots=True)
 class Defaults:
     ddl: dict[DdlKind, Action] = field(default_factory=lambda: dict(DEFAULT_DDL_POLICY))
@@ -335,6 +371,7 @@ class Defaults:
     target_lag_ms: int | None = None  # `defaults.target_lag`; None: DEFAULT_TARGET_LAG_MS
     mode: Mode | None = None  # `defaults.mode`; None: mirror
     rewrite_below: int | None = None  # `defaults.rewrite_below`; None: DEFAULT_REWRITE_BELOW
+    maintenance: MaintenanceOptions = field(default_factory=MaintenanceOptions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,6 +465,26 @@ class Project:
             return self.defaults.rewrite_below, "ticdc_sync.yml defaults"
         return DEFAULT_REWRITE_BELOW, "built-in default"
 
+    def maintenance(self, entry: TableEntry) -> Maintenance:
+        """The maintenance of the targets of `entry`: each setting from the entry, else the
+        defaults, else built in."""
+        own = entry.maintenance or MaintenanceOptions()
+        df = self.defaults.maintenance
+        values: dict[str, object] = {}
+        for name in ("enabled", "compact_small_files", "retain_ms", "vacuum_every_ms"):
+            for opts, where in ((own, entry.origin.render()), (df, "ticdc_sync.yml defaults")):
+                if getattr(opts, name) is not None:
+                    values[name] = getattr(opts, name)
+                    if name == "retain_ms":
+                        values["retain_from"] = where
+                    break
+        origin = "built-in default"
+        if own != MaintenanceOptions():
+            origin = entry.origin.render()
+        elif df != MaintenanceOptions():
+            origin = "ticdc_sync.yml defaults"
+        return Maintenance(**{**_fields(Maintenance()), **values, "origin": origin})
+
     def mode(self, entry: TableEntry) -> tuple[Mode, str]:
         """The mode of the targets of `entry`, and where it is set."""
         if entry.mode is not None:
@@ -459,3 +516,7 @@ class Project:
             return True
         entry = self.route(source, db, table) if table else None
         return self.bad_message_policy(entry) is BadMessagePolicy.QUARANTINE
+
+
+def _fields(m: Maintenance) -> dict[str, object]:
+    return {k: getattr(m, k) for k in Maintenance.__dataclass_fields__}

@@ -16,6 +16,7 @@ from ticdc_sync.core.model import (
     DEFAULT_TARGET_LAG_MS,
     BadMessagePolicy,
     DumplingOptions,
+    Maintenance,
     Mode,
     Source,
     TableEntry,
@@ -232,6 +233,9 @@ class TargetPlan:
     # Its upstream tables' row changes staged so far (`Staged`), in `upstreams` order: what
     # sends a segment of many changes past the round (`plan.write_path`).
     staged: tuple[Staged, ...] = ()
+    # What the run that holds the lease does to keep it healthy, and how far back it can be
+    # read (`maintenance`, entry over defaults; `plan.maintenance` decides when).
+    maintenance: Maintenance = field(default_factory=Maintenance)
 
     @property
     def to_create(self) -> bool:

@@ -21,7 +21,7 @@ from ticdc_sync.core.model import Mode
 from ticdc_sync.core.spark_stack import remote_needs
 from ticdc_sync.core.sqlgen import COMMIT_TS, create_table_sql, table_ref
 from ticdc_sync.core.sqlgen_history import MERGE_SQL
-from ticdc_sync.plan import policy
+from ticdc_sync.plan import maintenance, policy
 from ticdc_sync.plan.model import (
     BLOCKED,
     FORMAT_VERSION,
@@ -190,6 +190,7 @@ def _target_dict(plan: Plan, t: TargetPlan) -> dict[str, Any]:
         "target_lag": render_ms(t.lag_ms),
         "target_lag_ms": t.lag_ms,
         "target_lag_from": t.lag_from,
+        "maintenance": maintenance.describe(t.maintenance),
         "mode": t.mode.value,
         "mode_from": t.mode_from,
         "mode_columns": [{"name": n, "delta_type": typ.upper()} for n, typ in t.mode_columns],
@@ -501,6 +502,7 @@ def _target_text(t: TargetPlan, td: dict[str, Any]) -> list[str]:
     out = [f"{_MARK[status]} {t.name} <- {ups} via {t.source}  [{what}]"]
     out.append(f"    keys: {', '.join(t.keys) or '(none)'}  ({t.keys_from})")
     out.append(f"    target lag: {td['target_lag']}  ({td['target_lag_from']})")
+    out.append(f"    maintenance: {maintenance.text(td['maintenance'])}")
     out.append(f"    bad messages: {td['bad_message_policy']}")
     if t.mode is not Mode.MIRROR:
         extra = ", ".join(f"{c['name']} {c['delta_type']}" for c in td["mode_columns"])

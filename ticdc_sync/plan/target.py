@@ -233,6 +233,7 @@ def target_plan(
         rewrite_below=rewrite_below,
         rewrite_from=rewrite_from,
         staged=_staged(tr.upstreams, staged_rows, staged_spans or {}),
+        maintenance=project.maintenance(tr.entry),
     )
     props = create_properties(create, settings) if create is not None else ()
     return with_steps(plan, timeline, props)

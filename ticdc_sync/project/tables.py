@@ -21,6 +21,7 @@ from ticdc_sync.core.model import (
     DdlOverride,
     Defaults,
     FeatureUse,
+    MaintenanceOptions,
     Mode,
     Origin,
     OverrideAction,
@@ -47,6 +48,19 @@ def parse_defaults(d: Any) -> Defaults:
         target_lag_ms=parse_ms(d["target_lag"]) if "target_lag" in d else None,
         mode=Mode(d["mode"]) if "mode" in d else None,
         rewrite_below=parse_bytes(d["rewrite_below"]) if "rewrite_below" in d else None,
+        maintenance=parse_maintenance(d.get("maintenance")) or MaintenanceOptions(),
+    )
+
+
+def parse_maintenance(d: Any) -> MaintenanceOptions | None:
+    """`maintenance:` of a defaults block or a table entry (None: not there)."""
+    if d is None:
+        return None
+    return MaintenanceOptions(
+        enabled=bool(d["enabled"]) if "enabled" in d else None,
+        compact_small_files=int(d["compact_small_files"]) if "compact_small_files" in d else None,
+        retain_ms=parse_ms(d["retain"]) if "retain" in d else None,
+        vacuum_every_ms=parse_ms(d["vacuum_every"]) if "vacuum_every" in d else None,
     )
 
 
@@ -92,6 +106,7 @@ def parse_table(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> Ta
         target_lag_ms=parse_ms(item["target_lag"]) if "target_lag" in item else None,
         mode=Mode(item["mode"]) if "mode" in item else None,
         rewrite_below=parse_bytes(item["rewrite_below"]) if "rewrite_below" in item else None,
+        maintenance=parse_maintenance(item.get("maintenance")),
     )
 
 

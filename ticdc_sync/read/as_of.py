@@ -30,10 +30,12 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ticdc_sync.core.durations import render_ms
 from ticdc_sync.core.errors import UserError
 from ticdc_sync.core.window import Marker
 from ticdc_sync.ddl.changes import AddColumn
 from ticdc_sync.ddl.timeline import Existence, Timeline
+from ticdc_sync.plan.maintenance import readable_from
 from ticdc_sync.plan.model import (
     OP_BACKFILL,
     OP_RECORD,
@@ -420,6 +422,23 @@ def staging_floor_check(target: str, source: str, applied_ts: int, floor: int, t
             f"{applied_ts}, and source {source}'s staged changes up to {floor} were trimmed "
             "(hint: read at a newer TSO, or keep more with `staging.retention`)"
         )
+
+
+def retention_check(t: TargetPlan, tso: int, resolved: int | None, held: int | None) -> None:
+    """Refuse a read of `t` at `tso` older than its `maintenance.retain` allows
+    (`plan.maintenance.readable_from`: behind its source's resolved TSO, or back to the
+    newest sync point `held`): VACUUM may have deleted what it needs."""
+    start = readable_from(t.maintenance, resolved, held)
+    if start is None or tso >= start:
+        return
+    m = t.maintenance
+    raise UserError(
+        f"as_of: TSO {tso} ({wall_text(tso)}) is older than target {t.name} can be read: "
+        f"`maintenance.retain` is {render_ms(m.retain_ms)} ({m.retain_from}) behind source "
+        f"{t.source}'s resolved TSO {resolved}, so it is readable from TSO {start} "
+        f"({wall_text(start)}) (hint: read at a newer TSO or at the newest sync point, or "
+        "keep more with `maintenance.retain`)"
+    )
 
 
 def no_version(target: str, tso: int, oldest: Version | None) -> UserError:

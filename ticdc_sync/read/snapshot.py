@@ -31,6 +31,7 @@ from ticdc_sync.core.sqlgen import COMMIT_TS, quote
 from ticdc_sync.plan import build_plan
 from ticdc_sync.plan.model import Plan, TargetPlan
 from ticdc_sync.read import as_of as ao
+from ticdc_sync.read import sync_points
 from ticdc_sync.warehouse.locations import state_location, warehouse_path
 from ticdc_sync.warehouse.read import read_state
 from ticdc_sync.warehouse.state import WarehouseState
@@ -104,12 +105,23 @@ def snapshot(
     events = LakeTable(state_location(wh, "events"), version=state.staging_version)
     found: dict[str, tuple[TargetPlan, ao.Version | None, str | None]] = {}
     absent: dict[str, ao.Absent] = {}
+    held: dict[str, int] | None = None  # per source, its newest sync point (read once)
     for t in chosen:
         sp = plan.source_plan(t.source)
         gone = ao.absent_at(t, sp.timeline, at.tso) if sp is not None else None
         if gone is not None:
             absent[t.name] = gone  # nothing of it to read: its versions are not looked at
             continue
+        try:
+            ao.retention_check(t, at.tso, resolved.get(t.source), None)
+        except UserError as e:
+            if held is None:
+                held = sync_points.newest_tsos(project)
+            try:
+                ao.retention_check(t, at.tso, resolved.get(t.source), held.get(t.source))
+            except UserError:
+                found[t.name] = (t, None, str(e))
+                continue
         found[t.name] = (t, *_version(t, at.tso, others))
     # The plan again, each target at its read version: the steps after it are the ones a
     # run from that version makes.

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ticdc_sync.core.model import Source
+from ticdc_sync.core.model import Maintenance, Source
 from ticdc_sync.core.staged import SourceTally
 from ticdc_sync.core.upstream import Key, Version
 from ticdc_sync.core.window import DdlEvent
@@ -156,6 +156,49 @@ class TrimOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class MaintainJob:
+    """One look at a target's health between its applies (`Engine.maintain`): compact and
+    VACUUM it if due (`plan.maintenance.due`)."""
+
+    target: str
+    location: str
+    maintenance: Maintenance
+    # The TSO of the newest sync point of its source (None: none): its version is kept.
+    held_tso: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TargetMaintained:
+    """What a look at a target found and did (`Engine.maintain`)."""
+
+    target: str
+    files: int = 0  # data files of its newest version, after
+    bytes: int = 0  # their bytes
+    # Bytes of files on disk its newest version does not use: removed, awaiting VACUUM
+    # (None: not known, a remote table).
+    removed_bytes: int | None = None
+    compacted: bool = False
+    vacuumed: bool = False
+    # Wall seconds of its last compaction and VACUUM (or its creation; None: not known).
+    last_compacted: float | None = None
+    last_vacuumed: float | None = None
+    seconds: float = 0.0
+    error: str | None = None  # why it failed (tried again at the next look)
+
+    def lines(self) -> list[str]:
+        """What the run prints of it."""
+        if self.error is not None:
+            return [f"  {self.target}: not maintained ({self.error}); tried again later"]
+        done = [w for w, d in (("compacted", self.compacted), ("vacuumed", self.vacuumed)) if d]
+        if not done:
+            return []
+        return [
+            f"  {self.target}: {' and '.join(done)} ({self.files} file(s), "
+            f"{self.bytes} bytes; {self.seconds:.1f}s)"
+        ]
+
+
+@dataclass(frozen=True, slots=True)
 class SyncPoint:
     """Every target of one source at one TSO (`sync_points`), to be recorded in the
     warehouse: each target of `targets` holds exactly its upstream tables at `tso` in a
@@ -205,6 +248,12 @@ class Engine(Protocol):
         (`retention.trim_bound`), and compact the staging table when it has many files,
         both beside the polls: what ended is reported by a later trim. `final` (the run
         ends after it): wait for them, and report them."""
+        ...
+
+    def maintain(self, job: MaintainJob) -> TargetMaintained:
+        """Look at the target and compact and VACUUM it as `plan.maintenance.due` says, on an
+        apply worker while no apply of the target runs; a failure is an outcome. (Optional:
+        an engine without it maintains nothing.)"""
         ...
 
     def record_sync_point(self, point: SyncPoint) -> None:

@@ -39,6 +39,7 @@ from concurrent.futures import Executor
 
 from ticdc_sync.run.engine import ApplyOutcome, Engine, StageOutcome
 from ticdc_sync.run.loop_applies import Applies
+from ticdc_sync.run.loop_maintenance import Maintaining
 from ticdc_sync.run.loop_settings import (
     Out,
     Replan,
@@ -96,7 +97,7 @@ def run_loop(
     return loop.run()
 
 
-class _Loop(Staging, Applies, SyncPoints, Trimming):
+class _Loop(Staging, Applies, SyncPoints, Trimming, Maintaining):
     """The run loop: its state (`LoopState`) and its jobs put together. This part decides
     what the loop thread does next and folds the stager's steps as they end."""
 
@@ -117,6 +118,7 @@ class _Loop(Staging, Applies, SyncPoints, Trimming):
             self.pool.shutdown(wait=not at_once, cancel_futures=True)
             if not at_once:
                 self._harvest(final=True)
+                self._harvest_upkeep()
             self.stager.shutdown(wait=not at_once, cancel_futures=True)
             self._finish(announce=ok)
         return self.result
@@ -125,6 +127,7 @@ class _Loop(Staging, Applies, SyncPoints, Trimming):
         s = self.s
         while True:
             self._harvest()
+            self._harvest_upkeep()
             self._harvest_chore()
             if self.fatal is not None:
                 raise self.fatal
@@ -140,6 +143,8 @@ class _Loop(Staging, Applies, SyncPoints, Trimming):
                 if level == 0:
                     self._sync_points()
                     self._dispatch()
+                    if s.follow and not self.draining:
+                        self._upkeep()
             now = self.clock()
             if self.chore is None and s.follow and not self.draining and level == 0:
                 if self.acc.n and now >= self.next_trim:
@@ -153,9 +158,15 @@ class _Loop(Staging, Applies, SyncPoints, Trimming):
                 self._start_poll(now)  # a plain run's one poll
                 continue
             if level >= 1 or self.draining:
-                if not self.running and self.chore is None:
+                if not self.running and self.chore is None and not self.maintaining:
                     if level >= 1:
                         self.result.interrupted = not self.s.follow
+                    elif self.polled and not self.upkeep_final_done:
+                        # Every target looked at once, between the last applies and the
+                        # final trim (the run waits for them).
+                        self.upkeep_final_done = True
+                        self._upkeep(final=True)
+                        continue
                     else:
                         self._trim(final=True)  # trimming waits when stopped
                     return

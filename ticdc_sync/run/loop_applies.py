@@ -50,7 +50,7 @@ class Applies(LoopState):
             at=self._at(t),
             oldest=self._oldest(t, t.stop_ts, (READY,)),
             work=work_without_ts(t, reported),
-            running=t.name in self.running,
+            running=t.name in self.running or t.name in self.maintaining,
             blocked=reported,
             needs=needs,
             upto=t.stop_ts,
@@ -102,7 +102,7 @@ class Applies(LoopState):
     def _busy(self) -> int:
         """Workers applying now: a round of several targets takes one."""
         alone = [n for n in self.running if n not in self.in_rounds]
-        return len(alone) + len(set(self.in_rounds.values()))
+        return len(alone) + len(set(self.in_rounds.values())) + len(self.maintaining)
 
     def _start_round(self, jobs: list[ApplyJob]) -> None:
         self.round_count += 1

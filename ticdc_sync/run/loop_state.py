@@ -19,6 +19,7 @@ from ticdc_sync.run.engine import (
     ApplyJob,
     ApplyOutcome,
     Engine,
+    MaintainJob,
     StageOutcome,
     Started,
     SyncPoint,
@@ -113,6 +114,13 @@ class LoopState:
         self.in_rounds: dict[str, int] = {}
         self.round_count = 0
         self.done: queue.SimpleQueue[tuple[ApplyJob, Future]] = queue.SimpleQueue()
+        # Targets being maintained (`loop_maintenance`): they count as running. When each
+        # is looked at next, those a final look has taken, and the looks that ended.
+        self.maintaining: dict[str, Future] = {}
+        self.next_upkeep: dict[str, float] = {}
+        self.upkept_final: set[str] = set()
+        self.upkeep_final_done = False
+        self.upkeep_done: queue.SimpleQueue[tuple[MaintainJob, Future]] = queue.SimpleQueue()
         self.halt = False  # an error ends the run: every apply stops at its next step
         self.fatal: BaseException | None = None
         self.dirty = True  # the state changed since the last plan

@@ -41,6 +41,17 @@ class TargetRun:
     pending_ddl: int = 0  # upstream DDL its plan has not applied (blocked ones too)
     failures: int = 0  # applies that failed in this run (`error` keeps the last one's why)
     waits_for: str | None = None  # a RENAME TABLE ahead waits for this target
+    # Its maintenance (`loop_maintenance`): looks taken, compactions and VACUUMs done, the
+    # last look's error, and what the last look found (None: not looked at yet).
+    maintained: int = 0
+    compactions: int = 0
+    vacuums: int = 0
+    maintenance_error: str | None = None
+    files: int | None = None
+    bytes: int | None = None
+    removed_bytes: int | None = None  # on disk, not in its newest version: awaiting VACUUM
+    last_compacted: float | None = None  # wall seconds (or its creation's)
+    last_vacuumed: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {

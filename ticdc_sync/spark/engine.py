@@ -27,14 +27,16 @@ from ticdc_sync.plan.model import WRITE_ROUND, Create, Ddl, LoadRows
 from ticdc_sync.run.engine import (
     ApplyJob,
     ApplyOutcome,
+    MaintainJob,
     StageOutcome,
     Started,
     StopCheck,
     SyncPoint,
     TableSpan,
+    TargetMaintained,
     TrimOutcome,
 )
-from ticdc_sync.spark.apply import rounds
+from ticdc_sync.spark.apply import maintain, rounds
 from ticdc_sync.spark.apply.ddl_commit import history_rows
 from ticdc_sync.spark.apply.executor import END, StepRunner, summary_line
 from ticdc_sync.spark.apply.rows import TargetWriter
@@ -106,6 +108,8 @@ class SparkEngine:
         self.maintenance = Maintenance(
             state.staging, lambda: fanout.target_session(spark, self.session_conf)
         )
+        # What this process compacted and vacuumed of each target (`maintain`).
+        self.upkeep = maintain.Memory()
         # Per source, the bound its staged events were last deleted up to by this process.
         self._deleted_to: dict[str, int] = {}
         # Sources whose DELETE failed since the last trim: tried again at the next trim,
@@ -472,6 +476,25 @@ class SparkEngine:
         ended, self._ended = self._ended, Maintained()
         return ended
 
+    # --- targets' maintenance -----------------------------------------------------------
+
+    def maintain(self, job: MaintainJob) -> TargetMaintained:
+        """Compact and VACUUM `job`'s target as due (`apply.maintain`), in a session of its
+        own on the worker the loop gave it (no apply of the target runs meanwhile)."""
+        spark = fanout.target_session(self.spark, self.session_conf)
+        try:
+            with (
+                labels.pool(spark, maintain_pool()),
+                labels.job_name(spark, f"{labels.PREFIX}maintain {job.target}"),
+            ):
+                return maintain.maintain(spark, job, self.upkeep)
+        except Exception as e:  # noqa: BLE001 - this target's maintenance only
+            text = str(e).strip()
+            why = (text.splitlines()[0] if text else type(e).__name__)[:300]
+            return TargetMaintained(job.target, error=why)
+        finally:
+            fanout.done(spark)
+
     # --- sync points -------------------------------------------------------------------
 
     def record_sync_point(self, point: SyncPoint) -> None:
@@ -507,6 +530,12 @@ class _Once:
             self._value = self._make()
             self._done = True
         return self._value
+
+
+def maintain_pool() -> str:
+    """Targets' maintenance shares the staging table's compaction pool: weighted like the
+    applies, below staging."""
+    return labels.COMPACT_POOL
 
 
 def _round_next(p: StepRunner) -> bool:

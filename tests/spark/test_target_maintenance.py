@@ -1,0 +1,143 @@
+"""Targets maintained by the run (`spark/apply/maintain.py`, `run/loop_maintenance.py`):
+several runs apply batches to two targets by MERGE (`rewrite_below: 0`), each leaving new
+small files. The runs' looks at their end compact the targets once they pass
+`compact_small_files` and VACUUM them (`vacuum_every: 0`) with a retention of an hour:
+every target's rows exact, fewer files, and a read as of each earlier batch's TSO exact
+(nothing inside the retention deleted). Then a run with `retain: 1s` VACUUMs the removed
+files away: the rows still exact, the disk down to the live files, and a read older than the
+retention refused with the setting's name.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.spark.engine_harness import (
+    canal_row,
+    collect_each,
+    load,
+    make_project,
+    read_target,
+    write_captures,
+)
+from tests.spark.engine_harness import canal_watermark as wm
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.spark import runner
+from ticdc_sync.spark.apply.maintain import _removed_bytes
+from ticdc_sync.spark.as_of import as_of
+from ticdc_sync.spark.runtime.delta_log import data_size
+from ticdc_sync.warehouse.locations import target_location, warehouse_path
+
+pytestmark = pytest.mark.spark
+
+TABLES = ("a", "b")
+SCHEMA = "".join(f"CREATE TABLE shop.{t} (id INT PRIMARY KEY, v VARCHAR(20));\n" for t in TABLES)
+TYPES = {"id": "int", "v": "varchar(20)"}
+RUNS = 4
+
+
+def _defaults(retain: str, vacuum_every: str) -> str:
+    return (
+        "defaults:\n  rewrite_below: 0\n  maintenance:\n    compact_small_files: 4\n"
+        f"    vacuum_every: {vacuum_every}\n    retain: {retain}\n"
+    )
+
+
+class Upstream:
+    """Canal-JSON records of the two tables, their TSOs ten minutes ago and on, ten seconds apart, and the rows
+    each table holds after each batch."""
+
+    def __init__(self, root) -> None:
+        self.root = root
+        self.ts = (int(time.time() * 1000) - 600_000) << 18
+        self.offset = 0
+        self.truth: dict[str, dict[int, str]] = {t: {} for t in TABLES}
+        self.marks: list[tuple[int, dict[str, dict[int, str]]]] = []
+
+    def batch(self, keys: range, tag: str) -> None:
+        """Each table's rows `keys` written (inserted or updated), then a watermark."""
+        records = []
+        self.ts += 10_000 << 18
+        for t in TABLES:
+            for i in keys:
+                self.ts += 1 << 18
+                v = f"{t}{tag}-{i}"
+                old = self.truth[t].get(i)
+                kind, before = ("INSERT", None) if old is None else ("UPDATE", {"v": old})
+                rec = canal_row("shop", t, kind, self.ts, _r(i, v), TYPES, ["id"], before)
+                records.append((0, self.offset, None, rec))
+                self.offset += 1
+                self.truth[t][i] = v
+        self.ts += 1 << 18
+        records.append((0, self.offset, None, wm(self.ts)))
+        self.offset += 1
+        write_captures(self.root, "t", records)
+        self.marks.append((self.ts, {t: dict(rows) for t, rows in self.truth.items()}))
+
+
+@pytest.mark.e2e
+def test_runs_compact_and_vacuum_targets_keeping_every_read_inside_the_retention(spark, tmp_path):
+    root = make_project(
+        tmp_path, protocol="canal-json", schema_sql=SCHEMA, defaults=_defaults("1h", "1h")
+    )
+    project = load(root)
+    up = Upstream(root)
+    lines: list[str] = []
+    wh = warehouse_path(project)
+    # Batches of new keys: each MERGE adds files, none is removed; the targets are new, so
+    # no VACUUM is due (`vacuum_every` 1h), and a compaction once they have 4 files.
+    for run in range(RUNS):
+        up.batch(range(run * 10, run * 10 + 10), str(run))
+        assert runner.run(project, spark=spark, out=lines.append) == 0
+    text = "\n".join(lines)
+    assert "a: compacted" in text and "b: compacted" in text and "vacuumed" not in text, text
+    for t in TABLES:
+        files, _ = data_size(spark, target_location(wh, t))
+        assert files < 4, f"{t}: {files} files after compaction"
+
+    # Updates, and a VACUUM at each look keeping an hour: nothing a read needs is deleted.
+    _configure(root, "1h", "0")
+    project = load(root)
+    up.batch(range(5, 15), "u")
+    lines.clear()
+    assert runner.run(project, spark=spark, out=lines.append) == 0
+    assert "a: vacuumed" in "\n".join(lines), lines
+    for at, held in up.marks:
+        read = as_of(spark, project, at, list(TABLES))
+        got = collect_each([read.frames[t] for t in TABLES])
+        for t, rows in zip(TABLES, got, strict=True):
+            assert _rows(rows) == held[t], (t, at)
+    for t in TABLES:
+        loc = target_location(wh, t)
+        assert _rows(read_target(spark, project, t, "id")) == up.truth[t]
+        assert (_removed_bytes(loc, data_size(spark, loc)[1]) or 0) > 0, t
+
+    # A retention of one second: the next look's VACUUM deletes every removed file.
+    _configure(root, "1s", "0")
+    project = load(root)
+    time.sleep(1.5)
+    assert runner.run(project, spark=spark, out=lines.append) == 0
+    for t in TABLES:
+        loc = target_location(wh, t)
+        assert _rows(read_target(spark, project, t, "id")) == up.truth[t]
+        assert _removed_bytes(loc, data_size(spark, loc)[1]) == 0, t
+    latest = as_of(spark, project, up.marks[-1][0], ["a"])
+    assert _rows(collect_each([latest.frames["a"]])[0]) == up.truth["a"]
+    with pytest.raises(UserError, match="maintenance.retain"):
+        as_of(spark, project, up.marks[0][0], ["a"])
+
+
+def _configure(root, retain: str, vacuum_every: str) -> None:
+    (root / "ticdc_sync.yml").write_text(
+        f"name: test\nprofile: test\n{_defaults(retain, vacuum_every)}"
+    )
+
+
+def _r(i: int, v: str) -> dict:
+    return {"id": str(i), "v": v}
+
+
+def _rows(rows: list[dict]) -> dict[int, str]:
+    return {int(r["id"]): r["v"] for r in rows}

@@ -1,0 +1,117 @@
+"""A target's maintenance by the run that holds the lease: when it compacts and VACUUMs, with
+which retention, and how far back the target can be read.
+
+The settings (`core.model.Maintenance`, entry over defaults) are resolved into each target's
+plan and shown by `plan`. The run loop asks the engine to look at a target between its
+applies, at most every `check_every_ms`; the engine reads what the table holds
+(`TableFacts`: files, bytes, when it was last compacted and vacuumed) and does what `due`
+says. The retention is one setting (`maintenance.retain`) for everything a reader may ask
+for: a version, a TSO (`as_of`), a sync point. It counts in TiDB time behind the source's
+resolved TSO, which a commit's wall time never precedes while the run follows the stream, so
+a VACUUM that keeps every file removed within the retention (wall time) keeps every version
+a read inside it needs. The newest sync point of the target's source holds its version past
+the retention (`vacuum_retain_ms`, `readable_from`). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ticdc_sync.core.durations import render_ms
+from ticdc_sync.core.model import SMALL_FILE_BYTES, Maintenance
+
+# A TSO's physical part is milliseconds, above 18 logical bits (codec facts 1.1).
+_SHIFT = 18
+# The loop looks at a target at most this often, and at most every `vacuum_every`.
+CHECK_EVERY_MS = 5 * 60 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TableFacts:
+    """What a target's table holds now, as the engine read it."""
+
+    files: int
+    bytes: int
+    # Wall ms of its last compaction and last VACUUM (or, none being known, of its
+    # creation: nothing was removed before it); None: not known.
+    last_compacted_ms: int | None = None
+    last_vacuumed_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    """What a look at a target does now."""
+
+    compact: bool
+    vacuum: bool
+    retain_ms: int  # the VACUUM's retention (wall time): files removed since then stay
+
+
+def check_every_ms(m: Maintenance) -> int:
+    """How often at most the run looks at a target (in `--follow`)."""
+    return max(1000, min(CHECK_EVERY_MS, m.vacuum_every_ms))
+
+
+def compaction_due(m: Maintenance, files: int, size: int) -> bool:
+    """Whether a table of `files` data files of `size` bytes in all is due a compaction:
+    at least `compact_small_files` of them, averaging under `SMALL_FILE_BYTES`."""
+    if not m.enabled or m.compact_small_files <= 0 or files < m.compact_small_files:
+        return False
+    return size < files * SMALL_FILE_BYTES
+
+
+def vacuum_retain_ms(m: Maintenance, now_ms: int, held_tso: int | None) -> int:
+    """The retention a VACUUM of the target keeps: `retain`, or longer, back to the wall
+    time of the newest sync point of its source (`held_tso`), whose version it holds."""
+    if held_tso is None or held_tso < 0:
+        return m.retain_ms
+    return max(m.retain_ms, now_ms - (held_tso >> _SHIFT))
+
+
+def due(m: Maintenance, facts: TableFacts, now_ms: int, held_tso: int | None = None) -> Due:
+    """What to do to a target now: compact when `compaction_due`, VACUUM when the last one
+    (or its creation) is `vacuum_every` ago or more."""
+    retain = vacuum_retain_ms(m, now_ms, held_tso)
+    if not m.enabled:
+        return Due(False, False, retain)
+    last = facts.last_vacuumed_ms
+    vacuum = last is None or now_ms - last >= m.vacuum_every_ms
+    return Due(compaction_due(m, facts.files, facts.bytes), vacuum, retain)
+
+
+def readable_from(m: Maintenance, resolved: int | None, held_tso: int | None) -> int | None:
+    """The oldest TSO a read of the target is allowed at: `retain` behind its source's
+    resolved TSO, or its source's newest sync point if that is older (None: anything)."""
+    if resolved is None or resolved < 0:
+        return None
+    cut = resolved - (m.retain_ms << _SHIFT)
+    if held_tso is not None and 0 <= held_tso < cut:
+        cut = held_tso
+    return cut if cut > 0 else None
+
+
+def describe(m: Maintenance) -> dict[str, Any]:
+    """The target's maintenance as `plan` shows it (JSON)."""
+    return {
+        "enabled": m.enabled,
+        "compact_small_files": m.compact_small_files,
+        "retain": render_ms(m.retain_ms),
+        "retain_from": m.retain_from,
+        "vacuum_every": render_ms(m.vacuum_every_ms),
+        "from": m.origin,
+    }
+
+
+def text(d: dict[str, Any]) -> str:
+    """One line of `plan`'s text from `describe`'s dict."""
+    if not d["enabled"]:
+        return f"off; readable back {d['retain']}  ({d['from']})"
+    compact = (
+        f"compact at {d['compact_small_files']} small files"
+        if d["compact_small_files"]
+        else "no compaction"
+    )
+    return (
+        f"{compact}, VACUUM every {d['vacuum_every']}, readable back {d['retain']}  ({d['from']})"
+    )
