@@ -55,6 +55,10 @@ POINTS: dict[str, str] = {
     "rewrite.commit": "a rewrite's commit swapping its files for the old ones",
     "round.files": "a round's files, written for every target before the first commit",
     "round.commit": "each target's commit in a round (the nth: between two targets' commits)",
+    # A target's catalog entry (spark/apply/catalog_sync.py)
+    "catalog.register": "a target's CREATE SCHEMA/CREATE TABLE in the output's catalog",
+    "catalog.drop": "the DROP TABLE of a dropped or renamed-away target's catalog entry",
+    "catalog.record": "the row that records a catalog step in the `catalog` state table",
     # The run (spark/engine.py, warehouse/lease.py)
     "sync_point": "a sync point's rows appended to the sync_points table",
     "lease.acquire": "the run lease taken (before Spark starts)",
