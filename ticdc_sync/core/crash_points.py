@@ -59,6 +59,10 @@ POINTS: dict[str, str] = {
     "maintenance.compact": "OPTIMIZE of a target's small files (no marker)",
     "maintenance.vacuum": "VACUUM of a target's files removed longer ago than its retention",
     "maintenance.checkpoint": "a checkpoint of a target's log after many commits without one",
+    # A target's catalog entry (spark/apply/catalog_sync.py)
+    "catalog.register": "a target's CREATE SCHEMA/CREATE TABLE in the output's catalog",
+    "catalog.drop": "the DROP TABLE of a dropped or renamed-away target's catalog entry",
+    "catalog.record": "the row that records a catalog step in the `catalog` state table",
     # The run (spark/engine.py, warehouse/lease.py)
     "sync_point": "a sync point's rows appended to the sync_points table",
     "lease.acquire": "the run lease taken (before Spark starts)",

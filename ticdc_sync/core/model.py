@@ -265,6 +265,13 @@ class TableEntry:
     rewrite_below: int | None = None
     # `maintenance` of the entry, over the project default's (fields left None).
     maintenance: MaintenanceOptions | None = None
+    # The catalog name of each target (`schema`, `table`: templates with {db} and {table};
+    # the table's default is the target's name), and whether a dropped or renamed-away
+    # target's catalog entry is dropped ("drop") or kept ("keep"); used only when the
+    # profile output names a catalog.
+    catalog_schema: str = "{db}"
+    catalog_table: str | None = None
+    catalog_on_drop: str = "drop"
 
     @property
     def upstream_db(self) -> str:
@@ -287,6 +294,14 @@ class TableEntry:
 
     def target_name(self, db: str, table: str) -> str:
         return self.name.replace("{db}", db).replace("{table}", table)
+
+    def catalog_names(self, db: str, table: str) -> tuple[str, str]:
+        """(schema, table) of the target of upstream `db.table` in the output's catalog."""
+        tbl = self.catalog_table if self.catalog_table is not None else self.name
+        return (
+            self.catalog_schema.replace("{db}", db).replace("{table}", table),
+            tbl.replace("{db}", db).replace("{table}", table),
+        )
 
 
 class OverrideAction(StrEnum):
@@ -383,6 +398,22 @@ class Transport:
     starting_offsets: str = "earliest"
 
 
+# `catalog.metastore` of an output: a Hive metastore kept in the warehouse (a laptop's).
+EMBEDDED_METASTORE = "embedded"
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogOutput:
+    """The catalog an output's targets are registered in (`catalog:` of a profile output):
+    `name` is a Spark catalog (`spark_catalog`, the session catalog, or a catalog plugin
+    the session's conf configures); `metastore` the session catalog's Hive metastore: a
+    `thrift://host:port` URI, EMBEDDED_METASTORE (Derby, in the warehouse), or None (as the
+    Spark conf says)."""
+
+    name: str = "spark_catalog"
+    metastore: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Output:
     """The selected profile target: Spark, warehouse, transport."""
@@ -407,6 +438,7 @@ class Output:
     metrics_port: int | None = None
     metrics_address: str | None = None
     transport: Transport = field(default_factory=lambda: Transport(TransportKind.FILES, "captures"))
+    catalog: CatalogOutput | None = None  # None: targets are paths only
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from ticdc_sync.core.window import Marker
 from ticdc_sync.ddl.changes import DeltaChange
 from ticdc_sync.ddl.timeline import DdlGroup, Timeline
 from ticdc_sync.plan.policy import Decision
+from ticdc_sync.warehouse.state import KEPT, REGISTERED, UNREGISTERED, CatalogRecord
 
 FORMAT_VERSION = 1
 
@@ -172,6 +173,45 @@ class Staged:
 NextColumn = tuple[str, str, str, str]
 
 
+# CatalogEntry.action
+CATALOG_REGISTER = "register"  # an external Delta table at the target's location
+CATALOG_DROP = "drop"  # the upstream table is gone: its entry is dropped (the data stays)
+CATALOG_KEEP = "keep"  # gone, and `catalog_on_drop: keep` leaves the entry as it is
+CATALOG_NONE = "none"  # the target does not exist after the run: nothing to name yet
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogEntry:
+    """A target's name in the output's catalog and what the run does to it (`plan.catalog`):
+    `recorded` is what the last catalog step recorded (None: none yet)."""
+
+    catalog: str
+    schema: str
+    table: str
+    location: str  # never rendered as is (`<warehouse>`)
+    comment: str
+    action: str
+    recorded: CatalogRecord | None = None
+    gone: bool = False  # the target's upstream table was dropped or renamed away already
+
+    @property
+    def name(self) -> str:
+        """`catalog.schema.table`, as a user types it (unquoted)."""
+        return f"{self.catalog}.{self.schema}.{self.table}"
+
+    @property
+    def short_name(self) -> str:
+        """The name to query it by: `schema.table` in the session catalog."""
+        if self.catalog == "spark_catalog":
+            return f"{self.schema}.{self.table}"
+        return self.name
+
+    def done(self) -> CatalogRecord:
+        """What the catalog step records once it has carried the entry out."""
+        state = {CATALOG_REGISTER: REGISTERED, CATALOG_DROP: UNREGISTERED}.get(self.action, KEPT)
+        return CatalogRecord(self.name, self.location, state)
+
+
 @dataclass(frozen=True, slots=True)
 class TargetPlan:
     """One target: where it stands and what the next run does to it."""
@@ -236,6 +276,15 @@ class TargetPlan:
     # What the run that holds the lease does to keep it healthy, and how far back it can be
     # read (`maintenance`, entry over defaults; `plan.maintenance` decides when).
     maintenance: Maintenance = field(default_factory=Maintenance)
+    # Its name in the output's catalog and what the run's catalog step does (None: no
+    # catalog, or nothing to name yet).
+    catalog: CatalogEntry | None = None
+
+    @property
+    def catalog_pending(self) -> bool:
+        """Its catalog step has not recorded its entry yet (a missing registration)."""
+        c = self.catalog
+        return c is not None and c.action != CATALOG_NONE and c.recorded != c.done()
 
     @property
     def to_create(self) -> bool:
@@ -303,7 +352,11 @@ class Plan:
         """Changes a run would make: targets to create or load, DDL to apply (or blocked),
         table features to change."""
         return any(
-            (t.to_create and not t.absent) or t.pending or t.feature_parts or t.load is not None
+            (t.to_create and not t.absent)
+            or t.pending
+            or t.feature_parts
+            or t.load is not None
+            or t.catalog_pending
             for t in self.targets
         )
 
@@ -421,7 +474,16 @@ class Halt:
     reason: str
 
 
-Step = Create | Features | LoadRows | Rows | Ddl | Stop | Halt
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """Bring the target's catalog entry to `entry` (register, drop or keep it), after the
+    steps before it (`at`: the commit_ts they reach; -1 before anything else)."""
+
+    entry: CatalogEntry
+    at: int = -1
+
+
+Step = Create | Features | LoadRows | Rows | Ddl | Stop | Halt | Catalog
 
 
 # Statements of an OP_SQL part that change the table's metadata only (ADD COLUMNS, SET
@@ -458,4 +520,6 @@ def end_ts(step: Step) -> int:
         return step.load.snapshot_ts
     if isinstance(step, (Ddl, Stop)):
         return step.ddl.commit_ts
+    if isinstance(step, Catalog):
+        return step.at
     return -1  # Create, Features, Halt: before anything else

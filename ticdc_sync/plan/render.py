@@ -22,6 +22,7 @@ from ticdc_sync.core.spark_stack import remote_needs
 from ticdc_sync.core.sqlgen import COMMIT_TS, create_table_sql, table_ref
 from ticdc_sync.core.sqlgen_history import MERGE_SQL
 from ticdc_sync.plan import maintenance, policy
+from ticdc_sync.plan.catalog import statements as catalog_statements
 from ticdc_sync.plan.model import (
     BLOCKED,
     FORMAT_VERSION,
@@ -30,6 +31,7 @@ from ticdc_sync.plan.model import (
     OP_REBUILD,
     READY,
     WAITING,
+    Catalog,
     Create,
     Ddl,
     Features,
@@ -115,6 +117,8 @@ def _step_dict(step: Step) -> dict[str, Any]:
         return {"step": "ddl", "commit_ts": step.commit_ts, "ahead": step.ahead}
     if isinstance(step, Stop):
         return {"step": "stop", "commit_ts": step.ddl.commit_ts}
+    if isinstance(step, Catalog):
+        return {"step": "catalog", "action": step.entry.action, "name": step.entry.name}
     assert isinstance(step, Halt)
     return {"step": "halt", "reason": step.reason}
 
@@ -170,6 +174,7 @@ def target_status(t: TargetPlan) -> str:
         t.feature_parts
         or t.load is not None
         or any(d.status in (READY, WAITING) for d in t.pending)
+        or t.catalog_pending
     ):
         return "change"
     return "unchanged"
@@ -229,6 +234,20 @@ def _target_dict(plan: Plan, t: TargetPlan) -> dict[str, Any]:
         "blocked": t.blocked,
         "notes": list(t.notes),
         "load": _load_dict(t),
+        "catalog": _catalog_dict(plan, t),
+    }
+
+
+def _catalog_dict(plan: Plan, t: TargetPlan) -> dict[str, Any] | None:
+    c = t.catalog
+    if c is None:
+        return None
+    return {
+        "name": c.name,
+        "action": c.action,
+        "pending": t.catalog_pending,
+        "recorded": c.recorded.state if c.recorded is not None else None,
+        "statements": [_shown(plan, x) for x in catalog_statements(c)],
     }
 
 
@@ -536,6 +555,10 @@ def _target_text(t: TargetPlan, td: dict[str, Any]) -> list[str]:
         out += _load_text(td["load"])
     if td["create_sql"]:
         out += ["    create:", _indent(td["create_sql"], 6)]
+    if (c := td["catalog"]) is not None:
+        done = "pending" if c["pending"] else (c["recorded"] or "-")
+        out.append(f"    catalog: {c['name']}  ({c['action']}; {done})")
+        out += [f"      {x}" for x in c["statements"] if c["pending"]]
     for dd in td["ddl"]:
         out += _ddl_text(dd)
     if td["merge_sql"] and status != "unchanged":
@@ -565,6 +588,8 @@ def _step_text(i: int, st: dict[str, Any]) -> list[str]:
         return [head + f"stop: blocked at the DDL at {st['commit_ts']}"]
     if kind == "halt":
         return [head + f"stop: {st['reason']}"]
+    if kind == "catalog":
+        return [head + f"catalog: {st['action']} {st['name']}"]
     span = f"rows {st['lo']} < commit_ts <= {st['hi']}"
     if not st["tables"]:
         return [head + f"{span}: no upstream schema known, nothing to merge"]

@@ -25,6 +25,8 @@ from ticdc_sync.core.upstream import Key, TableSchema, key
 from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl.timeline import Timeline
 from ticdc_sync.plan import table_features as tf
+from ticdc_sync.plan.catalog import catalog_entry
+from ticdc_sync.plan.catalog import place as place_catalog
 from ticdc_sync.plan.columns import next_columns
 from ticdc_sync.plan.features import (
     create_properties,
@@ -235,6 +237,7 @@ def target_plan(
         staged=_staged(tr.upstreams, staged_rows, staged_spans or {}),
         maintenance=project.maintenance(tr.entry),
     )
+    plan = replace(plan, catalog=catalog_entry(project, plan, ts_))
     props = create_properties(create, settings) if create is not None else ()
     return with_steps(plan, timeline, props)
 
@@ -242,7 +245,8 @@ def target_plan(
 def with_steps(t: TargetPlan, timeline: Timeline, properties: Properties = ()) -> TargetPlan:
     """`t` with what follows from its DDL and where its rows stop: its steps (`properties`:
     the TBLPROPERTIES it is created with) and its columns after the run."""
-    return replace(t, steps=target_steps(t, timeline, properties), next_columns=next_columns(t))
+    t = replace(t, steps=target_steps(t, timeline, properties), next_columns=next_columns(t))
+    return place_catalog(t)
 
 
 def _refused(

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ticdc_sync.core.errors import Issue
-from ticdc_sync.core.model import Output, Transport, TransportKind
+from ticdc_sync.core.model import CatalogOutput, Output, Transport, TransportKind
 from ticdc_sync.project.context import PROJECT_FILE, Ctx, check_file
 from ticdc_sync.project.yaml_lines import interpolate, line_of
 
@@ -127,6 +127,7 @@ def load_output(
     else:
         transport = Transport(TransportKind.FILES, captures=str(tr.get("captures", "captures")))
     remote = _remote(spark, ctx, file, data, (profile_name, "outputs", chosen, "spark"))
+    cat = out.get("catalog")
     return Output(
         name=chosen,
         spark_master=str(spark.get("master", "local[*]")),
@@ -138,6 +139,14 @@ def load_output(
         apply_workers=int(run["apply_workers"]) if "apply_workers" in run else None,
         metrics_port=int(run["metrics_port"]) if "metrics_port" in run else None,
         metrics_address=str(run["metrics_address"]) if "metrics_address" in run else None,
+        catalog=(
+            CatalogOutput(
+                name=str(cat.get("name", "spark_catalog")),
+                metastore=str(cat["metastore"]) if "metastore" in cat else None,
+            )
+            if isinstance(cat, dict)
+            else None
+        ),
         **{
             name: float(lease[key])
             for key, name in (("ttl_seconds", "run_lease_ttl"), ("wait_seconds", "run_lease_wait"))

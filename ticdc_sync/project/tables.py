@@ -79,17 +79,19 @@ def _table_features(d: Any) -> dict[str, object]:
 
 def parse_table(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> TableEntry:
     name = item.get("name", "{table}")
-    bad = sorted({p for p in _PLACEHOLDER.findall(name) if p not in ("db", "table")})
-    if bad:
-        ctx.issues.append(
-            Issue(
-                file,
-                item.key_lines.get("name", line),
-                f"{kp}.name",
-                f"unknown placeholder {{{bad[0]}}} in {name!r}",
-                "only {db} and {table} are available",
+    for k in ("name", "schema", "table"):
+        text = str(item.get(k, ""))
+        bad = sorted({p for p in _PLACEHOLDER.findall(text) if p not in ("db", "table")})
+        if bad:
+            ctx.issues.append(
+                Issue(
+                    file,
+                    item.key_lines.get(k, line),
+                    f"{kp}.{k}",
+                    f"unknown placeholder {{{bad[0]}}} in {text!r}",
+                    "only {db} and {table} are available",
+                )
             )
-        )
     return TableEntry(
         upstream=item["upstream"],
         name=name,
@@ -107,6 +109,9 @@ def parse_table(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> Ta
         mode=Mode(item["mode"]) if "mode" in item else None,
         rewrite_below=parse_bytes(item["rewrite_below"]) if "rewrite_below" in item else None,
         maintenance=parse_maintenance(item.get("maintenance")),
+        catalog_schema=str(item.get("schema", "{db}")),
+        catalog_table=str(item["table"]) if "table" in item else None,
+        catalog_on_drop=str(item.get("catalog_on_drop", "drop")),
     )
 
 

@@ -295,6 +295,8 @@ def work_without_ts(t: TargetPlan, reported: bool) -> str | None:
     if t.blocked is not None and not reported:
         # Applied once, to apply the rows before its blocked DDL and report it.
         return "blocked: report it"
+    if t.catalog_pending:
+        return "catalog"
     return None
 
 

@@ -16,6 +16,7 @@ conflicts with.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -325,7 +326,10 @@ class SparkEngine:
             recorded = tuple((k, v) for k in sorted(mine) for v in history_of[k])
         return ApplyOutcome(
             target=t.name,
-            state=warehouse.target_state(t.name, location),
+            state=dataclasses.replace(
+                warehouse.target_state(t.name, location),
+                catalog=p.catalog_record or (t.catalog.recorded if t.catalog else None),
+            ),
             reached=p.reached,
             inserted=r.inserted,
             updated=r.updated,

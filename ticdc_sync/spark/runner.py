@@ -55,11 +55,13 @@ def run_session(
 ):
     """The session for `project`'s profile output; the JVM's output to `jvm_output`
     (`session_id`: the id of a Spark Connect session, `remote.session_id`)."""
-    from ticdc_sync.spark.runtime.session import build_session
+    from ticdc_sync.spark.runtime.session import build_session, catalog_conf
+    from ticdc_sync.warehouse.locations import warehouse_path
 
     spark = build_session(
         project.output,
         kafka=project.output.transport.kind is TransportKind.KAFKA,
+        extra_conf=catalog_conf(project.output, warehouse_path(project)),
         jvm_output=jvm_output,
         session_id=session_id,
     )

@@ -10,6 +10,8 @@ never writes.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ticdc_sync.codecs import dumpling_export as dumpling
 from ticdc_sync.codecs.dumpling_export import Export
 from ticdc_sync.core.events import KIND_BAD, KIND_DDL, KIND_ROW, KIND_WATERMARK
@@ -21,7 +23,7 @@ from ticdc_sync.core.window import DdlEvent, Marker, staged_order
 from ticdc_sync.project import routing
 from ticdc_sync.warehouse.locations import find_target, state_location
 from ticdc_sync.warehouse.locations import warehouse_path as _warehouse_path
-from ticdc_sync.warehouse.state import SourceState, TargetState, WarehouseState
+from ticdc_sync.warehouse.state import CatalogRecord, SourceState, TargetState, WarehouseState
 
 # The schema history marks a dropped (or renamed-away) table with its last schema and this
 # comment (written by older versions too).
@@ -265,7 +267,28 @@ def _targets(
             tables |= {(t.db, t.table) for t in export.tables.values()}
         grouped, _ = routing.targets(project, s.name, sorted(tables))
         names |= set(grouped)
-    return {n: target_state(n, _find(wh, n)) for n in sorted(names)}
+    records = catalog_records(wh) if project.output.catalog is not None else {}
+    return {
+        n: replace(target_state(n, _find(wh, n)), catalog=records.get(n)) for n in sorted(names)
+    }
+
+
+# The state table of catalog steps (`spark.apply.catalog_sync` appends to it).
+CATALOG_TABLE = "catalog"
+
+
+def catalog_records(wh: str) -> dict[str, CatalogRecord]:
+    """Each target's newest catalog record (the row with the highest `seq`)."""
+    t = LakeTable(state_location(wh, CATALOG_TABLE))
+    if not t.exists():
+        return {}
+    rows = t.read(["target", "name", "location", "state", "seq"]).to_pylist()
+    out: dict[str, tuple[int, CatalogRecord]] = {}
+    for r in rows:
+        have = out.get(r["target"])
+        if have is None or r["seq"] > have[0]:
+            out[r["target"]] = (r["seq"], CatalogRecord(r["name"], r["location"], r["state"]))
+    return {k: v for k, (_, v) in out.items()}
 
 
 def _find(wh: str, name: str) -> str:

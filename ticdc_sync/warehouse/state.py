@@ -15,6 +15,21 @@ from ticdc_sync.core.staged import SourceTally
 from ticdc_sync.core.upstream import Key, Version
 from ticdc_sync.core.window import DdlEvent, Marker
 
+# CatalogRecord.state
+REGISTERED = "registered"
+UNREGISTERED = "unregistered"  # dropped from the catalog (the Delta table stays)
+KEPT = "kept"  # left in the catalog by `catalog_on_drop: keep`
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogRecord:
+    """What a target's last catalog step did (the `catalog` state table): its qualified
+    name, the location it named, and REGISTERED, UNREGISTERED or KEPT."""
+
+    name: str
+    location: str
+    state: str
+
 
 @dataclass(frozen=True, slots=True)
 class TargetState:
@@ -32,6 +47,8 @@ class TargetState:
     # Where it lives (`locations.find_target`: an earlier version's folder name is kept);
     # None: not looked up (`target_location` then).
     location: str | None = None
+    # Its catalog entry as the last catalog step recorded it (`CatalogRecord`); None: none.
+    catalog: CatalogRecord | None = None
 
     @property
     def features(self) -> tuple[str, ...]:

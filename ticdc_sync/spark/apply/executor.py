@@ -22,6 +22,7 @@ from ticdc_sync.core.window import Marker
 from ticdc_sync.plan.model import (
     WRITE_REWRITE,
     WRITE_ROUND,
+    Catalog,
     Create,
     Ddl,
     Features,
@@ -73,6 +74,8 @@ def step_text(step: Step) -> str:
         return "table features"
     if isinstance(step, LoadRows):
         return "load"
+    if isinstance(step, Catalog):
+        return "catalog"
     return "blocked"
 
 
@@ -112,6 +115,8 @@ class StepRunner:
         # The schema history holds the versions of its DDL steps already (a round records
         # those of all its targets at once).
         self.history_recorded = False
+        # What its catalog step recorded (None: it has not run).
+        self.catalog_record = None
 
     def _next(self) -> Step | None:
         """The next step to run, or None when asked to stop (each step is its own commit
@@ -204,6 +209,10 @@ class StepRunner:
             raise blocked_error(w.name, step.ddl)
         elif isinstance(step, Halt):
             raise BlockedError(f"target {w.name} is blocked: {step.reason}")
+        elif isinstance(step, Catalog):
+            from ticdc_sync.spark.apply import catalog_sync
+
+            self.catalog_record = catalog_sync.sync(w.spark, w.name, step.entry, w.state.warehouse)
         self._ran(step)
 
     def _ran(self, step: Step) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ticdc_sync.core import spark_stack
 from ticdc_sync.core.errors import UserError
-from ticdc_sync.core.model import Output
+from ticdc_sync.core.model import EMBEDDED_METASTORE, Output
 from ticdc_sync.spark.runtime import storage
 
 try:
@@ -186,6 +186,36 @@ def catalog_dir() -> Path:
     out of the project and the working directory. A profile's `spark.conf` can set it.
     """
     return cache_dir() / "spark-warehouse"
+
+
+def catalog_conf(output: Output | None, warehouse: str) -> dict[str, str]:
+    """The session conf of the output's catalog (`catalog.metastore`): Spark's session
+    catalog on a Hive metastore, over thrift or embedded (Derby, in the warehouse's
+    `_ticdc_sync/metastore`). A key the profile's `spark.conf` sets is left to it."""
+    cat = output.catalog if output is not None else None
+    if cat is None or cat.metastore is None:
+        return {}
+    conf = {"spark.sql.catalogImplementation": "hive"}
+    if cat.metastore == EMBEDDED_METASTORE:
+        if "://" in warehouse and not warehouse.startswith("file:"):
+            raise UserError(
+                f"catalog.metastore: embedded keeps its Derby database in the warehouse, "
+                f"which must be a local folder (not {warehouse}) (hint: point `metastore` at "
+                "a thrift://host:port metastore)"
+            )
+        folder = warehouse.removeprefix("file://").removeprefix("file:").rstrip("/")
+        conf.update(
+            {
+                "spark.hadoop.javax.jdo.option.ConnectionURL": (
+                    f"jdbc:derby:;databaseName={folder}/_ticdc_sync/metastore;create=true"
+                ),
+                "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
+                "spark.hadoop.hive.metastore.schema.verification": "false",
+            }
+        )
+    else:
+        conf["spark.hadoop.hive.metastore.uris"] = cat.metastore
+    return {k: v for k, v in conf.items() if k not in output.spark_conf}
 
 
 def is_local_master(master: str) -> bool:
