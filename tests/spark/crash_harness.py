@@ -171,8 +171,16 @@ def assert_same_facts(got: dict, want: dict, outcomes: list[str]) -> None:
     q_missing = sorted((Counter(want["quarantine"]) - Counter(got["quarantine"])).elements())
     q_extra = sorted((Counter(got["quarantine"]) - Counter(want["quarantine"])).elements())
     assert got["quarantine"] == want["quarantine"], (
-        "quarantine", "missing", q_missing, "extra", q_extra, outcomes
+        "quarantine",
+        "missing",
+        q_missing,
+        "extra",
+        q_extra,
+        outcomes,
     )
     assert got["resolved"] == want["resolved"], (
-        "staged positions", got["resolved"], want["resolved"], outcomes
+        "staged positions",
+        got["resolved"],
+        want["resolved"],
+        outcomes,
     )
