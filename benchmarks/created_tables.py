@@ -15,7 +15,7 @@ Usage: python benchmarks/created_tables.py [--events 30000] [--tables 3,150,1000
   tables are seeded by CREATE TABLEs under schema/, and its peak memory (the child's max
   RSS). Target: <= 5 s.
 Row counts are checked against the stream. One repetition: on a shared machine compare the
-ratios. Not part of the test suite.
+ratios. A tiny run first warms the JVM up (not counted). Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -136,6 +136,8 @@ def main() -> None:
             import run as R
 
             spark = R.session()
+            # A warm-up run (not counted): the first run in a JVM pays its JIT and class loading.
+            one_run(spark, work, CreatedTables(tables=3, events=30, add_column=True), "warm-up")
             if "run" in only:
                 counts = [int(x) for x in a.tables.split(",")]
                 t = measure_runs(spark, work, counts, a.events, alter=False)
