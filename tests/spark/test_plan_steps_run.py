@@ -98,30 +98,29 @@ def test_the_run_executes_the_planned_segments_and_keys(spark, tmp_path):
     t = plan.target_plan("t")
     assert t is not None
     rows = [s for s in t.steps if isinstance(s, Rows)]
-    # Before the CREATE nothing is known (no table, no keys); then a segment per DDL (the
-    # target is created in this window, so the ADD COLUMN is not moved ahead of its rows).
+    # Before the CREATE nothing is known (no table, no keys); then a segment per DDL, but
+    # the ADD COLUMN moves ahead of the rows before it (the CREATE before it in this window
+    # made the target: the rows on both sides share one segment, typed with its backfill).
     assert [(s.lo, s.hi, s.keys, len(s.tables)) for s in rows] == [
         (-1, 99, (), 0),
         (100, 299, ("id",), 1),
-        (300, 399, ("code",), 1),
-        (400, 500, ("code",), 1),
+        (300, 500, ("code",), 1),
     ]
-    assert [c.name for c in rows[3].tables[0].spans[0].schema.columns] == ["id", "code", "v", "w"]
+    assert [c.name for c in rows[2].tables[0].spans[-1].schema.columns] == ["id", "code", "v", "w"]
     assert [(s.commit_ts, s.ahead) for s in t.steps if isinstance(s, Ddl)] == [
         (100, False),
         (300, False),
-        (400, False),
+        (400, True),
     ]
     text = render_text(plan)
     assert "rows 100 < commit_ts <= 299: round on id (primary key; target 0 B <" in text
-    assert "rows 300 < commit_ts <= 399: round on code (primary key; target 0 B <" in text
+    assert "rows 300 < commit_ts <= 500: round on code (primary key; target 0 B <" in text
     shown = next(x for x in json.loads(render_json(plan))["targets"] if x["name"] == "t")
     assert [(s["step"], s.get("keys")) for s in shown["steps"]] == [
         ("rows", []),
         ("ddl", None),
         ("rows", ["id"]),
         ("ddl", None),
-        ("rows", ["code"]),
         ("ddl", None),
         ("rows", ["code"]),
     ]
@@ -132,7 +131,7 @@ def test_the_run_executes_the_planned_segments_and_keys(spark, tmp_path):
     assert outcome.error is None and outcome.blocked is None, lines
     # What ran is what the plan holds and shows: the same steps, in order.
     assert outcome.ran == t.steps
-    assert outcome.reached == 500 and outcome.merges == 3
+    assert outcome.reached == 500 and outcome.merges == 2
 
     got = [(r["id"], r["code"], r["v"], r["w"]) for r in read_target(spark, project, "t", "code")]
     assert got == [(1, "a", 1, 7), (2, "b", 20, 7), (1, "c", 3, 7), (1, "d", 4, 9)]
