@@ -8,8 +8,9 @@ Runs the real command (`commands.cli.main`, `run --follow --project PROJECT`) wi
 due at every poll (`runner.TRIM_EVERY_POLLS`) and a compaction once a few files were added
 (`COMPACT_ABOVE`), and prints a line as each of these begins and ends, flushed at once:
 `STAGE start|end` (a source's staging commit, `Staging.stage`), `TRIM start|end <events>`
-(a trim's DELETE, `trim.delete`), `COMPACT start|end` (`Staging.compact`). Nothing else
-differs from the command a user runs.
+(a trim's DELETE, `trim.delete`), `COMPACT start|end` (`Staging.compact`), `MAINTAIN
+start|end` (a look at a target: its compaction and VACUUM, `spark.apply.maintain`; the
+project makes them due at each look). Nothing else differs from the command a user runs.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def marked(name: str, fn, result=None):
 def main(project: str) -> int:
     from ticdc_sync.commands import cli
     from ticdc_sync.spark import engine, runner
+    from ticdc_sync.spark.apply import maintain
     from ticdc_sync.spark.staging import trim
     from ticdc_sync.spark.staging.table import Staging
 
@@ -50,6 +52,7 @@ def main(project: str) -> int:
     Staging.stage = marked("STAGE", Staging.stage)
     Staging.compact = marked("COMPACT", Staging.compact)
     trim.delete = marked("TRIM", trim.delete, str)
+    maintain.maintain = marked("MAINTAIN", maintain.maintain)
     return cli.main(["run", "--follow", "--project", project])
 
 

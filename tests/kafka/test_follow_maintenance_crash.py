@@ -1,5 +1,6 @@
 """`ticdc-sync run --follow` killed with SIGKILL in the middle of the staging table's maintenance:
-during a compaction, during a trim's DELETE, and during a poll staged beside either. After each
+during a compaction, during a trim's DELETE, during a target's compaction and VACUUM
+(`maintenance:` makes both due at each look), and during a poll staged beside either. After each
 kill, a read as of TSOs up to the resolved one equals the upstream at them (or is refused as
 trimmed, never wrong); a plain run then stages the rest and applies everything, the targets
 equal the upstream, and what the killed trims left below their bound is gone.
@@ -172,7 +173,9 @@ def _run(spark, broker, tmp_path) -> None:
     # Every target applied at each poll, and what they applied trimmed once the stream is
     # half a second (TiDB time) past it: the history spans about two and a half.
     (root / "ticdc_sync.yml").write_text(
-        "name: test\nprofile: test\ndefaults:\n  target_lag: 0s\nstaging:\n  retention: 500ms\n"
+        "name: test\nprofile: test\ndefaults:\n  target_lag: 0s\n  maintenance:\n"
+        "    compact_small_files: 2\n    vacuum_every: 0\n    retain: 1h\n"
+        "staging:\n  retention: 500ms\n"
     )
     # Every TSO a read as of `latest` could have been at: each rise of the resolved TSO.
     resolved = sorted({s.commit_ts for s in history.steps if s.kind == "watermark"})
@@ -193,6 +196,7 @@ def _run(spark, broker, tmp_path) -> None:
     aims: list[tuple[str, Callable[[Follower], bool], int]] = [
         ("a compaction", lambda f: f.running("COMPACT"), 6),
         ("a trim", lambda f: f.running("TRIM"), 11),
+        ("a target's compaction or VACUUM", lambda f: f.running("MAINTAIN"), 14),
         (
             "a poll beside a trim or a compaction",
             lambda f: f.running("TRIM", "COMPACT") and f.running("STAGE"),

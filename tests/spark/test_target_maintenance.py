@@ -1,7 +1,8 @@
 """Targets maintained by the run (`spark/apply/maintain.py`, `run/loop_maintenance.py`):
 several runs apply batches to two targets by MERGE (`rewrite_below: 0`), each leaving new
 small files. The runs' looks at their end compact the targets once they pass
-`compact_small_files` and VACUUM them (`vacuum_every: 0`) with a retention of an hour:
+`compact_small_files` and VACUUM them (`vacuum_every: 0`) with a retention of an hour, each
+first stopped at its crash point and resumed:
 every target's rows exact, fewer files, and a read as of each earlier batch's TSO exact
 (nothing inside the retention deleted). Then a run with `retain: 1s` VACUUMs the removed
 files away: the rows still exact, the disk down to the live files, and a read older than the
@@ -14,6 +15,7 @@ import time
 
 import pytest
 
+from tests.spark.crash_harness import run_resuming
 from tests.spark.engine_harness import (
     canal_row,
     collect_each,
@@ -38,9 +40,9 @@ TYPES = {"id": "int", "v": "varchar(20)"}
 RUNS = 4
 
 
-def _defaults(retain: str, vacuum_every: str) -> str:
+def _defaults(retain: str, vacuum_every: str, compact: int = 4) -> str:
     return (
-        "defaults:\n  rewrite_below: 0\n  maintenance:\n    compact_small_files: 4\n"
+        f"defaults:\n  rewrite_below: 0\n  maintenance:\n    compact_small_files: {compact}\n"
         f"    vacuum_every: {vacuum_every}\n    retain: {retain}\n"
     )
 
@@ -80,30 +82,39 @@ class Upstream:
 @pytest.mark.e2e
 def test_runs_compact_and_vacuum_targets_keeping_every_read_inside_the_retention(spark, tmp_path):
     root = make_project(
-        tmp_path, protocol="canal-json", schema_sql=SCHEMA, defaults=_defaults("1h", "1h")
+        tmp_path, protocol="canal-json", schema_sql=SCHEMA, defaults=_defaults("1h", "1h", 1000)
     )
     project = load(root)
     up = Upstream(root)
     lines: list[str] = []
     wh = warehouse_path(project)
     # Batches of new keys: each MERGE adds files, none is removed; the targets are new, so
-    # no VACUUM is due (`vacuum_every` 1h), and a compaction once they have 4 files.
-    for run in range(RUNS):
+    # no VACUUM is due (`vacuum_every` 1h), and no compaction (`compact_small_files` 1000)
+    # until the last run, due one at 4 files (each MERGE added one at least). That run
+    # stops at the first compaction's commit point, as a kill would stop it, and a run
+    # resumes (`crash_harness.run_resuming`): it compacts both.
+    for run in range(RUNS - 1):
         up.batch(range(run * 10, run * 10 + 10), str(run))
         assert runner.run(project, spark=spark, out=lines.append) == 0
-    text = "\n".join(lines)
-    assert "a: compacted" in text and "b: compacted" in text and "vacuumed" not in text, text
+    assert "compacted" not in "\n".join(lines) and "vacuumed" not in "\n".join(lines)
+    up.batch(range((RUNS - 1) * 10, RUNS * 10), "last")
+    _configure(root, "1h", "1h")
+    play = run_resuming(spark, root, "maintenance.compact")
+    assert play.fired and play.outcomes[-1] == "exit 0", play.outcomes
     for t in TABLES:
         files, _ = data_size(spark, target_location(wh, t))
         assert files < 4, f"{t}: {files} files after compaction"
+        assert _rows(read_target(spark, project, t, "id")) == up.truth[t]
+        assert "OPTIMIZE" in _operations(spark, target_location(wh, t))
 
     # Updates, and a VACUUM at each look keeping an hour: nothing a read needs is deleted.
     _configure(root, "1h", "0")
     project = load(root)
     up.batch(range(5, 15), "u")
-    lines.clear()
-    assert runner.run(project, spark=spark, out=lines.append) == 0
-    assert "a: vacuumed" in "\n".join(lines), lines
+    play = run_resuming(spark, root, "maintenance.vacuum", target="a")
+    assert play.fired and play.outcomes[-1] == "exit 0", play.outcomes
+    for t in TABLES:
+        assert "VACUUM END" in _operations(spark, target_location(wh, t)), t
     for at, held in up.marks:
         read = as_of(spark, project, at, list(TABLES))
         got = collect_each([read.frames[t] for t in TABLES])
@@ -129,9 +140,13 @@ def test_runs_compact_and_vacuum_targets_keeping_every_read_inside_the_retention
         as_of(spark, project, up.marks[0][0], ["a"])
 
 
-def _configure(root, retain: str, vacuum_every: str) -> None:
+def _operations(spark, location: str) -> set[str]:
+    return {r["operation"] for r in spark.sql(f"DESCRIBE HISTORY delta.`{location}`").collect()}
+
+
+def _configure(root, retain: str, vacuum_every: str, compact: int = 4) -> None:
     (root / "ticdc_sync.yml").write_text(
-        f"name: test\nprofile: test\n{_defaults(retain, vacuum_every)}"
+        f"name: test\nprofile: test\n{_defaults(retain, vacuum_every, compact)}"
     )
 
 

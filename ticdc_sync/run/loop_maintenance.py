@@ -92,8 +92,13 @@ class Maintaining(LoopState):
             r = self._target_run(t)
         r.maintained += 1
         if m.error is not None:
+            # A warning, not a run error: the target's rows are as they were, and the
+            # next look tries again (the metrics and alerts keep count).
+            if r.maintenance_error != m.error:
+                self.out(
+                    f"warning: target {m.target}: not maintained ({m.error}); tried again later"
+                )
             r.maintenance_error = m.error
-            self._error(f"target {m.target}: not maintained ({m.error})", " (tried again later)")
             return
         r.maintenance_error = None
         r.files, r.bytes, r.removed_bytes = m.files, m.bytes, m.removed_bytes

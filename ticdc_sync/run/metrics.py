@@ -1,7 +1,8 @@
 """A run's Prometheus metrics, mapped from what the run loop reports (`results`): per source
 its resolved TSO, staging lag, polls, records and events staged, records quarantined; per
 target its applied TSO, staleness against its `target_lag`, what is pending, its applies
-and their duration, rows changed, errors, blocks; the run lease; the run's polls and errors.
+and their duration, rows changed, errors, blocks, and its maintenance (files, bytes,
+removed bytes awaiting VACUUM, its last compaction and VACUUM); the run lease; the run's polls and errors.
 
 `RunMetrics` holds them in a registry of its own (`prometheus_client.CollectorRegistry`,
 not the client's global one), fed on the loop thread by the loop's callbacks (`polled`,
@@ -222,6 +223,55 @@ TARGET_SERIES: tuple[Series, ...] = (
         "gauge",
         "1 while the target's last apply failed (until one succeeds).",
         lambda t: int(t.error is not None),
+    ),
+    Series(
+        "target_data_files",
+        "gauge",
+        "Data files of the target's newest version, as its last maintenance look found them.",
+        lambda t: t.files,
+    ),
+    Series(
+        "target_data_bytes",
+        "gauge",
+        "Bytes of the data files of the target's newest version (last maintenance look).",
+        lambda t: t.bytes,
+    ),
+    Series(
+        "target_removed_bytes",
+        "gauge",
+        "Bytes of the target's files on disk its newest version does not use: removed, "
+        "awaiting VACUUM past `maintenance.retain` (local tables only).",
+        lambda t: t.removed_bytes,
+    ),
+    Series(
+        "target_last_compaction_timestamp_seconds",
+        "gauge",
+        "When the target was last compacted (OPTIMIZE), as Unix seconds.",
+        lambda t: t.last_compacted,
+    ),
+    Series(
+        "target_last_vacuum_timestamp_seconds",
+        "gauge",
+        "When the target was last vacuumed (or created, if never), as Unix seconds.",
+        lambda t: t.last_vacuumed,
+    ),
+    Series(
+        "target_compactions",
+        "counter",
+        "Compactions of the target by this run's maintenance.",
+        lambda t: t.compactions,
+    ),
+    Series(
+        "target_vacuums",
+        "counter",
+        "VACUUMs of the target by this run's maintenance.",
+        lambda t: t.vacuums,
+    ),
+    Series(
+        "target_maintenance_failing",
+        "gauge",
+        "1 when the target's last maintenance look failed (tried again at the next).",
+        lambda t: int(t.maintenance_error is not None) if t.maintained else None,
     ),
     Series(
         "target_blocked",
