@@ -166,6 +166,20 @@ def test_targets_by_name_through_ddl_and_a_crash(hive_metastore, tmp_path: Path)
         "items": "drop",
         "orders": "register",
     }
+    # status and snapshot name the targets by their catalog names.
+    status = run_child(cli("status", "--project", str(root), "--format", "json"), env=env)
+    names = {t["name"]: t["catalog_name"] for t in json.loads(status.stdout)["targets"]}
+    assert names == {
+        "gone": None,
+        "goods": "lake_shop.goods",
+        "held": "lake_shop.held",
+        "items": None,
+        "orders": "lake_shop.orders",
+    }, names
+    snap = run_child(
+        cli("snapshot", "--project", str(root), "--select", "lake_shop.orders"), env=env
+    )
+    assert "SELECT * FROM lake_shop.orders VERSION AS OF " in snap.stdout, snap.stdout
 
 
 def test_metastore_script_starts_and_stops(tmp_path: Path):
