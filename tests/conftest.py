@@ -90,11 +90,13 @@ FIXTURE_GROUPS = {
     "standalone_cluster": "spark-cluster",
     "connect_server": "connect-server",
     "kafka_broker": "kafka-broker",
+    "hive_metastore": "hive-metastore",
 }
 FILE_GROUPS = {
     "tests/s3/": "s3-server",
     "tests/cluster/": "spark-cluster",
     "tests/connect/": "connect-server",
+    "tests/catalog/": "hive-metastore",
     "tests/kafka/test_capture.py": "kafka-broker",
     "tests/kafka/test_capture_replay.py": "kafka-broker",
     "tests/kafka/test_e2e_protocols.py": "kafka-broker",

@@ -24,6 +24,7 @@ from ticdc_sync.plan import build_plan
 from ticdc_sync.plan.model import BLOCKED, Plan, TargetPlan
 from ticdc_sync.read import sync_points
 from ticdc_sync.read.as_of import absent_at, newest_readable
+from ticdc_sync.read.snapshot import catalog_name
 from ticdc_sync.run.schedule import over_lag, staging_lag_ms, staleness_ms
 from ticdc_sync.warehouse import lease
 from ticdc_sync.warehouse.locations import state_location, warehouse_path
@@ -107,6 +108,8 @@ def report(
                 "staleness_seconds": None if stale is None else stale / 1000,
                 "target_lag_seconds": t.lag_ms / 1000,
                 "over_lag": t.exists and over_lag(now_ms, oldest, t.lag_ms),
+                "catalog_name": catalog_name(t),
+                "catalog_pending": t.catalog_pending,
             }
         )
     sources = {}
@@ -285,6 +288,10 @@ def render(rep: dict[str, Any]) -> str:
             f"{_seconds(t['target_lag_seconds']):>6} {t['pending_events']:>8} "
             f"{t['waiting_events']:>8} {t['quarantined']:>11}  {blocked}"
         )
+    for t in rep["targets"]:
+        if t.get("catalog_name"):
+            more = " (registration pending: the next run registers it)" * t["catalog_pending"]
+            lines.append(f"catalog: {t['name']} is {t['catalog_name']}{more}")
     for name, src in sorted(rep["sources"].items()):
         lines.append(
             f"source {name}: resolved ts {src['resolved_ts'] if src['resolved_ts'] is not None else '-'}"

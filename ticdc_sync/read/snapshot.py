@@ -18,7 +18,7 @@ import dataclasses
 import fnmatch
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from deltalake import DeltaTable
@@ -29,7 +29,7 @@ from ticdc_sync.core.lake import LakeTable, spark_type
 from ticdc_sync.core.model import Project
 from ticdc_sync.core.sqlgen import COMMIT_TS, quote
 from ticdc_sync.plan import build_plan
-from ticdc_sync.plan.model import Plan, TargetPlan
+from ticdc_sync.plan.model import CATALOG_REGISTER, Plan, TargetPlan
 from ticdc_sync.read import as_of as ao
 from ticdc_sync.read import sync_points
 from ticdc_sync.warehouse.locations import state_location, warehouse_path
@@ -54,6 +54,7 @@ class TargetAt:
     why: str | None = None  # not readable at all, or not exactly (with `read` None)
     read: ao.ReadPlan | None = None
     absent: ao.Absent | None = None  # its upstream tables did not exist at the TSO
+    catalog_name: str | None = None  # its name in the output's catalog, if registered
 
     @property
     def exact(self) -> bool:
@@ -71,13 +72,26 @@ class Snapshot:
     staging_version: int | None = None
 
 
+def catalog_name(t: TargetPlan) -> str | None:
+    """The name `t` is queried by in the output's catalog (`schema.table` in the session
+    catalog), None: no catalog, or its upstream table is gone."""
+    c = t.catalog
+    return c.short_name if c is not None and c.action == CATALOG_REGISTER else None
+
+
 def selected(plan: Plan, names: Sequence[str]) -> list[TargetPlan]:
-    """The plan's existing targets matching `names` (fnmatch globs; all when empty)."""
-    out = [
-        t
-        for t in plan.targets
-        if not names or any(fnmatch.fnmatchcase(t.name, pat) for pat in names)
-    ]
+    """The plan's existing targets matching `names` (fnmatch globs, on a target's name or
+    its catalog name; all when empty)."""
+
+    def hit(t: TargetPlan, pat: str) -> bool:
+        if fnmatch.fnmatchcase(t.name, pat):
+            return True
+        c = t.catalog
+        return c is not None and (
+            fnmatch.fnmatchcase(c.short_name, pat) or fnmatch.fnmatchcase(c.name, pat)
+        )
+
+    out = [t for t in plan.targets if not names or any(hit(t, pat) for pat in names)]
     if names and not out:
         known = ", ".join(t.name for t in plan.targets) or "none"
         raise UserError(f"as_of: no target matches {', '.join(names)} (targets: {known})")
@@ -157,6 +171,8 @@ def snapshot(
             steps = ()
         rp = ao.ReadPlan(t.name, t.source, t.location, at.tso, v.version, v.marker, steps, tp)
         out.append(TargetAt(t.name, t.source, t.location, v.version, applied, pending, read=rp))
+    names_ = {c.name: catalog_name(c) for c in chosen}
+    out = [replace(x, catalog_name=names_.get(x.name)) for x in out]
     return Snapshot(at, tuple(out), read_plan, state.staging_version)
 
 
@@ -255,8 +271,10 @@ def _floor(state: WarehouseState, events: LakeTable, t: TargetPlan) -> int:
 # --------------------------------------------------------------------------- output
 
 
-def spark_sql(location: str, version: int) -> str:
-    return f"SELECT * FROM delta.{quote(location)} VERSION AS OF {version}"
+def spark_sql(location: str, version: int, name: str | None = None) -> str:
+    """The query of one version: by the target's catalog name when it has one."""
+    table = name if name is not None else f"delta.{quote(location)}"
+    return f"SELECT * FROM {table} VERSION AS OF {version}"
 
 
 def to_json(s: Snapshot) -> dict[str, Any]:
@@ -273,8 +291,10 @@ def to_json(s: Snapshot) -> dict[str, Any]:
             "available": t.version is not None,
             "absent": t.absent is not None,
         }
+        if t.catalog_name is not None:
+            row["catalog_name"] = t.catalog_name
         if t.version is not None:
-            row["sql"] = spark_sql(t.location, t.version)
+            row["sql"] = spark_sql(t.location, t.version, t.catalog_name)
         if t.why:
             row["reason"] = t.why
         if t.absent is not None:
@@ -310,7 +330,7 @@ def render(s: Snapshot) -> list[str]:
         elif t.exact:
             lines.append(
                 f"  {t.name}: version {t.version} (applied ts {t.applied_ts}), exact at TSO\n"
-                f"    {spark_sql(t.location, t.version)}"
+                f"    {spark_sql(t.location, t.version, t.catalog_name)}"
             )
         else:
             why = f"{t.pending} pending change(s)" if t.why is None else t.why

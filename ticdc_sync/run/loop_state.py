@@ -295,7 +295,9 @@ def work_without_ts(t: TargetPlan, reported: bool) -> str | None:
     if t.blocked is not None and not reported:
         # Applied once, to apply the rows before its blocked DDL and report it.
         return "blocked: report it"
-    if t.catalog_pending:
+    if t.catalog_pending and t.exists and not t.pending:
+        # Its catalog entry is behind its table (a run stopped between them, or a catalog
+        # that failed): due at once. Otherwise the catalog step follows its other steps.
         return "catalog"
     return None
 

@@ -48,13 +48,21 @@ class AbsentTarget(KeyError):
 class Frames(Mapping[str, DataFrame]):
     """Each present target's DataFrame by name. Asking for an absent target's frame raises
     `AbsentTarget` (a KeyError) saying when its table was created or dropped, not a bare
-    KeyError: `in`, `.get` and iteration see the present targets only."""
+    KeyError: `in`, `.get` and iteration see the present targets only. A target registered
+    in the output's catalog is found by its catalog name too (`aliases`)."""
 
-    def __init__(self, frames: Mapping[str, DataFrame], absent: Mapping[str, ao.Absent]) -> None:
+    def __init__(
+        self,
+        frames: Mapping[str, DataFrame],
+        absent: Mapping[str, ao.Absent],
+        aliases: Mapping[str, str] | None = None,
+    ) -> None:
         self._frames = dict(frames)
         self.absent = dict(absent)
+        self.aliases = dict(aliases or {})
 
     def __getitem__(self, name: str) -> DataFrame:
+        name = self.aliases.get(name, name)
         if name in self._frames:
             return self._frames[name]
         gone = self.absent.get(name)
@@ -155,7 +163,8 @@ def as_of(
         versions[t.name] = t.version
         pending[t.name] = t.pending
         applied[t.name] = rp.marker.applied_ts
-    return AsOfRead(s.at, Frames(frames, absent), versions, applied, pending, absent)
+    aliases = {t.catalog_name: t.name for t in s.targets if t.catalog_name}
+    return AsOfRead(s.at, Frames(frames, absent, aliases), versions, applied, pending, absent)
 
 
 def _read(
