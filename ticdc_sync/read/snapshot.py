@@ -203,8 +203,8 @@ def _version(t: TargetPlan, tso: int, others: bool = False) -> tuple[ao.Version 
         return None, (
             f"as_of: version {v.version} of target {t.name} (applied ts "
             f"{v.marker.applied_ts if v.marker else '?'}), the one that holds TSO {tso}, "
-            "lost files to VACUUM (hint: read at a newer TSO, or keep more with Delta's "
-            "`delta.deletedFileRetentionDuration`)"
+            "lost files to VACUUM (hint: read at a newer TSO, or keep more with "
+            "`maintenance.retain`, and VACUUM by hand no further back than it)"
         )
     return v, None
 
