@@ -5,6 +5,9 @@
 #
 #   ./scripts/example.sh        # its dev target: a warehouse folder in the project
 #   ./scripts/example.sh s3     # its s3 target: s3a://${SHOP_S3_BUCKET:-shop}/warehouse
+#   ./scripts/example.sh catalog  # its catalog target: every target a named table too,
+#                                 # in a Hive metastore kept in the warehouse; the last
+#                                 # step reads one by name in a new Spark session
 #
 # For s3 without AWS_ENDPOINT_URL set, a local S3-compatible server (scripts/s3.py) is
 # started for the run, with keys made up here and kept in the environment only, and
@@ -34,3 +37,14 @@ python3 -m ticdc_sync.commands.cli status --project "$PROJECT" --target "$TARGET
 python3 -m ticdc_sync.commands.cli snapshot --project "$PROJECT" --target "$TARGET" --as-of latest
 python3 -m ticdc_sync.commands.cli verify --project "$PROJECT" --target "$TARGET" \
   --export "$PROJECT/expected/dumpling"
+if [ "$TARGET" = "catalog" ]; then
+  python3 - "$PROJECT" <<'EOF'
+import sys
+from ticdc_sync.project import load_project
+from ticdc_sync.spark.runner import run_session
+
+spark = run_session(load_project(sys.argv[1], "catalog"))
+spark.sql("SHOW TABLES IN lake_shop").show(truncate=False)
+spark.sql("SELECT * FROM lake_shop.canal_orders ORDER BY 1").show(5, truncate=False)
+EOF
+fi

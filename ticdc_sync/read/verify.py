@@ -56,6 +56,7 @@ from ticdc_sync.core.upstream import key
 from ticdc_sync.plan.model import Load, LoadTable, Plan, TargetPlan
 from ticdc_sync.project import routing
 from ticdc_sync.read.as_of import Absent, absent_at
+from ticdc_sync.read.snapshot import catalog_name
 
 MISSING = "missing"  # a key upstream that the lake lacks
 EXTRA = "extra"  # a key in the lake that upstream lacks
@@ -79,6 +80,7 @@ class Check:
     routed: tuple[tuple[str, str], ...]  # every upstream table routed into the target
     on_bad_message: BadMessagePolicy
     read_at: int | None = None  # the TSO the lake is read at (None: the export's)
+    catalog_name: str | None = None  # its name in the output's catalog, if registered
 
     @property
     def tso(self) -> int:
@@ -298,6 +300,7 @@ def checks(
                 routed=tuple(sorted(routed)),
                 on_bad_message=t.on_bad_message,
                 read_at=read_at(t, found.snapshot_ts),
+                catalog_name=catalog_name(t),
             )
         )
     return tuple(out), tuple(passed), tuple(absent)

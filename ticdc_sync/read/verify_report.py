@@ -116,6 +116,7 @@ def to_json(report: Report) -> dict[str, Any]:
         targets.append(
             {
                 "name": c.target,
+                "catalog_name": c.catalog_name,
                 "source": c.source,
                 "mode": c.mode.value,
                 "export": c.export.shown,
@@ -210,13 +211,19 @@ def _rows(n: int) -> str:
     return f"{n} row" if n == 1 else f"{n} rows"
 
 
+def _named(c: Check) -> str:
+    """A target as the report names it: with its catalog name, when it has one."""
+    return c.target if c.catalog_name is None else f"{c.target} ({c.catalog_name})"
+
+
 def _table_lines(r: TableResult, several: bool) -> list[str]:
     c = r.check
     where = f" (export {c.export.shown})" if several else ""
     if r.equal:
         assert r.lake is not None
         return [
-            f"  {c.target}: equal ({_rows(r.upstream.rows)}, checksum {r.upstream.checksum}){where}"
+            f"  {_named(c)}: equal ({_rows(r.upstream.rows)}, checksum {r.upstream.checksum})"
+            f"{where}"
         ]
     why: list[str] = []
     if r.lake is None:
@@ -235,7 +242,7 @@ def _table_lines(r: TableResult, several: bool) -> list[str]:
             why.append(f"values differ in {', '.join(r.differing_columns)}")
     if r.counts is not None and any(r.counts.values()):
         why.append(", ".join(f"{r.counts[k]} {k}" for k in KINDS))
-    lines = [f"  {c.target}: DIFFERENT: {'; '.join(why)}{where}"]
+    lines = [f"  {_named(c)}: DIFFERENT: {'; '.join(why)}{where}"]
     lines += [_difference(d) for d in r.first]
     shown_n = len(r.first)
     total = sum(r.counts.values()) if r.counts is not None else 0

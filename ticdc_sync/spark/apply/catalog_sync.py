@@ -43,7 +43,7 @@ def held_location(spark: SparkSession, entry: CatalogEntry) -> str | None:
     is none ("" for a table without a location, a view)."""
     qualified = ident(entry)
     try:
-        if not spark.catalog.tableExists(f"{entry.catalog}.{entry.schema}.{entry.table}"):
+        if not spark.catalog.tableExists(qualified):
             return None
         rows = spark.sql(f"DESCRIBE TABLE EXTENDED {qualified}").collect()
     except Exception as e:  # noqa: BLE001 - the catalog's own reason, named
