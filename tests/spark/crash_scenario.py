@@ -103,6 +103,17 @@ CASES = [
     ("merge", "marker", 2, 1, "t_soft"),
 ]
 
+# Points whose stop-and-resume test lives beside the feature that reaches them (a scenario
+# of its own is cheaper there than making this one reach them): the file that arms each.
+ELSEWHERE = {
+    "maintenance.compact": "tests/spark/test_target_maintenance.py",
+    "maintenance.vacuum": "tests/spark/test_target_maintenance.py",
+    "maintenance.checkpoint": "tests/spark/test_target_maintenance.py",
+    "catalog.register": "tests/catalog/test_hive_metastore.py",
+    "catalog.drop": "tests/catalog/test_hive_metastore.py",
+    "catalog.record": "tests/catalog/test_hive_metastore.py",
+}
+
 
 def _entries(variant: str) -> str:
     extra = "    rewrite_below: 0\n" if variant == "merge" else ""

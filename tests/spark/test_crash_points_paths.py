@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.spark import crash_scenario as sc
@@ -23,8 +25,11 @@ def reference(spark, settings, tmp_path_factory):
 
 
 def test_every_point_has_a_case():
-    named = {c[1] for c in sc.CASES}
+    named = {c[1] for c in sc.CASES} | set(sc.ELSEWHERE)
     assert set(POINTS) == named, set(POINTS) ^ named
+    repo = Path(__file__).resolve().parents[2]
+    for point, test in sc.ELSEWHERE.items():
+        assert f'"{point}"' in (repo / test).read_text(), (point, test, "arms no such point")
 
 
 def test_each_case_is_reached_by_an_uninterrupted_play(reference):
