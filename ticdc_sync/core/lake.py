@@ -242,6 +242,20 @@ class LakeTable:
         except (DeltaError, OSError, ValueError, KeyError) as e:
             raise self._error("cannot list its data files", e) from e
 
+    def data_files(self) -> tuple[int, int] | None:
+        """(data files, bytes) of the loaded version, from its live `add` actions, where
+        delta-rs loads the table; None where it does not (ask Delta then)."""
+        snapshot = self._snapshot()
+        if not isinstance(snapshot, _RsSnapshot):
+            return None
+        try:
+            adds = pa.table(snapshot.table.get_add_actions(flatten=True))
+        except (DeltaError, OSError, ValueError, KeyError) as e:
+            raise self._error("cannot list its data files", e) from e
+        if not adds.num_rows:
+            return 0, 0
+        return adds.num_rows, int(pa.compute.sum(adds.column("size_bytes")).as_py() or 0)
+
     def schema(self) -> list[tuple[str, str]]:
         """(name, Spark simpleString type) of each column in table order; with column
         mapping, the logical names (the ones Spark shows)."""

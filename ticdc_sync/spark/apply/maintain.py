@@ -19,11 +19,13 @@ import time
 
 from pyspark.sql import SparkSession
 
+from ticdc_sync.core.errors import UserError
+from ticdc_sync.core.lake import LakeTable
 from ticdc_sync.core.sqlgen import table_ref
 from ticdc_sync.plan.maintenance import TableFacts, due
 from ticdc_sync.run.engine import MaintainJob, TargetMaintained
 from ticdc_sync.spark.runtime.conf import before_commit, session_confs, without_user_metadata
-from ticdc_sync.spark.runtime.delta_log import data_size, newest_version
+from ticdc_sync.spark.runtime.delta_log import checksum_size, data_size, newest_version
 from ticdc_sync.spark.runtime.remote import default_parallelism, is_connect
 from ticdc_sync.spark.staging.table import (
     COMPACT_SMALLER_THAN,
@@ -59,7 +61,7 @@ def maintain(spark: SparkSession, job: MaintainJob, memory: Memory) -> TargetMai
     loc = job.location
     now = int(time.time() * 1000)
     m = job.maintenance
-    files, size = data_size(spark, loc)
+    files, size = _data_size(spark, loc)
     last_c, last_v = memory.compacted.get(job.target), memory.vacuumed.get(job.target)
     if last_v is None:
         created = _created_ms(loc)
@@ -83,7 +85,7 @@ def maintain(spark: SparkSession, job: MaintainJob, memory: Memory) -> TargetMai
                 spark.sql(f"OPTIMIZE {table_ref(loc)}").collect()
             last_c = memory.compacted[job.target] = int(time.time() * 1000)
             compacted = True
-            files, size = data_size(spark, loc)
+            files, size = _data_size(spark, loc)
         if d.vacuum:
             hours = f"{d.retain_ms / 3_600_000:.6f}"
             confs = {
@@ -107,6 +109,17 @@ def maintain(spark: SparkSession, job: MaintainJob, memory: Memory) -> TargetMai
         last_vacuumed=None if last_v is None else last_v / 1000,
         seconds=time.monotonic() - t0,
     )
+
+
+def _data_size(spark: SparkSession, location: str) -> tuple[int, int]:
+    """(data files, bytes) of the target now: its version checksum, else delta-rs's list of
+    its files (commits by delta-rs write no checksum, and `DESCRIBE DETAIL` would be a Spark
+    job per target per look), else Delta."""
+    found = checksum_size(location)
+    if found is None:
+        with contextlib.suppress(UserError):
+            found = LakeTable(location).data_files()
+    return found if found is not None else data_size(spark, location)
 
 
 def _created_ms(location: str) -> int | None:

@@ -29,6 +29,9 @@ def target_marker(spark: SparkSession, location: str) -> Marker | None:
 
 def latest_user_metadata(spark: SparkSession, location: str, parse: Callable[[str | None], T]) -> T:
     """`parse` of the newest commit's userMetadata that parses to something (or None)."""
+    read, found = _local_user_metadata(location, parse)
+    if read:
+        return found  # type: ignore[return-value]
     # The newest commits first, widening the look-back only while none parses (commits
     # by others, e.g. OPTIMIZE, carry none): the history grows with every run.
     limit = 4
@@ -43,6 +46,34 @@ def latest_user_metadata(spark: SparkSession, location: str, parse: Callable[[st
         if len(rows) < limit:
             return None  # type: ignore[return-value]
         limit *= 4
+
+
+def _local_user_metadata(location: str, parse: Callable[[str | None], T]) -> tuple[bool, T | None]:
+    """(True, what `latest_user_metadata` returns) read from a local table's commit files,
+    newest first, without the JVM (DESCRIBE HISTORY is a Spark job, paid by every run's
+    state read); (False, None) where they cannot tell it: a remote table, a log that
+    cannot be listed, or a commit file a log cleanup has removed before one parsed."""
+    newest = newest_version(location)
+    if newest is None:
+        return False, None
+    log = local_path(location) / "_delta_log"
+    for version in range(newest, -1, -1):
+        try:
+            text = (log / f"{version:020d}.json").read_text()
+        except OSError:
+            return False, None
+        info = None
+        for line in text.splitlines():
+            if line.startswith('{"commitInfo"'):
+                try:
+                    info = json.loads(line).get("commitInfo")
+                except ValueError:
+                    return False, None
+                break
+        found = parse(info.get("userMetadata") if isinstance(info, dict) else None)
+        if found is not None:
+            return True, found
+    return True, None
 
 
 def table_exists(spark: SparkSession, location: str) -> bool:
