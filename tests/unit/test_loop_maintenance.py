@@ -86,3 +86,9 @@ def test_the_newest_sync_point_holds_its_version_past_the_retention() -> None:
     assert mt.readable_from(m, resolved, None) == ts(now - 3_600_000)
     assert mt.readable_from(m, resolved, ts(T0)) == ts(T0)
     assert mt.readable_from(m, None, None) is None
+
+
+def test_plan_notes_a_retention_past_deltas_log_retention() -> None:
+    assert mt.notes(Maintenance()) == []
+    (note,) = mt.notes(Maintenance(retain_ms=60 * 86_400_000, retain_from="t.yml:3"))
+    assert "maintenance.retain 60d (t.yml:3)" in note and "delta.logRetentionDuration" in note

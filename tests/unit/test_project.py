@@ -582,3 +582,37 @@ def test_sync_points_every(tmp_path: Path) -> None:
     write(root / "ticdc_sync.yml", base + "\nsync_points: 10m\n")
     with pytest.raises(ProjectError, match="sync_points"):
         load_project(root)
+
+
+def test_maintenance_is_read_from_defaults_and_entries_key_by_key(tmp_path: Path) -> None:
+    root = copy_shop(tmp_path)
+    text = (
+        (root / "ticdc_sync.yml")
+        .read_text()
+        .replace(
+            "defaults:\n", "defaults:\n  maintenance:\n    retain: 2d\n    vacuum_every: 6h\n", 1
+        )
+    )
+    write(root / "ticdc_sync.yml", text)
+    tables = next((root / "tables").glob("*.yml"))
+    write(
+        tables,
+        tables.read_text().replace(
+            '    name: "canal_{table}"\n',
+            '    name: "canal_{table}"\n    maintenance:\n      compact_small_files: 0\n',
+            1,
+        ),
+    )
+    project = load_project(root)
+    canal = next(t for t in project.tables if t.source == "canal")
+    other = next(t for t in project.tables if t.source != "canal")
+    m = project.maintenance(canal)
+    assert (m.enabled, m.compact_small_files, m.retain_ms, m.vacuum_every_ms) == (
+        True,
+        0,
+        2 * 86_400_000,
+        6 * 3_600_000,
+    )
+    assert m.retain_from == "ticdc_sync.yml defaults" and m.origin == canal.origin.render()
+    o = project.maintenance(other)
+    assert (o.compact_small_files, o.origin) == (32, "ticdc_sync.yml defaults")

@@ -91,6 +91,23 @@ def readable_from(m: Maintenance, resolved: int | None, held_tso: int | None) ->
     return cut if cut > 0 else None
 
 
+# Delta's default `delta.logRetentionDuration`: log entries older than this go at a
+# checkpoint, and the versions they describe with them.
+DELTA_LOG_RETENTION_MS = 30 * 86_400_000
+
+
+def notes(m: Maintenance) -> list[str]:
+    """What `plan` says of a target's maintenance settings."""
+    if m.retain_ms <= DELTA_LOG_RETENTION_MS:
+        return []
+    return [
+        f"maintenance.retain {render_ms(m.retain_ms)} ({m.retain_from}) is longer than Delta's "
+        "default log retention (30 days): versions older than that lose their log entries at "
+        "a checkpoint; set `delta.logRetentionDuration` on the target to at least the "
+        "retention (ALTER TABLE ... SET TBLPROPERTIES)"
+    ]
+
+
 def describe(m: Maintenance) -> dict[str, Any]:
     """The target's maintenance as `plan` shows it (JSON)."""
     return {

@@ -35,6 +35,7 @@ from ticdc_sync.plan.features import (
     with_create_properties,
 )
 from ticdc_sync.plan.loads import gone_by
+from ticdc_sync.plan.maintenance import notes as upkeep_notes
 from ticdc_sync.plan.model import (
     BLOCKED,
     DeltaPart,
@@ -197,6 +198,8 @@ def target_plan(
     ddl = with_create_properties(features_added(ddl, have, settings), settings)
     lag_ms, lag_from = project.target_lag(tr.entry)
     rewrite_below, rewrite_from = project.rewrite_below(tr.entry)
+    maintenance = project.maintenance(tr.entry)
+    notes += upkeep_notes(maintenance)
     plan = TargetPlan(
         name=tr.target,
         source=source.name,
@@ -235,7 +238,7 @@ def target_plan(
         rewrite_below=rewrite_below,
         rewrite_from=rewrite_from,
         staged=_staged(tr.upstreams, staged_rows, staged_spans or {}),
-        maintenance=project.maintenance(tr.entry),
+        maintenance=maintenance,
     )
     plan = replace(plan, catalog=catalog_entry(project, plan, ts_))
     props = create_properties(create, settings) if create is not None else ()
