@@ -27,10 +27,11 @@ from tests.spark.engine_harness import (
 from tests.spark.engine_harness import canal_watermark as wm
 from ticdc_sync.core.errors import UserError
 from ticdc_sync.spark import runner
+from ticdc_sync.spark.apply import maintain
 from ticdc_sync.spark.apply.maintain import _removed_bytes
 from ticdc_sync.spark.as_of import as_of
 from ticdc_sync.spark.runtime.delta_log import data_size
-from ticdc_sync.warehouse.locations import target_location, warehouse_path
+from ticdc_sync.warehouse.locations import local_path, target_location, warehouse_path
 
 pytestmark = pytest.mark.spark
 
@@ -80,7 +81,9 @@ class Upstream:
 
 
 @pytest.mark.e2e
-def test_runs_compact_and_vacuum_targets_keeping_every_read_inside_the_retention(spark, tmp_path):
+def test_runs_compact_and_vacuum_targets_keeping_every_read_inside_the_retention(
+    spark, tmp_path, monkeypatch
+):
     root = make_project(
         tmp_path, protocol="canal-json", schema_sql=SCHEMA, defaults=_defaults("1h", "1h", 1000)
     )
@@ -129,7 +132,13 @@ def test_runs_compact_and_vacuum_targets_keeping_every_read_inside_the_retention
     _configure(root, "1s", "0")
     project = load(root)
     time.sleep(1.5)
-    assert runner.run(project, spark=spark, out=lines.append) == 0
+    # And a checkpoint at the look after any commit without one, stopped at its point too.
+    monkeypatch.setattr(maintain, "CHECKPOINT_AFTER", 1)
+    play = run_resuming(spark, root, "maintenance.checkpoint")
+    assert play.fired and play.outcomes[-1] == "exit 0", play.outcomes
+    for t in TABLES:
+        log = local_path(target_location(wh, t)) / "_delta_log"
+        assert (log / "_last_checkpoint").exists(), t
     for t in TABLES:
         loc = target_location(wh, t)
         assert _rows(read_target(spark, project, t, "id")) == up.truth[t]
