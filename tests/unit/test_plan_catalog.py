@@ -79,6 +79,7 @@ def test_an_unrecorded_target_is_registered_and_pending(tmp_path: Path) -> None:
     text = render_text(plan)
     assert "catalog: spark_catalog.lake_shop.orders  (register; pending)" in text
     assert "LOCATION '<warehouse>/tables/canal_orders'" in text
+    assert "  catalog: spark_catalog  (Hive metastore embedded; " in text
 
 
 def test_a_recorded_registration_is_not_pending(tmp_path: Path) -> None:
