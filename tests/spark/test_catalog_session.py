@@ -21,7 +21,10 @@ def names(spark) -> list[str]:
 
 
 def test_targets_by_name_in_the_session_catalog(spark, tmp_path):
-    tables = f'  - upstream: "shop.*"\n    name: "{{table}}"\n    schema: "{SCHEMA}"\n'
+    tables = (
+        f'  - upstream: "shop.*"\n    name: "{{table}}"\n    schema: "{SCHEMA}"\n'
+        '    comment: "mirrored by ticdc-sync"\n    properties: {team: data}\n'
+    )
     root = make_project(tmp_path / "p", protocol="canal-json", topic="cdc", tables=tables)
     profiles = root / "profiles.yml"
     profiles.write_text(profiles.read_text().rstrip("\n") + "\n      catalog: {}\n")
@@ -35,6 +38,13 @@ def test_targets_by_name_in_the_session_catalog(spark, tmp_path):
         assert runner.run(load(root), spark=spark, out=lines.append) == 0, "\n".join(lines)
         assert names(spark) == ["a"]
         assert [r["v"] for r in spark.table(f"{SCHEMA}.a").collect()] == ["one"]
+        # The entry's comment and properties, set at creation, shown by the catalog.
+        info = {
+            r["col_name"]: r["data_type"]
+            for r in spark.sql(f"DESCRIBE TABLE EXTENDED {SCHEMA}.a").collect()
+        }
+        assert info.get("Comment") == "mirrored by ticdc-sync", info
+        assert "team=data" in info.get("Table Properties", ""), info
         # Dropped by hand: the next run, with nothing else to do, registers it again.
         spark.sql(f"DROP TABLE {SCHEMA}.a")
         assert runner.run(load(root), spark=spark, out=lines.append) == 0, "\n".join(lines)
