@@ -79,6 +79,7 @@ def test_an_unrecorded_target_is_registered_and_pending(tmp_path: Path) -> None:
     text = render_text(plan)
     assert "catalog: spark_catalog.lake_shop.orders  (register; pending)" in text
     assert "LOCATION '<warehouse>/tables/canal_orders'" in text
+    assert "  catalog: spark_catalog  (Hive metastore embedded; " in text
 
 
 def test_a_recorded_registration_is_not_pending(tmp_path: Path) -> None:
@@ -129,3 +130,36 @@ def test_without_a_catalog_targets_stay_paths(tmp_path: Path) -> None:
     t = build_plan(project, _state(project)).target_plan("canal_orders")
     assert t.catalog is None and not t.catalog_pending
     assert not any(isinstance(s, Catalog) for s in t.steps)
+
+
+def test_properties_and_comment_at_creation(tmp_path: Path) -> None:
+    from ticdc_sync.plan.model import Create
+
+    tables = ORDERS + '    comment: "Orders, mirrored"\n    properties: {team: data, tier: 1}\n'
+    project = _project(tmp_path, tables)
+    state = _state(project)
+    state.targets.pop("canal_orders")  # not created yet: created from its seed schema
+    t = build_plan(project, state).target_plan("canal_orders")
+    create = next(s for s in t.steps if isinstance(s, Create))
+    props = dict(create.properties)
+    assert (props["team"], props["tier"]) == ("data", "1")
+    assert create.schema.comment == "Orders, mirrored"
+
+
+def test_a_managed_property_is_refused(tmp_path: Path) -> None:
+    import pytest
+
+    from ticdc_sync.core.errors import ProjectError
+
+    tables = ORDERS + "    properties: {delta.enableDeletionVectors: true}\n"
+    with pytest.raises(ProjectError, match="managed by ticdc-sync"):
+        _project(tmp_path, tables)
+
+
+def test_a_property_spark_reserves_is_refused(tmp_path: Path) -> None:
+    import pytest
+
+    from ticdc_sync.core.errors import ProjectError
+
+    with pytest.raises(ProjectError, match="reserved by Spark"):
+        _project(tmp_path, ORDERS + "    properties: {owner: data}\n")

@@ -272,6 +272,10 @@ class TableEntry:
     catalog_schema: str = "{db}"
     catalog_table: str | None = None
     catalog_on_drop: str = "drop"
+    # Layout at creation: extra TBLPROPERTIES (never `delta.*`: `table_features` decides
+    # those) and the table's comment (default: the upstream table's COMMENT).
+    properties: tuple[tuple[str, str], ...] = ()
+    comment: str | None = None
 
     @property
     def upstream_db(self) -> str:

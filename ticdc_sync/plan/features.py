@@ -74,19 +74,30 @@ def features_added(ddl: list[TargetDdl], have: set[str], settings) -> list[Targe
     return out
 
 
-def create_properties(schema: TableSchema, settings: TableFeatures) -> tuple[tuple[str, str], ...]:
-    """The TBLPROPERTIES a target created from `schema` gets, in a stable order."""
-    return tuple(sorted(tf.create_properties(settings, (c.name for c in schema.columns)).items()))
+def create_properties(
+    schema: TableSchema, settings: TableFeatures, extra: tuple[tuple[str, str], ...] = ()
+) -> tuple[tuple[str, str], ...]:
+    """The TBLPROPERTIES a target created from `schema` gets, in a stable order: its table
+    features' and `extra` (a table entry's `properties`, never a `delta.*` one)."""
+    props = tf.create_properties(settings, (c.name for c in schema.columns))
+    return tuple(sorted({**dict(extra), **props}.items()))
 
 
-def with_create_properties(ddl: list[TargetDdl], settings: TableFeatures) -> list[TargetDdl]:
+def with_create_properties(
+    ddl: list[TargetDdl],
+    settings: TableFeatures,
+    extra: tuple[tuple[str, str], ...] = (),
+    comment: str | None = None,
+) -> list[TargetDdl]:
     """Each DDL whose part creates the target (again), with the TBLPROPERTIES it creates it
-    with, so that the engine runs them as planned."""
+    with (`extra`: the table entry's) and its comment (None: the upstream table's), so
+    that the engine runs them as planned."""
 
     def part(p: DeltaPart) -> DeltaPart:
         if p.op != OP_CREATE or p.schema is None:
             return p
-        return replace(p, properties=create_properties(p.schema, settings))
+        schema = p.schema if comment is None else replace(p.schema, comment=comment)
+        return replace(p, schema=schema, properties=create_properties(schema, settings, extra))
 
     out = []
     for d in ddl:

@@ -59,8 +59,11 @@ def output_dict(project: Project) -> dict[str, Any]:
     master = f"remote {out.spark_remote}" if out.spark_remote else out.spark_master
     workers, workers_from = apply_workers(out.apply_workers, master, os.cpu_count())
     remote = {"spark_remote": out.spark_remote} if out.spark_remote else {}
+    cat = out.catalog
+    catalog = {"catalog": {"name": cat.name, "metastore": cat.metastore}} if cat is not None else {}
     return {
         **remote,
+        **catalog,
         "spark_master": out.spark_master,
         "spark_conf": redacted(out.spark_conf, IN_PLANS),
         "jars_dir": display_location(project, out.jars_dir) if out.jars_dir else None,

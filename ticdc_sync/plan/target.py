@@ -148,7 +148,8 @@ def target_plan(
     )
     create, create_from = None, None
     if not ts_.exists and schema is not None:
-        create = schema
+        # The entry's `comment` replaces the upstream table's, as the table's description.
+        create = schema if tr.entry.comment is None else replace(schema, comment=tr.entry.comment)
         k = next(key(db, tbl) for db, tbl in tr.upstreams if timeline.at(db, tbl, lo) is not None)
         if load is not None:
             create_from = "export"
@@ -195,7 +196,10 @@ def target_plan(
     else:
         features = tf.created_with(columns, settings) if create else ()
         have = set(features)
-    ddl = with_create_properties(features_added(ddl, have, settings), settings)
+    entry = tr.entry
+    ddl = with_create_properties(
+        features_added(ddl, have, settings), settings, entry.properties, entry.comment
+    )
     lag_ms, lag_from = project.target_lag(tr.entry)
     rewrite_below, rewrite_from = project.rewrite_below(tr.entry)
     maintenance = project.maintenance(tr.entry)
@@ -241,7 +245,7 @@ def target_plan(
         maintenance=maintenance,
     )
     plan = replace(plan, catalog=catalog_entry(project, plan, ts_))
-    props = create_properties(create, settings) if create is not None else ()
+    props = create_properties(create, settings, entry.properties) if create is not None else ()
     return with_steps(plan, timeline, props)
 
 

@@ -112,7 +112,45 @@ def parse_table(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> Ta
         catalog_schema=str(item.get("schema", "{db}")),
         catalog_table=str(item["table"]) if "table" in item else None,
         catalog_on_drop=str(item.get("catalog_on_drop", "drop")),
+        properties=_properties(ctx, item, file, line, kp),
+        comment=str(item["comment"]) if "comment" in item else None,
     )
+
+
+# Table properties ticdc-sync sets itself: a table entry's `properties` may not.
+MANAGED_PREFIXES = ("delta.", "ticdc_sync.")
+# Table properties Spark reserves (it refuses them in TBLPROPERTIES).
+SPARK_RESERVED = ("comment", "external", "is_managed_location", "location", "owner", "provider")
+
+
+def _properties(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> tuple:
+    props = item.get("properties") or {}
+    for k in sorted(props):
+        if str(k).lower().startswith(MANAGED_PREFIXES):
+            ctx.issues.append(
+                Issue(
+                    file,
+                    item.key_lines.get("properties", line),
+                    f"{kp}.properties.{k}",
+                    f"table property {k!r} is managed by ticdc-sync",
+                    "Delta table features are set with `table_features` (docs/table-features.md)",
+                )
+            )
+        elif str(k).lower() in SPARK_RESERVED:
+            ctx.issues.append(
+                Issue(
+                    file,
+                    item.key_lines.get("properties", line),
+                    f"{kp}.properties.{k}",
+                    f"table property {k!r} is reserved by Spark, which refuses it",
+                    "use another name (a table's comment is the entry's `comment`)",
+                )
+            )
+    return tuple(sorted((str(k), _text(v)) for k, v in props.items()))
+
+
+def _text(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
 
 
 def parse_ddl_overrides(ctx: Ctx, data: Any, file: str) -> list[DdlOverride]:

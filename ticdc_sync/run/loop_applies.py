@@ -49,7 +49,7 @@ class Applies(LoopState):
             lag_ms=0 if t.source in self.sync_at else t.lag_ms,
             at=self._at(t),
             oldest=self._oldest(t, t.stop_ts, (READY,)),
-            work=work_without_ts(t, reported),
+            work=work_without_ts(t, reported, t.name in self.catalog_checked),
             running=t.name in self.running or t.name in self.maintaining,
             blocked=reported,
             needs=needs,
@@ -203,8 +203,13 @@ class Applies(LoopState):
         t = job.target
         before = (self.state.target(t.name), self._at(t))
         self._fold_apply(job, o)
+        # Its first apply in this run checked its catalog entry (which may change nothing).
+        checking = t.catalog is not None and t.name not in self.catalog_checked
+        if o.error is None and not o.interrupted:
+            self.catalog_checked.add(t.name)
         if (
-            o.error is None
+            not checking
+            and o.error is None
             and o.blocked is None
             and not o.interrupted
             and before == (o.state, self._at(t))

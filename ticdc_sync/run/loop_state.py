@@ -14,7 +14,15 @@ from dataclasses import dataclass, field, replace
 
 from ticdc_sync.core.upstream import Key, Version, key
 from ticdc_sync.core.window import dedupe_ddl
-from ticdc_sync.plan.model import BLOCKED, HELD, READY, Plan, SourcePlan, TargetPlan
+from ticdc_sync.plan.model import (
+    BLOCKED,
+    CATALOG_NONE,
+    HELD,
+    READY,
+    Plan,
+    SourcePlan,
+    TargetPlan,
+)
 from ticdc_sync.run.engine import (
     ApplyJob,
     ApplyOutcome,
@@ -109,6 +117,8 @@ class LoopState:
         self.spans: dict[tuple[str, Key], Spans] = {}
         self.covered: dict[str, int] = {}  # target -> every change at or below is in it
         self.blocked: dict[str, str | None] = {}  # target -> the plan's `blocked` it hit
+        # Targets whose catalog entry this run has checked (every run checks each once).
+        self.catalog_checked: set[str] = set()
         self.running: dict[str, ApplyJob] = {}
         # Targets applied in a round of several (`Engine.apply_round`): which round.
         self.in_rounds: dict[str, int] = {}
@@ -284,8 +294,9 @@ class LoopState:
         return r
 
 
-def work_without_ts(t: TargetPlan, reported: bool) -> str | None:
-    """What `t` has to do that has no commit_ts (due at once), if anything."""
+def work_without_ts(t: TargetPlan, reported: bool, catalog_checked: bool = True) -> str | None:
+    """What `t` has to do that has no commit_ts (due at once), if anything.
+    `catalog_checked`: this run has checked its catalog entry already."""
     if t.create is not None:
         return "create"
     if t.feature_parts:
@@ -295,9 +306,11 @@ def work_without_ts(t: TargetPlan, reported: bool) -> str | None:
     if t.blocked is not None and not reported:
         # Applied once, to apply the rows before its blocked DDL and report it.
         return "blocked: report it"
-    if t.catalog_pending and t.exists and not t.pending:
-        # Its catalog entry is behind its table (a run stopped between them, or a catalog
-        # that failed): due at once. Otherwise the catalog step follows its other steps.
+    # Its catalog entry is behind its table (a run stopped between them, or a catalog that
+    # failed), or not checked by this run yet (every run reconciles the catalog with the
+    # warehouse): due at once. Otherwise the catalog step follows its other steps.
+    named = t.catalog is not None and t.catalog.action != CATALOG_NONE
+    if named and (t.catalog_pending or not catalog_checked) and t.exists and not t.pending:
         return "catalog"
     return None
 

@@ -61,7 +61,12 @@ def run_session(
     spark = build_session(
         project.output,
         kafka=project.output.transport.kind is TransportKind.KAFKA,
-        extra_conf=catalog_conf(project.output, warehouse_path(project)),
+        # A Spark Connect server's catalog is the server's to configure.
+        extra_conf=(
+            None
+            if project.output.spark_remote
+            else catalog_conf(project.output, warehouse_path(project))
+        ),
         jvm_output=jvm_output,
         session_id=session_id,
     )
