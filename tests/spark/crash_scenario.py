@@ -110,8 +110,8 @@ ELSEWHERE = {
     "maintenance.vacuum": "tests/spark/test_target_maintenance.py",
     "maintenance.checkpoint": "tests/spark/test_target_maintenance.py",
     "catalog.register": "tests/catalog/test_hive_metastore.py",
-    "catalog.drop": "tests/catalog/test_hive_metastore.py",
-    "catalog.record": "tests/catalog/test_hive_metastore.py",
+    "catalog.drop": "tests/spark/test_catalog_session.py",
+    "catalog.record": "tests/spark/test_catalog_session.py",
 }
 
 

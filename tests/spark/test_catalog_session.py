@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.spark.crash_harness import run_resuming
 from tests.spark.engine_harness import load, make_project, write_captures
 from tests.spark.test_ddl_engine_kinds import Upstream
 from ticdc_sync.spark import runner
@@ -35,7 +36,10 @@ def test_targets_by_name_in_the_session_catalog(spark, tmp_path):
     write_captures(root, "cdc", u.records())
     lines: list[str] = []
     try:
-        assert runner.run(load(root), spark=spark, out=lines.append) == 0, "\n".join(lines)
+        # Stopped after its registration, before the step's record: the next run, finding
+        # the entry made, records it.
+        play = run_resuming(spark, root, "catalog.record")
+        assert play.fired and play.outcomes[-1] == "exit 0", play.outcomes
         assert names(spark) == ["a"]
         assert [r["v"] for r in spark.table(f"{SCHEMA}.a").collect()] == ["one"]
         # The entry's comment and properties, set at creation, shown by the catalog.
@@ -55,7 +59,9 @@ def test_targets_by_name_in_the_session_catalog(spark, tmp_path):
         u.insert("b", id=2, v="two")
         u.watermark()
         write_captures(root, "cdc", u.records(start))
-        assert runner.run(load(root), spark=spark, out=lines.append) == 0, "\n".join(lines)
+        # Stopped at the old entry's DROP: the resumed run drops it and registers the new.
+        play = run_resuming(spark, root, "catalog.drop")
+        assert play.fired and play.outcomes[-1] == "exit 0", play.outcomes
         assert names(spark) == ["b"]
         got = sorted(r["v"] for r in spark.table(f"{SCHEMA}.b").collect())
         assert got == ["one", "two"]
