@@ -196,10 +196,16 @@ def pytest_configure(config) -> None:
 def pytest_collection_modifyitems(config, items) -> None:
     _check_groups(items)
     if hasattr(config, "workerinput"):
-        # In a worker of a parallel run: the minutes-long tests are handed out first (after
-        # the groups, which xdist hands out largest first), so none starts last and runs
-        # alone at the end. The same order in every worker, as xdist requires.
-        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+        # In a worker of a parallel run: the minutes-long tests (the real kills, then the
+        # multi-run engine scenarios) are handed out first (after the groups, which xdist
+        # hands out largest first), so none starts last and runs alone at the end. The same
+        # order in every worker, as xdist requires.
+        items.sort(
+            key=lambda item: (
+                item.get_closest_marker("slow") is None,
+                item.get_closest_marker("e2e") is None,
+            )
+        )
     if shared_present():
         return
     skip = pytest.mark.skip(reason=SHARED_ABSENT)

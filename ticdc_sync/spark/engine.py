@@ -356,7 +356,9 @@ class SparkEngine:
         runners: list[tuple[ApplyJob, TargetWriter, StepRunner, Out]] = []
         for job in jobs:
             t, sp = job.target, job.source
-            out: Out = fanout.GroupedOut(self.out) if self.side_by_side else self.out
+            # Always grouped: the round's targets run their steps ahead of the round in
+            # turn, then the round; each target's lines still print together.
+            out: Out = fanout.GroupedOut(self.out)
             w = TargetWriter(spark, self.state, sp.source, t, out)
             runners.append(
                 (job, w, StepRunner(w, t, should_stop, self.on_step, self.orphans_checked), out)
