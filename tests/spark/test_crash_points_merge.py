@@ -7,7 +7,7 @@ import pytest
 
 from tests.spark import crash_scenario as sc
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
 
 @pytest.fixture(scope="module")

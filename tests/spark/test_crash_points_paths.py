@@ -10,7 +10,7 @@ import pytest
 from tests.spark import crash_scenario as sc
 from ticdc_sync.core.crash_points import POINTS
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
 
 @pytest.fixture(scope="module")
