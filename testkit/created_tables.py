@@ -52,24 +52,8 @@ def insert(table: str, ts: int, row: dict[str, str | None]) -> bytes:
 
 
 def watermark(ts: int) -> bytes:
-    return json.dumps(
-        {
-            "id": 0,
-            "database": "",
-            "table": "",
-            "pkNames": None,
-            "isDdl": False,
-            "type": "TIDB_WATERMARK",
-            "es": ts >> 18,
-            "ts": 0,
-            "sql": "",
-            "sqlType": None,
-            "mysqlType": None,
-            "data": None,
-            "old": None,
-            "_tidb": {"watermarkTs": ts},
-        }
-    ).encode()
+    """A TIDB_WATERMARK (codec facts 1.6): a message of no table, its TSO as `watermarkTs`."""
+    return _message("", ts, database="", type="TIDB_WATERMARK", _tidb={"watermarkTs": ts})
 
 
 @dataclass(frozen=True)
