@@ -18,7 +18,10 @@ SCHEMA = "lake_session_test"
 
 
 def names(spark) -> list[str]:
-    return sorted(r["tableName"] for r in spark.sql(f"SHOW TABLES IN {SCHEMA}").collect())
+    # SHOW TABLES lists the session's temporary views too, whatever the schema; other tests
+    # in the shared session leave some behind.
+    rows = spark.sql(f"SHOW TABLES IN {SCHEMA}").collect()
+    return sorted(r["tableName"] for r in rows if not r["isTemporary"])
 
 
 def test_targets_by_name_in_the_session_catalog(spark, tmp_path):
