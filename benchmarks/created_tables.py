@@ -1,8 +1,9 @@
 """Many tables the way a changefeed brings them: each created by a CREATE TABLE in the stream.
 
 Usage: python benchmarks/created_tables.py [--events 30000] [--tables 3,150,1000]
-                                           [--alter-tables 3,300] [--plan-tables 1000]
+                                           [--alter-tables 3,300] [--plan-tables 3,1000]
                                            [--only run,alter,plan]
+                                           [--plan-from DIR ...] [--plan-repeat 3]
 
 - run: `--events` Canal-JSON row inserts spread round-robin over N tables, each created by a
   CREATE TABLE at its own commit_ts before its rows (`testkit.created_tables`), one
@@ -11,9 +12,13 @@ Usage: python benchmarks/created_tables.py [--events 30000] [--tables 3,150,1000
   to the smallest's (issue target: 150 and 1,000 tables <= 2x 3 tables).
 - alter: the same, N tables of `--alter-tables`, each created, then an ALTER TABLE ADD
   COLUMN on each, then one row each: one run (target: 300 <= 2x 3).
-- plan: `ticdc-sync plan` (a child process, no JVM) of a project whose `--plan-tables`
-  tables are seeded by CREATE TABLEs under schema/, and its peak memory (the child's max
-  RSS). Target: <= 5 s.
+- plan: `ticdc-sync plan` (a child process, no JVM) of a project per count of `--plan-tables`
+  (1000), its tables seeded by CREATE TABLEs under schema/, and its peak memory (the child's max
+  RSS), and how long it waited for a CPU (its threads' run-queue time, from
+  /proc/<pid>/task/*/schedstat at exit): on a shared host, wall is CPU plus that wait.
+  `--plan-from DIR` (repeatable): the same plan from that checkout too (a `git archive` of
+  an earlier commit, say), the codes alternating, `--plan-repeat` rounds, medians and their
+  ratio to this checkout's. Target: <= 5 s.
 Row counts are checked against the stream. One repetition: on a shared machine compare the
 ratios. A tiny run first warms the JVM up (not counted). Not part of the test suite.
 """
@@ -22,8 +27,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -83,9 +88,27 @@ def measure_runs(
     return out
 
 
-def measure_plan(work: Path, tables: int) -> tuple[float, float, float]:
-    """Wall and CPU seconds, and peak RSS (MiB), of `ticdc-sync plan` over `tables` seeded
-    tables in a child process."""
+# The child runs the CLI as `python -m ticdc_sync.commands.cli` would, and at exit writes
+# its threads' on-CPU and run-queue nanoseconds (Linux schedstat) to stderr.
+_LAUNCH = """
+import atexit, os, runpy, sys
+def _sched():
+    cpu = wait = 0
+    for t in os.listdir("/proc/self/task"):
+        try:
+            a = open(f"/proc/self/task/{t}/schedstat").read().split()
+        except OSError:
+            continue
+        cpu, wait = cpu + int(a[0]), wait + int(a[1])
+    sys.stderr.write(f"\\nSCHEDSTAT {cpu} {wait}\\n")
+atexit.register(_sched)
+sys.argv = ["ticdc-sync", *sys.argv[1:]]
+runpy.run_module("ticdc_sync.commands.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def plan_project(work: Path, tables: int) -> Path:
+    """A project whose `tables` tables are seeded by CREATE TABLEs under schema/."""
     root = work / f"plan-{tables}"
     shutil.rmtree(root, ignore_errors=True)
     sql = "".join(
@@ -95,22 +118,64 @@ def measure_plan(work: Path, tables: int) -> tuple[float, float, float]:
     make_project(root, protocol="canal-json", tables=ROUTE)
     (root / "schema").mkdir(exist_ok=True)
     (root / "schema" / f"{DB}.sql").write_text(sql)
-    cmd = [sys.executable, "-m", "ticdc_sync.commands.cli", "plan", "--project", str(root)]
+    return root
+
+
+def measure_plan(root: Path, tables: int, code: Path = REPO) -> dict[str, float]:
+    """Wall and CPU seconds, the seconds its threads waited for a CPU, and peak RSS (MiB)
+    of `ticdc-sync plan` of `root` in a child process running the checkout `code`."""
+    cmd = [sys.executable, "-c", _LAUNCH, "plan", "--project", str(root)]
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(code), os.environ.get("PYTHONPATH")])),
     }
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    took = time.monotonic() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if r.returncode not in (0, 2):
-        raise SystemExit(f"plan failed: {r.stderr.strip().splitlines()[-1:]}")
-    if f"Targets ({tables})" not in r.stdout:
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.monotonic()
+        # cwd: the child's first import path (`-c` puts it before PYTHONPATH).
+        child = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env, cwd=code)
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own CPU and peak RSS
+        took = time.monotonic() - t0
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if child.returncode not in (0, 2):
+        raise SystemExit(f"plan failed: {stderr.strip().splitlines()[-1:]}")
+    if f"Targets ({tables})" not in stdout:
         raise SystemExit(f"plan does not show {tables} targets")
-    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    return took, cpu, after.ru_maxrss / 1024
+    sched = [ln.split() for ln in stderr.splitlines() if ln.startswith("SCHEDSTAT ")]
+    return {
+        "wall": took,
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "waited": int(sched[-1][2]) / 1e9 if sched else float("nan"),
+        "rss": usage.ru_maxrss / 1024,
+    }
+
+
+def plan_rows(work: Path, tables: int, others: list[Path], repeat: int) -> list[str]:
+    """The plan rows: this checkout's plan, and each of `others`', alternating."""
+    root = plan_project(work, tables)
+    codes = [REPO, *others]
+    runs: dict[Path, list[dict[str, float]]] = {c: [] for c in codes}
+    for i in range(repeat):
+        for c in codes[i % len(codes) :] + codes[: i % len(codes)]:
+            runs[c].append(measure_plan(root, tables, c))
+    med = {c: {k: statistics.median(m[k] for m in ms) for k in ms[0]} for c, ms in runs.items()}
+    rows = []
+    for c in codes:
+        m = med[c]
+        rows.append(
+            f"plan over {tables} tables (no JVM) from {c}: median of {repeat}: {m['wall']:.2f}s "
+            f"wall = {m['cpu']:.2f}s CPU + {m['waited']:.2f}s waiting for a CPU (run queue), "
+            f"peak RSS {m['rss']:.0f} MiB (target <= 5 s); walls "
+            + ", ".join(f"{r['wall']:.2f}" for r in runs[c])
+        )
+    for c in others:
+        rows.append(
+            f"plan over {tables} tables, {REPO} / {c}: wall "
+            f"{med[REPO]['wall'] / med[c]['wall']:.2f}x, CPU {med[REPO]['cpu'] / med[c]['cpu']:.2f}x"
+        )
+    return rows
 
 
 def main() -> None:
@@ -118,20 +183,18 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=30_000)
     ap.add_argument("--tables", default="3,150,1000")
     ap.add_argument("--alter-tables", default="3,300")
-    ap.add_argument("--plan-tables", type=int, default=1000)
+    ap.add_argument("--plan-tables", default="1000")
     ap.add_argument("--only", default="run,alter,plan")
+    ap.add_argument("--plan-from", action="append", default=[], type=Path, metavar="DIR")
+    ap.add_argument("--plan-repeat", type=int, default=3)
     a = ap.parse_args()
     only = set(a.only.split(","))
     work = Path(tempfile.mkdtemp(prefix="ticdc-created-"))
     rows: list[str] = []
     try:
         if "plan" in only:
-            took, cpu, rss = measure_plan(work, a.plan_tables)
-            rows.append(
-                f"plan over {a.plan_tables} tables (no JVM): {took:.2f}s wall, {cpu:.2f}s CPU, "
-                f"peak RSS {rss:.0f} MiB (target <= 5 s)"
-            )
-            print(rows[-1], flush=True)
+            for n in (int(x) for x in a.plan_tables.split(",")):
+                rows += plan_rows(work, n, a.plan_from, a.plan_repeat)
         if only & {"run", "alter"}:
             import run as R
 

@@ -28,20 +28,40 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
-
-import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
-from deltalake import DeltaTable, QueryBuilder
-from deltalake import __version__ as DELTALAKE_VERSION
-from deltalake.exceptions import DeltaError, TableNotFoundError
-from deltalake.fs import DeltaStorageHandler
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ticdc_sync.core.errors import UserError
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable, QueryBuilder
+    from deltalake.exceptions import DeltaError, TableNotFoundError
+    from deltalake.fs import DeltaStorageHandler
+
+    DELTALAKE_VERSION: str
+
 T = TypeVar("T")
+
+
+def _load_rs() -> None:
+    """Import delta-rs and pyarrow (about 0.25 s of CPU, numpy with them) on first use, as
+    this module's globals: `plan` and `status` of a warehouse with no table yet, and
+    `validate`, never need them. Every path that touches a table calls this first."""
+    global pa, pafs, pq, DeltaTable, QueryBuilder, DELTALAKE_VERSION
+    global DeltaError, TableNotFoundError, DeltaStorageHandler
+    if "DeltaTable" in globals():
+        return
+    import pyarrow as pa
+    import pyarrow.compute  # noqa: F401  (pa.compute)
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable, QueryBuilder
+    from deltalake import __version__ as DELTALAKE_VERSION
+    from deltalake.exceptions import DeltaError, TableNotFoundError
+    from deltalake.fs import DeltaStorageHandler
+
 
 # Environment variables passed to delta-rs as storage options for `s3://` locations
 # (the names delta-rs and the AWS tools share).
@@ -181,12 +201,21 @@ class LakeTable:
 
     def exists(self) -> bool:
         """Whether a Delta table is at the location (a commit in its `_delta_log`)."""
+        if is_local(self.uri):
+            try:
+                os.stat(os.path.join(self.uri, "_delta_log"))
+            except (FileNotFoundError, NotADirectoryError):
+                return False  # no log, no table: asked without loading delta-rs
+            except OSError:
+                pass  # delta-rs says what is wrong
+        _load_rs()
         try:
             return DeltaTable.is_deltatable(self.uri, storage_options=self.options)
         except (DeltaError, OSError) as e:
             raise self._error("cannot tell whether a Delta table is here", e) from e
 
     def _snapshot(self) -> _Snapshot:
+        _load_rs()
         if self._table is not None:
             return _RsSnapshot(self._table)
         if self._log is not None:
@@ -300,6 +329,7 @@ class LakeTable:
     def files_present(self, version: int) -> bool:
         """Whether every data file of `version` is still there (VACUUM removes the files
         only old versions use)."""
+        _load_rs()
         table = DeltaTable(self.uri, storage_options=self.options, version=version)
         fs = pafs.PyFileSystem(DeltaStorageHandler(self.uri, dict(self.options)))
         root = self.uri.rstrip("/")
@@ -444,6 +474,7 @@ class DeltaLog(_Snapshot):
     checkpoint's Parquet is read for its `protocol` and `metaData` columns only."""
 
     def __init__(self, uri: str, options: Mapping[str, str] | None = None) -> None:
+        _load_rs()
         self.uri = uri
         self.fs = pafs.PyFileSystem(DeltaStorageHandler(uri, dict(options or {})))
         self.commits: dict[int, str] = {}
