@@ -5,15 +5,23 @@ decision per change and its Delta commits, what is blocked and why, where each t
 rows stop: all of it is decided from the same inputs for `ticdc-sync plan` and
 `ticdc-sync run` (which executes the Plan). This module puts the plan together per source
 (tables, loads, timeline, inferred schemas, resolved TSO); one target's plan is `target`.
-Pure Python: never imports pyspark, never writes.
+
+A run plans again after each stage and apply it folds (`Planner`): a source whose state
+changed by no more than an apply does (its targets' states, and schema versions recorded
+that its timeline holds already) keeps its parts, and only the targets whose state changed
+are planned again, each by the same `target_plan` a whole plan calls: the work after an
+apply does not grow with the number of tables. Pure Python: never imports pyspark, never
+writes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 
 from ticdc_sync.codecs.infer import schema_from_meta
 from ticdc_sync.core.model import Project, Source
+from ticdc_sync.core.staged import SourceTally
 from ticdc_sync.core.upstream import Key, TableSchema, Version, key
 from ticdc_sync.ddl.timeline import Timeline
 from ticdc_sync.ddl.timeline import build as build_timeline
@@ -36,7 +44,7 @@ from ticdc_sync.plan.project_parts import (
 from ticdc_sync.plan.target import target_plan
 from ticdc_sync.project import routing
 from ticdc_sync.warehouse.locations import warehouse_path
-from ticdc_sync.warehouse.state import SourceState, WarehouseState
+from ticdc_sync.warehouse.state import SourceState, TargetState, WarehouseState
 
 
 def build_plan(
@@ -51,39 +59,300 @@ def build_plan(
     `reload`: target names (fnmatch globs) to load again from their source's export
     (`run --reload`); refused for a target that has applied changes after the export's
     snapshot unless `force`."""
-    state = state or WarehouseState()
-    warehouse = warehouse_path(project)
-    warnings: list[str] = list(project.warnings)
-    sources: list[SourcePlan] = []
-    targets: list[TargetPlan] = []
-    used_overrides: set[int] = set()
-    reloads = Reloads(tuple(reload), force)
-    for source in sorted(project.sources, key=lambda s: s.name):
-        sp, tps = _source_plan(project, source, state, warehouse, warnings, reloads)
-        sources.append(sp)
-        targets.extend(tps)
-        for g in sp.timeline.groups:
-            used_overrides.update(id(o) for o in g.overrides)
-    for o in project.ddl_overrides:
-        if id(o) not in used_overrides:
-            warnings.append(
-                f"{o.origin.render()}: ddl_overrides: no staged DDL of {o.upstream} at "
-                f"commit_ts {o.commit_ts} (yet); the override is unused"
+    return Planner(project).plan(state, reload=reload, force=force)
+
+
+@dataclass
+class _SourceParts:
+    """What one source's plan was made of, and its targets' plans (`Planner`)."""
+
+    ss: SourceState | None  # the state it was planned from (None: the source had none)
+    sp: SourcePlan
+    timeline: Timeline
+    inferred: dict[Key, TableSchema]
+    args: tuple  # the rest of `target_plan`'s arguments, the same for every target
+    routes: dict[str, routing.TargetRoute]
+    loads: dict
+    refused: dict[str, str]
+    plans: dict[str, TargetPlan] = field(default_factory=dict)
+    # target -> the state it was planned from (None: it had none)
+    made_from: dict[str, TargetState | None] = field(default_factory=dict)
+    warnings: dict[str, str] = field(default_factory=dict)  # target -> its warning
+    overrides: set[int] = field(default_factory=set)  # the DDL overrides its timeline used
+
+
+class Planner:
+    """`build_plan` made again and again over one project as the state changes (a run's
+    loop), each time the same plan a whole `build_plan` makes, re-deciding only what the
+    change touches.
+
+    States are compared by identity (the loop replaces what a stage or an apply changed):
+    a source whose state is the one last planned keeps its parts; one whose state differs
+    in its recorded schema versions only, each of them a version its timeline holds already
+    (an apply records what its plan replayed; such a timeline replays to itself), keeps
+    them too; any other change plans the source again. Within a kept source, only the
+    targets whose state changed are planned again. A source with an `initial_load` (its
+    loads read every target's state) and a plan with `--reload` are planned whole."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self.warehouse = warehouse_path(project)
+        self._parts: dict[str, _SourceParts] = {}
+        self._routes: tuple[tuple, tuple[dict, ...], list[str]] | None = None
+        self._fixed: dict | None = None
+        self.target_plans = 0  # `target_plan` calls made (what a re-plan cost)
+
+    def plan(
+        self,
+        state: WarehouseState | None = None,
+        *,
+        reload: Sequence[str] = (),
+        force: bool = False,
+    ) -> Plan:
+        project = self.project
+        state = state or WarehouseState()
+        reloads = Reloads(tuple(reload), force)
+        whole = bool(reload) or force
+        warnings: list[str] = list(project.warnings)
+        sources: list[SourcePlan] = []
+        targets: list[TargetPlan] = []
+        used_overrides: set[int] = set()
+        for source in sorted(project.sources, key=lambda s: s.name):
+            old = None if whole else self._parts.pop(source.name, None)
+            # (Taken out while it changes: a plan that fails leaves nothing half made.)
+            parts = self._kept(old, source, state)
+            if parts is None:
+                parts = self._source_parts(source, state, reloads)
+            if not whole:
+                self._parts[source.name] = parts
+            sources.append(parts.sp)
+            targets.extend(parts.plans.values())
+            warnings.extend(parts.warnings.values())
+            used_overrides |= parts.overrides
+        for o in project.ddl_overrides:
+            if id(o) not in used_overrides:
+                warnings.append(
+                    f"{o.origin.render()}: ddl_overrides: no staged DDL of {o.upstream} at "
+                    f"commit_ts {o.commit_ts} (yet); the override is unused"
+                )
+        reloads.check_all_matched(targets)
+        if self._fixed is None:
+            self._fixed = {
+                "project": project.name,
+                "target": project.output.name,
+                "warehouse": self.warehouse,
+                "output": output_dict(project),
+                "defaults": defaults_dict(project),
+                "overrides": tuple(override_dict(o) for o in project.ddl_overrides),
+                "project_digest": project_digest(project),
+            }
+        return Plan(
+            **self._fixed,
+            routes=self._route_dicts(state, warnings),
+            sources=tuple(sources),
+            targets=tuple(sorted(targets, key=lambda t: (t.name, t.source))),
+            warnings=tuple(sorted(set(warnings))),
+        )
+
+    def _route_dicts(self, state: WarehouseState, warnings: list[str]) -> tuple[dict, ...]:
+        """The routes as the plan shows them; made again only when an export changed."""
+        exports = tuple(state.source(s.name).export for s in self.project.sources)
+        if self._routes is None or any(
+            a is not b for a, b in zip(self._routes[0], exports, strict=True)
+        ):
+            said: list[str] = []
+            routes = tuple(route_dicts(self.project, said, export_tables(self.project, state)))
+            self._routes = (exports, routes, said)
+        warnings.extend(self._routes[2])
+        return self._routes[1]
+
+    def _kept(
+        self, old: _SourceParts | None, source: Source, state: WarehouseState
+    ) -> _SourceParts | None:
+        """`old` brought to `state` where what changed is only what an apply changes (the
+        targets planned again), else None (the source is planned again)."""
+        if old is None:
+            return None
+        ss = state.sources.get(source.name)
+        grown: set[Key] | None = set()
+        if ss is not old.ss:
+            if source.initial_load is not None or ss is None:
+                return None  # its snapshot and loads come from its recorded versions too
+            grown = _recorded_grown(old, ss)
+            if grown is None:
+                return None
+        changed = [
+            name
+            for name, was in old.made_from.items()
+            if state.targets.get(name) is not was
+            or any(key(db, tbl) in grown for db, tbl in old.routes[name].upstreams)
+        ]
+        if changed and source.initial_load is not None:
+            return None
+        old.ss = ss
+        for name in changed:
+            self._target(old, source, name, state)
+        return old
+
+    def _source_parts(
+        self,
+        source: Source,
+        state: WarehouseState,
+        reloads: Reloads,
+    ) -> _SourceParts:
+        project = self.project
+        ss = state.source(source.name)
+        tables = set(ss.tally.tables) | {
+            (db, tbl) for db, tbl in project.seed_schemas if project.route(source.name, db, tbl)
+        }
+        if source.initial_load is not None and ss.export is not None:
+            # A table whose schema file cannot be read too: its target is refused, with why.
+            tables |= {
+                (t.db, t.table)
+                for t in (*ss.export.tables.values(), *ss.export.unreadable.values())
+                if project.route(source.name, t.db, t.table)
+            }
+        grouped, skipped = routing.targets(project, source.name, sorted(tables))
+        # The export's snapshot; once loaded, the schema history's record of it stands in
+        # for an export that can no longer be read.
+        snapshot = (
+            None
+            if source.initial_load is None
+            else ss.export.snapshot_ts
+            if ss.export is not None
+            else loaded_snapshot(ss.recorded)
+        )
+        before_loads: list[Timeline] = []
+
+        def before_load() -> Timeline:
+            if not before_loads:
+                before_loads.append(
+                    build_timeline(project, source.name, ss.ddl_events, ss.recorded)
+                )
+            return before_loads[0]
+
+        def absent(tr: routing.TargetRoute) -> bool:
+            if snapshot is None:
+                return False
+            return gone_by(tr, before_load(), snapshot, ss.export)
+
+        def not_at_snapshot(tr: routing.TargetRoute) -> bool:
+            if snapshot is None or not tr.upstreams:
+                return False
+            return all(before_load().absent_at(db, t, snapshot) for db, t in tr.upstreams)
+
+        loads, refused = plan_loads(
+            project, source, ss, grouped, state, reloads, absent, not_at_snapshot
+        )
+        # A table loaded by this run is, at the export's snapshot, what the export's schema
+        # file says: its DDL at or below the snapshot is in the export (and is skipped), the
+        # DDL after it applies on top. Replays of the DDL before the snapshot may fail (the
+        # table's schema before it is unknown): nothing of the table before the snapshot is
+        # applied or typed.
+        recorded = with_snapshots(ss.recorded, loads.values())
+        timeline = build_timeline(project, source.name, ss.ddl_events, recorded)
+        inferred = _inferred(source, ss, grouped, timeline, recorded)
+        if inferred:
+            # Replayed again over the inferred schemas: an ALTER of a table whose CREATE was
+            # never seen applies to the schema its rows' metadata describes.
+            timeline = build_timeline(project, source.name, ss.ddl_events, recorded, inferred)
+        resolved = resolved_ts(source, ss)
+        notes: list[str] = []
+        if not ss.tally_complete:
+            notes.append("the newest staged batch is not counted yet (its watermarks and tables)")
+        if resolved == -1:
+            notes.append("no watermark on every partition yet; nothing is resolved")
+        notes.extend(large_message_notes(source))
+        counts = ss.tally.tables
+        sp = SourcePlan(
+            source=source,
+            resolved_ts=resolved,
+            partitions=len(ss.tally.partitions),
+            skipped=tuple((db, tbl, counts.get((db, tbl), (0, 0))[0]) for db, tbl in skipped),
+            timeline=timeline,
+            notes=tuple(notes),
+            open_bad=bool(ss.open_bad),
+        )
+        parts = _SourceParts(
+            ss=state.sources.get(source.name),
+            sp=sp,
+            timeline=timeline,
+            inferred=inferred,
+            args=(resolved, snapshot, *_staged_maps(ss.tally)),
+            routes=grouped,
+            loads=loads,
+            refused=refused,
+            overrides={id(o) for g in timeline.groups for o in g.overrides},
+        )
+        for name in grouped:
+            self._target(parts, source, name, state)
+        return parts
+
+    def _target(
+        self, parts: _SourceParts, source: Source, name: str, state: WarehouseState
+    ) -> None:
+        """Plan target `name` of `parts`' source over `state`, with its warning."""
+        resolved, snapshot, staged_rows, staged_spans = parts.args
+        self.target_plans += 1
+        tp = target_plan(
+            self.project,
+            source,
+            parts.routes[name],
+            parts.timeline,
+            state,
+            resolved,
+            self.warehouse,
+            parts.inferred,
+            parts.loads.get(name),
+            staged_rows,
+            parts.refused.get(name),
+            snapshot,
+            staged_spans,
+        )
+        parts.plans[name] = tp
+        parts.made_from[name] = state.targets.get(name)
+        parts.warnings.pop(name, None)
+        if not tp.keys and (tp.schema is not None or tp.create is not None):
+            parts.warnings[name] = (
+                f"{tp.entry.origin.render()}: target {tp.name} has no merge keys (no primary "
+                "key or NOT NULL unique key upstream); set `keys:` on the table entry"
             )
-    reloads.check_all_matched(targets)
-    return Plan(
-        project=project.name,
-        target=project.output.name,
-        warehouse=warehouse,
-        output=output_dict(project),
-        defaults=defaults_dict(project),
-        routes=tuple(route_dicts(project, warnings, export_tables(project, state))),
-        overrides=tuple(override_dict(o) for o in project.ddl_overrides),
-        sources=tuple(sources),
-        targets=tuple(sorted(targets, key=lambda t: (t.name, t.source))),
-        warnings=tuple(sorted(set(warnings))),
-        project_digest=project_digest(project),
-    )
+
+
+def _staged_maps(
+    tally: SourceTally,
+) -> tuple[dict[Key, int], dict[Key, tuple[int, int]]]:
+    """Row changes staged per upstream table, of all time, and their lowest and highest
+    commit_ts: one map each for all of the source's targets."""
+    rows = {key(*t): n for t, (n, _) in tally.tables.items()}
+    spans = {key(*t): span for t, span in tally.spans.items()}
+    return rows, spans
+
+
+def _recorded_grown(old: _SourceParts, ss: SourceState) -> set[Key] | None:
+    """The tables whose recorded schema versions `ss` adds to `old`'s, where that is all
+    that differs and each added version is one `old`'s timeline holds already (and no
+    table's inferred schema gives way to it); else None."""
+    was = old.ss
+    if was is None:
+        return None
+    for f in fields(SourceState):
+        if f.name != "recorded" and getattr(ss, f.name) is not getattr(was, f.name):
+            return None
+    grown: set[Key] = set()
+    for k, versions in ss.recorded.items():
+        before = was.recorded.get(k, [])
+        if versions == before:
+            continue
+        held = old.timeline.versions.get(k, [])
+        if k in old.inferred or any(v not in versions for v in before):
+            return None
+        if any(v not in held for v in versions):
+            return None
+        grown.add(k)
+    if any(k not in ss.recorded for k in was.recorded):
+        return None
+    return grown
 
 
 # --------------------------------------------------------------------------- sources
@@ -102,113 +371,6 @@ def resolved_ts(source: Source, state: SourceState) -> int | None:
         return -1 if any(m is None for m in marks) else min(m for m in marks if m is not None)
     known = [m for m in marks if m is not None]
     return max(known) if known else -1
-
-
-def _source_plan(
-    project: Project,
-    source: Source,
-    state: WarehouseState,
-    warehouse: str,
-    warnings: list[str],
-    reloads: Reloads,
-) -> tuple[SourcePlan, list[TargetPlan]]:
-    ss = state.source(source.name)
-    tables = set(ss.tally.tables) | {
-        (db, tbl) for db, tbl in project.seed_schemas if project.route(source.name, db, tbl)
-    }
-    if source.initial_load is not None and ss.export is not None:
-        # A table whose schema file cannot be read too: its target is refused, with why.
-        tables |= {
-            (t.db, t.table)
-            for t in (*ss.export.tables.values(), *ss.export.unreadable.values())
-            if project.route(source.name, t.db, t.table)
-        }
-    grouped, skipped = routing.targets(project, source.name, sorted(tables))
-    # The export's snapshot; once loaded, the schema history's record of it stands in for
-    # an export that can no longer be read.
-    snapshot = (
-        None
-        if source.initial_load is None
-        else ss.export.snapshot_ts
-        if ss.export is not None
-        else loaded_snapshot(ss.recorded)
-    )
-    before_loads: list[Timeline] = []
-
-    def before_load() -> Timeline:
-        if not before_loads:
-            before_loads.append(build_timeline(project, source.name, ss.ddl_events, ss.recorded))
-        return before_loads[0]
-
-    def absent(tr: routing.TargetRoute) -> bool:
-        if snapshot is None:
-            return False
-        return gone_by(tr, before_load(), snapshot, ss.export)
-
-    def not_at_snapshot(tr: routing.TargetRoute) -> bool:
-        if snapshot is None or not tr.upstreams:
-            return False
-        return all(before_load().absent_at(db, t, snapshot) for db, t in tr.upstreams)
-
-    loads, refused = plan_loads(
-        project, source, ss, grouped, state, reloads, absent, not_at_snapshot
-    )
-    # A table loaded by this run is, at the export's snapshot, what the export's schema file
-    # says: its DDL at or below the snapshot is in the export (and is skipped), the DDL after
-    # it applies on top. Replays of the DDL before the snapshot may fail (the table's schema
-    # before it is unknown): nothing of the table before the snapshot is applied or typed.
-    recorded = with_snapshots(ss.recorded, loads.values())
-    timeline = build_timeline(project, source.name, ss.ddl_events, recorded)
-    inferred = _inferred(source, ss, grouped, timeline, recorded)
-    if inferred:
-        # Replayed again over the inferred schemas: an ALTER of a table whose CREATE was
-        # never seen applies to the schema its rows' metadata describes.
-        timeline = build_timeline(project, source.name, ss.ddl_events, recorded, inferred)
-    resolved = resolved_ts(source, ss)
-    notes: list[str] = []
-    if not ss.tally_complete:
-        notes.append("the newest staged batch is not counted yet (its watermarks and tables)")
-    if resolved == -1:
-        notes.append("no watermark on every partition yet; nothing is resolved")
-    notes.extend(large_message_notes(source))
-    # Row changes staged per upstream table, of all time: one map for all of its targets.
-    staged_rows = {key(*t): rows for t, (rows, _) in ss.tally.tables.items()}
-    staged_spans = {key(*t): span for t, span in ss.tally.spans.items()}
-    plans = [
-        target_plan(
-            project,
-            source,
-            tr,
-            timeline,
-            state,
-            resolved,
-            warehouse,
-            inferred,
-            loads.get(tr.target),
-            staged_rows,
-            refused.get(tr.target),
-            snapshot,
-            staged_spans,
-        )
-        for tr in grouped.values()
-    ]
-    counts = ss.tally.tables
-    sp = SourcePlan(
-        source=source,
-        resolved_ts=resolved,
-        partitions=len(ss.tally.partitions),
-        skipped=tuple((db, tbl, counts.get((db, tbl), (0, 0))[0]) for db, tbl in skipped),
-        timeline=timeline,
-        notes=tuple(notes),
-        open_bad=bool(ss.open_bad),
-    )
-    for tp in plans:
-        if not tp.keys and (tp.schema is not None or tp.create is not None):
-            warnings.append(
-                f"{tp.entry.origin.render()}: target {tp.name} has no merge keys (no primary "
-                "key or NOT NULL unique key upstream); set `keys:` on the table entry"
-            )
-    return sp, plans
 
 
 def _inferred(

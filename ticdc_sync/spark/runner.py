@@ -424,9 +424,10 @@ def _run_with(r: _Run, spark, t0: float) -> int:
 
 
 class _Replan:
-    """`loop`'s re-planner for this run: `plan.build_plan` over the loop's state, with what
-    this run was asked (`--reload` until those targets are loaded, the saved plan's DDL
-    held back, `--select` checked), printing each note of the plan once."""
+    """`loop`'s re-planner for this run: `plan.build_plan` over the loop's state (a
+    `plan.Planner`, which plans again only what each fold changed), with what this run was
+    asked (`--reload` until those targets are loaded, the saved plan's DDL held back,
+    `--select` checked), printing each note of the plan once."""
 
     def __init__(self, r: _Run) -> None:
         self.r = r
@@ -435,11 +436,16 @@ class _Replan:
         self.force = bool(r.reloading.get("force", False))
         self.reload_from: dict[str, int | None] = {}  # reloaded target -> its version before
         self.printed: set[str] = set()
+        # Each target's plan whose notes were printed: an unchanged one (the planner keeps
+        # the plan of a target an apply did not touch) is not looked at again.
+        self.noted: dict[str, object] = {}
         self.chosen: list[str] = []
         self.apply_phase = None
+        from ticdc_sync.plan import Planner
+
+        self.planner = Planner(r.project)
 
     def __call__(self, ws):
-        from ticdc_sync.plan import build_plan
         from ticdc_sync.plan.saved import hold_unreviewed
         from ticdc_sync.spark.apply.executor import selected
 
@@ -454,9 +460,9 @@ class _Replan:
         if self.first:
             # The first plan reads every target's schema history: a phase a user waits on.
             with r.progress.phase("plan"):
-                plan = build_plan(r.project, ws, reload=self.reload, force=self.force)
+                plan = self.planner.plan(ws, reload=self.reload, force=self.force)
         else:
-            plan = build_plan(r.project, ws, reload=self.reload, force=self.force)
+            plan = self.planner.plan(ws, reload=self.reload, force=self.force)
         if r.saved is not None:
             plan = hold_unreviewed(plan, r.saved)
         if self.first:
@@ -492,8 +498,10 @@ class _Replan:
                     "partition(s)"
                 )
             lines += [f"  {sp.source.name}: {note}" for note in sp.notes]
+        chosen = set(self.chosen)
         for t in plan.targets:
-            if t.name in self.chosen:
+            if t.name in chosen and self.noted.get(t.name) is not t:
+                self.noted[t.name] = t
                 lines += [f"  {t.name}: {note}" for note in t.notes]
         for line in lines:
             if line not in self.printed:
