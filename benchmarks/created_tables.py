@@ -4,6 +4,7 @@ Usage: python benchmarks/created_tables.py [--events 30000] [--tables 3,150,1000
                                            [--alter-tables 3,300] [--plan-tables 3,1000]
                                            [--only run,alter,plan]
                                            [--plan-from DIR ...] [--plan-repeat 3]
+                                           [--plan-bytecode cached|env]
 
 - run: `--events` Canal-JSON row inserts spread round-robin over N tables, each created by a
   CREATE TABLE at its own commit_ts before its rows (`testkit.created_tables`), one
@@ -18,7 +19,11 @@ Usage: python benchmarks/created_tables.py [--events 30000] [--tables 3,150,1000
   /proc/<pid>/task/*/schedstat at exit): on a shared host, wall is CPU plus that wait.
   `--plan-from DIR` (repeatable): the same plan from that checkout too (a `git archive` of
   an earlier commit, say), the codes alternating, `--plan-repeat` rounds, medians and their
-  ratio to this checkout's. Target: <= 5 s.
+  ratio to this checkout's. `--plan-bytecode cached` (the default): the children compile
+  the package once into a cache of their own (PYTHONPYCACHEPREFIX in the work folder, a
+  warm-up run per checkout, not counted), as an installed package's .pyc files are;
+  `env`: as the environment says (PYTHONDONTWRITEBYTECODE=1 recompiles every module of the
+  package at each start). Target: <= 5 s.
 Row counts are checked against the stream. One repetition: on a shared machine compare the
 ratios. A tiny run first warms the JVM up (not counted). Not part of the test suite.
 """
@@ -121,14 +126,20 @@ def plan_project(work: Path, tables: int) -> Path:
     return root
 
 
-def measure_plan(root: Path, tables: int, code: Path = REPO) -> dict[str, float]:
+def measure_plan(
+    root: Path, tables: int, code: Path = REPO, pycache: Path | None = None
+) -> dict[str, float]:
     """Wall and CPU seconds, the seconds its threads waited for a CPU, and peak RSS (MiB)
-    of `ticdc-sync plan` of `root` in a child process running the checkout `code`."""
+    of `ticdc-sync plan` of `root` in a child process running the checkout `code`.
+    `pycache`: where the child keeps compiled modules (None: as the environment says)."""
     cmd = [sys.executable, "-c", _LAUNCH, "plan", "--project", str(root)]
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(code), os.environ.get("PYTHONPATH")])),
     }
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(pycache)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.monotonic()
         # cwd: the child's first import path (`-c` puts it before PYTHONPATH).
@@ -152,20 +163,27 @@ def measure_plan(root: Path, tables: int, code: Path = REPO) -> dict[str, float]
     }
 
 
-def plan_rows(work: Path, tables: int, others: list[Path], repeat: int) -> list[str]:
+def plan_rows(work: Path, tables: int, others: list[Path], repeat: int, bytecode: str) -> list[str]:
     """The plan rows: this checkout's plan, and each of `others`', alternating."""
     root = plan_project(work, tables)
     codes = [REPO, *others]
+    caches = {
+        c: work / f"pycache-{i}" if bytecode == "cached" else None for i, c in enumerate(codes)
+    }
+    if bytecode == "cached":
+        for c in codes:
+            measure_plan(root, tables, c, caches[c])  # compiles the package: not counted
     runs: dict[Path, list[dict[str, float]]] = {c: [] for c in codes}
     for i in range(repeat):
         for c in codes[i % len(codes) :] + codes[: i % len(codes)]:
-            runs[c].append(measure_plan(root, tables, c))
+            runs[c].append(measure_plan(root, tables, c, caches[c]))
     med = {c: {k: statistics.median(m[k] for m in ms) for k in ms[0]} for c, ms in runs.items()}
     rows = []
     for c in codes:
         m = med[c]
         rows.append(
-            f"plan over {tables} tables (no JVM) from {c}: median of {repeat}: {m['wall']:.2f}s "
+            f"plan over {tables} tables (no JVM, bytecode {bytecode}) from {c}: median of "
+            f"{repeat}: {m['wall']:.2f}s "
             f"wall = {m['cpu']:.2f}s CPU + {m['waited']:.2f}s waiting for a CPU (run queue), "
             f"peak RSS {m['rss']:.0f} MiB (target <= 5 s); walls "
             + ", ".join(f"{r['wall']:.2f}" for r in runs[c])
@@ -187,6 +205,7 @@ def main() -> None:
     ap.add_argument("--only", default="run,alter,plan")
     ap.add_argument("--plan-from", action="append", default=[], type=Path, metavar="DIR")
     ap.add_argument("--plan-repeat", type=int, default=3)
+    ap.add_argument("--plan-bytecode", choices=("cached", "env"), default="cached")
     a = ap.parse_args()
     only = set(a.only.split(","))
     work = Path(tempfile.mkdtemp(prefix="ticdc-created-"))
@@ -194,7 +213,7 @@ def main() -> None:
     try:
         if "plan" in only:
             for n in (int(x) for x in a.plan_tables.split(",")):
-                rows += plan_rows(work, n, a.plan_from, a.plan_repeat)
+                rows += plan_rows(work, n, a.plan_from, a.plan_repeat, a.plan_bytecode)
         if only & {"run", "alter"}:
             import run as R
 

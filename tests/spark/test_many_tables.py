@@ -3,7 +3,9 @@
 before: each target's CREATE commits first and its rows join one round with the others',
 instead of each target applying alone; and nothing of the query grows with the number of
 tables (the shared window's spans are a broadcast frame, not a predicate with a term per
-table: at 1,000 tables that predicate overflowed Spark's stack)."""
+table: at 1,000 tables that predicate overflowed Spark's stack), nor the plan made again
+after each apply (each apply's target alone: the versions it records are those its plan
+replayed)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from deltalake import DeltaTable
 
 from testkit.created_tables import DB, CreatedTables
 from tests.spark.engine_harness import load, make_project, write_captures
+from ticdc_sync.plan import build as plan_build
 from ticdc_sync.spark import runner
 from ticdc_sync.spark.apply import rounds, shared_window
 from ticdc_sync.spark.staging.state import State
@@ -38,6 +41,14 @@ def test_tables_created_in_the_stream_land_in_one_round(spark, tmp_path, monkeyp
         return land(spark_, state, items)
 
     monkeypatch.setattr(rounds, "land", counted)
+    planned: list[str] = []
+    target_plan = plan_build.target_plan
+
+    def plan_one(project_, source, tr, *args, **kw):
+        planned.append(tr.target)
+        return target_plan(project_, source, tr, *args, **kw)
+
+    monkeypatch.setattr(plan_build, "target_plan", plan_one)
     project = load(root)
     lines: list[str] = []
     assert runner.run(project, spark=spark, out=lines.append) == 0, "\n".join(lines)
@@ -52,6 +63,9 @@ def test_tables_created_in_the_stream_land_in_one_round(spark, tmp_path, monkeyp
         )
         assert rows == truth, name
     assert sum("create target from" in x for x in lines) == TABLES
+    # Every target planned with the others after the poll, then again after its own
+    # applies only (the whole plan after each apply made TABLES per apply).
+    assert len(planned) <= 4 * TABLES, (len(planned), lines)
 
     # The shared window of the same tables, each over its own window (as tables created at
     # different commit_ts have them): its query names no table, whatever their number.
