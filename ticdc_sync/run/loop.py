@@ -10,7 +10,8 @@ thread only decides: it hands the stager its next step and each free worker its 
 target the moment either ends, and waits for neither. Each `StageOutcome` and
 `ApplyOutcome` is folded on the loop thread into the in-memory warehouse state: tallies, DDL
 events, each upstream table's pending commit_ts ranges, markers, schema history. So
-re-planning (`replan`, `plan.build_plan` in a run) needs nothing from the warehouse. Trim
+re-planning (`replan`: in a run a `plan.Planner`, which plans again only the targets a fold
+changed) needs nothing from the warehouse. Trim
 bounds come from `retention.trim_bound` over the markers the loop knows.
 
 A plain run stages once, then drains: it applies everything pending up to the resolved

@@ -440,6 +440,7 @@ class _Replan:
         # the plan of a target an apply did not touch) is not looked at again.
         self.noted: dict[str, object] = {}
         self.chosen: list[str] = []
+        self.picked: dict[str, bool] = {}  # target -> whether --select/--exclude take it
         self.apply_phase = None
         from ticdc_sync.plan import Planner
 
@@ -478,7 +479,10 @@ class _Replan:
             self.reload = tuple(t.name for t in plan.targets if t.load and t.load.reload)
             self.reload_from = {n: ws.target(n).version for n in self.reload}
             self.force = self.force and bool(self.reload)
-        self.chosen = [t.name for t in plan.targets if selected(t.name, r.select, r.exclude)]
+        for t in plan.targets:
+            if t.name not in self.picked:
+                self.picked[t.name] = selected(t.name, r.select, r.exclude)
+        self.chosen = [t.name for t in plan.targets if self.picked[t.name]]
         self._notes(plan)
         return plan
 
