@@ -177,3 +177,55 @@ def test_a_recorded_version_the_timeline_does_not_hold_plans_the_source_again(
     assert sorted(counted[before:]) == names
     assert plan == build_plan(project, state)
     assert render_text(plan) == render_text(build_plan(project, state))
+
+
+def test_applies_in_steps_over_creates_alters_and_a_rename_plan_as_a_whole_build(
+    tmp_path: Path, counted: list[str]
+) -> None:
+    """Targets applied part of the way (up to before their ALTER), then the rest, one of
+    them renamed upstream: after every apply the planner's plan is the whole build's."""
+    names = ["a", "b", "c", "d"]
+    project = load_project(_project(tmp_path, [*names, "z"], seeded=False))
+    state = _created_state(names)
+    ss = state.source("s")
+    more = (
+        DdlEvent("app", "b", ts(T0 + 20_000), "ALTER TABLE app.b ADD COLUMN w INT", offset=20),
+        DdlEvent("app", "c", ts(T0 + 21_000), "ALTER TABLE app.c ADD COLUMN w INT", offset=21),
+        DdlEvent("app", "d", ts(T0 + 22_000), "RENAME TABLE app.d TO app.z", offset=22),
+    )
+    tally = replace(
+        ss.tally,
+        tables={**ss.tally.tables, ("app", "z"): (1, 0)},
+        spans={**ss.tally.spans, ("app", "z"): (ts(T0 + 30_000), ts(T0 + 30_000))},
+    )
+    state = replace(
+        state, sources={"s": replace(ss, ddl_events=(*ss.ddl_events, *more), tally=tally)}
+    )
+    planner = Planner(project)
+    plan = planner.plan(state)
+    timeline = plan.sources[0].timeline
+    steps = [("a", None), ("b", ts(T0 + 19_999)), ("c", ts(T0 + 20_999)), ("d", None)]
+    steps += [("b", None), ("z", None), ("c", None)]
+    for name, upto in steps:
+        t = plan.target_plan(name)
+        upto = t.stop_ts if upto is None else upto
+        done = [d.commit_ts for d in t.ddl if d.commit_ts <= upto]
+        marker = Marker(upto, max(done, default=-1), 0, 1)
+        columns = tuple((c[1], c[3].lower()) for c in t.next_columns)
+        ts_ = TargetState(name, exists=True, marker=marker, columns=columns, version=1)
+        recorded = {
+            k: [v for v in timeline.versions.get(k, []) if v.commit_ts <= upto]
+            for k in (key(db, tbl) for db, tbl in t.upstreams)
+        }
+        ss = state.source("s")
+        history = {**ss.recorded, **{k: vs for k, vs in recorded.items() if vs}}
+        state = replace(
+            state,
+            targets={**state.targets, name: ts_},
+            sources={"s": replace(ss, recorded=history)},
+        )
+        before = len(counted)
+        plan = planner.plan(state)
+        assert counted[before:] == [name], (name, counted[before:])
+        assert plan == build_plan(project, state), name
+        assert render_text(plan) == render_text(build_plan(project, state)), name

@@ -113,6 +113,8 @@ class Planner:
         state = state or WarehouseState()
         reloads = Reloads(tuple(reload), force)
         whole = bool(reload) or force
+        if whole:
+            self._parts.clear()  # planned whole from here until a plan without them
         warnings: list[str] = list(project.warnings)
         sources: list[SourcePlan] = []
         targets: list[TargetPlan] = []
