@@ -229,3 +229,57 @@ def test_applies_in_steps_over_creates_alters_and_a_rename_plan_as_a_whole_build
         assert counted[before:] == [name], (name, counted[before:])
         assert plan == build_plan(project, state), name
         assert render_text(plan) == render_text(build_plan(project, state)), name
+
+
+def test_a_source_with_an_initial_load_keeps_its_parts_once_its_loads_stay_the_same(
+    tmp_path: Path, counted: list[str]
+) -> None:
+    """Its loads read every target's state: after a load, they change (the source is
+    planned whole); after an apply of rows, they do not (that target alone)."""
+    from testkit.dumpling import DumplingFlags, write_export
+    from tests.unit.test_plan_initial_load import PROFILES, S, T, U, _staged
+    from tests.unit.test_plan_initial_load import ts as load_ts
+    from ticdc_sync.plan.loads import snapshot_ddl
+    from ticdc_sync.warehouse.read import read_state
+
+    root = tmp_path / "p"
+    (root / "sources").mkdir(parents=True)
+    (root / "tables").mkdir()
+    (root / "ticdc_sync.yml").write_text("name: t\nprofile: t\n")
+    (root / "profiles.yml").write_text(PROFILES)
+    (root / "sources" / "s.yml").write_text(
+        "sources:\n  - name: s\n    protocol: canal-json\n    topics: [a]\n"
+        "    initial_load:\n      dumpling: exp\n      options: {filetype: csv}\n"
+    )
+    (root / "tables" / "t.yml").write_text('tables:\n  - upstream: "shop.*"\n    name: "{table}"\n')
+    rows = [(T, [{"id": i, "v": "x"} for i in range(3)]), (U, [{"id": 1}])]
+    write_export(root / "exp", rows, S, DumplingFlags(filetype="csv", rows_per_file=2))
+    project = load_project(root)
+    state = _staged(read_state(project), [])
+    planner = Planner(project)
+    plan = planner.plan(state)
+    assert all(t.load is not None for t in plan.targets)
+
+    def apply(state, name: str, load: bool) -> WarehouseState:
+        t = plan.target_plan(name)
+        marker = t.load.marker if load else Marker(load_ts(20), -1, -1, 0)
+        columns = tuple((c[1], c[3].lower()) for c in t.next_columns)
+        targets = {**state.targets, name: TargetState(name, True, marker, columns, version=1)}
+        if not load:
+            return replace(state, targets=targets)
+        ss = state.source("s")
+        history = dict(ss.recorded)
+        for lt in t.load.tables:
+            history[key(lt.db, lt.table)] = [
+                replace(v, ddl=snapshot_ddl(t.load, lt))
+                for v in plan.sources[0].timeline.versions[key(lt.db, lt.table)]
+            ]
+        return replace(state, targets=targets, sources={"s": replace(ss, recorded=history)})
+
+    for name, load, planned in [("t", True, 2), ("u", True, 2), ("t", False, 1), ("u", False, 1)]:
+        state = apply(state, name, load)
+        before = len(counted)
+        plan = planner.plan(state)
+        assert len(counted) - before == planned, (name, load, counted[before:])
+        assert plan == build_plan(project, state), name
+        assert render_text(plan) == render_text(build_plan(project, state)), name

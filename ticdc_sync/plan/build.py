@@ -91,8 +91,9 @@ class Planner:
     in its recorded schema versions only, each of them a version its timeline holds already
     (an apply records what its plan replayed; such a timeline replays to itself), keeps
     them too; any other change plans the source again. Within a kept source, only the
-    targets whose state changed are planned again. A source with an `initial_load` (its
-    loads read every target's state) and a plan with `--reload` are planned whole."""
+    targets whose state changed are planned again. A source with an `initial_load` decides
+    its loads again (they read every target's state): kept where they are the same. A plan
+    with `--reload` is planned whole."""
 
     def __init__(self, project: Project) -> None:
         self.project = project
@@ -178,8 +179,8 @@ class Planner:
         ss = state.sources.get(source.name)
         grown: set[Key] | None = set()
         if ss is not old.ss:
-            if source.initial_load is not None or ss is None:
-                return None  # its snapshot and loads come from its recorded versions too
+            if ss is None:
+                return None
             grown = _recorded_grown(old, ss)
             if grown is None:
                 return None
@@ -190,7 +191,15 @@ class Planner:
             or any(key(db, tbl) in grown for db, tbl in old.routes[name].upstreams)
         ]
         if changed and source.initial_load is not None:
-            return None
+            # Its loads read its targets' states (and its snapshot, once loaded, the
+            # recorded versions): decided again, the source is kept where they are the same.
+            now = state.source(source.name)
+            snapshot = _snapshot(source, now)
+            if snapshot != old.args[1]:
+                return None
+            loads = self._loads(source, now, old.routes, state, Reloads((), False), snapshot)
+            if loads != (old.loads, old.refused):
+                return None
         old.ss = ss
         for name in changed:
             self._target(old, source, name, state)
@@ -215,37 +224,8 @@ class Planner:
                 if project.route(source.name, t.db, t.table)
             }
         grouped, skipped = routing.targets(project, source.name, sorted(tables))
-        # The export's snapshot; once loaded, the schema history's record of it stands in
-        # for an export that can no longer be read.
-        snapshot = (
-            None
-            if source.initial_load is None
-            else ss.export.snapshot_ts
-            if ss.export is not None
-            else loaded_snapshot(ss.recorded)
-        )
-        before_loads: list[Timeline] = []
-
-        def before_load() -> Timeline:
-            if not before_loads:
-                before_loads.append(
-                    build_timeline(project, source.name, ss.ddl_events, ss.recorded)
-                )
-            return before_loads[0]
-
-        def absent(tr: routing.TargetRoute) -> bool:
-            if snapshot is None:
-                return False
-            return gone_by(tr, before_load(), snapshot, ss.export)
-
-        def not_at_snapshot(tr: routing.TargetRoute) -> bool:
-            if snapshot is None or not tr.upstreams:
-                return False
-            return all(before_load().absent_at(db, t, snapshot) for db, t in tr.upstreams)
-
-        loads, refused = plan_loads(
-            project, source, ss, grouped, state, reloads, absent, not_at_snapshot
-        )
+        snapshot = _snapshot(source, ss)
+        loads, refused = self._loads(source, ss, grouped, state, reloads, snapshot)
         # A table loaded by this run is, at the export's snapshot, what the export's schema
         # file says: its DDL at or below the snapshot is in the export (and is skipped), the
         # DDL after it applies on top. Replays of the DDL before the snapshot may fail (the
@@ -290,6 +270,38 @@ class Planner:
             self._target(parts, source, name, state)
         return parts
 
+    def _loads(
+        self,
+        source: Source,
+        ss: SourceState,
+        grouped: dict[str, routing.TargetRoute],
+        state: WarehouseState,
+        reloads: Reloads,
+        snapshot: int | None,
+    ) -> tuple[dict, dict[str, str]]:
+        """The source's loads and the loads refused (`plan_loads`)."""
+        project = self.project
+        before_loads: list[Timeline] = []
+
+        def before_load() -> Timeline:
+            if not before_loads:
+                before_loads.append(
+                    build_timeline(project, source.name, ss.ddl_events, ss.recorded)
+                )
+            return before_loads[0]
+
+        def absent(tr: routing.TargetRoute) -> bool:
+            if snapshot is None:
+                return False
+            return gone_by(tr, before_load(), snapshot, ss.export)
+
+        def not_at_snapshot(tr: routing.TargetRoute) -> bool:
+            if snapshot is None or not tr.upstreams:
+                return False
+            return all(before_load().absent_at(db, t, snapshot) for db, t in tr.upstreams)
+
+        return plan_loads(project, source, ss, grouped, state, reloads, absent, not_at_snapshot)
+
     def _target(
         self, parts: _SourceParts, source: Source, name: str, state: WarehouseState
     ) -> None:
@@ -319,6 +331,14 @@ class Planner:
                 f"{tp.entry.origin.render()}: target {tp.name} has no merge keys (no primary "
                 "key or NOT NULL unique key upstream); set `keys:` on the table entry"
             )
+
+
+def _snapshot(source: Source, ss: SourceState) -> int | None:
+    """The export's snapshot; once loaded, the schema history's record of it stands in for
+    an export that can no longer be read."""
+    if source.initial_load is None:
+        return None
+    return ss.export.snapshot_ts if ss.export is not None else loaded_snapshot(ss.recorded)
 
 
 def _staged_maps(
