@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from ticdc_sync.core.errors import Fatal, UserError
 from ticdc_sync.core.model import Project, Source, TransportKind
+from ticdc_sync.core.upstream import key
 from ticdc_sync.plan.model import WRITE_ROUND, Create, Ddl, LoadRows
 from ticdc_sync.run.engine import (
     ApplyJob,
@@ -319,9 +320,11 @@ class SparkEngine:
         location = t.location
         recorded = ()
         if any(isinstance(s, (Ddl, LoadRows, Create)) for s in p.ran):
-            every = history() if history is not None else warehouse.recorded_history(self.project)
-            history_of = every.get(t.source, {})
             ups = {(db.lower(), tb.lower()) for db, tb in t.upstreams}
+            every = (
+                history() if history is not None else warehouse.recorded_history(self.project, ups)
+            )
+            history_of = every.get(t.source, {})
             mine = {k for k in history_of if k in ups}
             recorded = tuple((k, v) for k in sorted(mine) for v in history_of[k])
         return ApplyOutcome(
@@ -379,7 +382,8 @@ class SparkEngine:
             fanout.done(spark)
         # `_outcome` raises a lost lease (`p.crash`) before any outcome is kept. The schema
         # history is read once for the round's targets, not once per target.
-        history = _Once(lambda: warehouse.recorded_history(self.project))
+        ups = {key(db, tb) for job in jobs for db, tb in job.target.upstreams}
+        history = _Once(lambda: warehouse.recorded_history(self.project, ups))
         return [self._outcome(job.target, w, p, out, history) for job, w, p, out in runners]
 
     def _record_history(self, runners) -> None:

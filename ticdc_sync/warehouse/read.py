@@ -10,6 +10,7 @@ never writes.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 
 from ticdc_sync.codecs import dumpling_export as dumpling
@@ -117,19 +118,26 @@ def _ddl_events(events: LakeTable) -> dict[str, list[DdlEvent]]:
     return out
 
 
-def recorded_history(project: Project) -> dict[str, dict[Key, list[Version]]]:
+def recorded_history(
+    project: Project, tables: Collection[Key] | None = None
+) -> dict[str, dict[Key, list[Version]]]:
     """The schema history's versions per source, as `read_state` reads them (for a run that
-    has just recorded some)."""
+    has just recorded some); `tables`: of those upstream tables only (the targets an apply
+    ran: what it reads then does not grow with the tables the history holds)."""
     history = LakeTable(state_location(_warehouse_path(project), "schema_history"))
-    return _recorded(history) if history.exists() else {}
+    return _recorded(history, tables) if history.exists() else {}
 
 
-def _recorded(history: LakeTable) -> dict[str, dict[Key, list[Version]]]:
+def _recorded(
+    history: LakeTable, tables: Collection[Key] | None = None
+) -> dict[str, dict[Key, list[Version]]]:
     """Recorded versions per source (rows of older versions without a source count for
-    every source)."""
+    every source); `tables`: of those upstream tables only."""
     rows = history.read(["source", "db", "tbl", "commit_ts", "ddl", "schema_json"]).to_pylist()
     per: dict[str | None, dict[Key, dict[int, Version]]] = {}
     for r in rows:
+        if tables is not None and key(r["db"], r["tbl"]) not in tables:
+            continue  # (its schema's JSON is most of the cost: not parsed)
         schema = TableSchema.from_json(r["schema_json"])
         gone = schema.comment == DROPPED
         v = Version(r["commit_ts"], None if gone else schema, r["ddl"] or "")
