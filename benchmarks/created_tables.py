@@ -5,6 +5,7 @@ Usage: python benchmarks/created_tables.py [--events 30000] [--tables 3,150,1000
                                            [--only run,alter,plan]
                                            [--plan-from DIR ...] [--plan-repeat 3]
                                            [--plan-bytecode cached|env]
+                                           [--replan-tables 100,300]
 
 - run: `--events` Canal-JSON row inserts spread round-robin over N tables, each created by a
   CREATE TABLE at its own commit_ts before its rows (`testkit.created_tables`), one
@@ -24,6 +25,11 @@ Usage: python benchmarks/created_tables.py [--events 30000] [--tables 3,150,1000
   warm-up run per checkout, not counted), as an installed package's .pyc files are;
   `env`: as the environment says (PYTHONDONTWRITEBYTECODE=1 recompiles every module of the
   package at each start). Target: <= 5 s.
+- replan (not in the default `--only`): what a run's loop spends planning again after each
+  apply, without Spark: N tables of `--replan-tables` created by CREATE TABLEs in the
+  staged state, then N applies in turn (each target's new state and the versions it
+  records, as the loop folds them), a plan after each; a whole `build_plan` each time (what
+  the runner did) against one `plan.Planner`. Both plans compared after every apply.
 Row counts are checked against the stream. One repetition: on a shared machine compare the
 ratios. A tiny run first warms the JVM up (not counted). Not part of the test suite.
 """
@@ -196,6 +202,67 @@ def plan_rows(work: Path, tables: int, others: list[Path], repeat: int, bytecode
     return rows
 
 
+def replan_rows(tables: int) -> list[str]:
+    """Seconds of planning after each of `tables` applies: whole builds vs a Planner."""
+    from dataclasses import replace
+
+    from ticdc_sync.core.staged import PartitionTally, SourceTally
+    from ticdc_sync.core.upstream import key
+    from ticdc_sync.core.window import DdlEvent, Marker
+    from ticdc_sync.plan import Planner, build_plan
+    from ticdc_sync.project.load import load_project
+    from ticdc_sync.warehouse.state import SourceState, TargetState, WarehouseState
+
+    work = Path(tempfile.mkdtemp(prefix="ticdc-replan-"))
+    try:
+        make_project(work / "p", protocol="canal-json", tables=ROUTE)
+        project = load_project(work / "p")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    names = CreatedTables(tables=tables, events=0).names()
+    start = 1 << 40
+    sql = "CREATE TABLE {}.{} (id INT PRIMARY KEY, v INT)"
+    events = tuple(
+        DdlEvent(DB, n, start + i, sql.format(DB, n), topic="t", offset=2 * i)
+        for i, n in enumerate(names)
+    )
+    tally = SourceTally(
+        {("t", 0): PartitionTally("t", 0, 2 * tables, watermark=start + 2 * tables)},
+        {(DB, n): (1, 1) for n in names},
+        {(DB, n): (start + i + 1, start + i + 1) for i, n in enumerate(names)},
+    )
+    source = next(iter(project.sources)).name
+    state = WarehouseState(sources={source: SourceState(source, tally, ddl_events=events)})
+    planner = Planner(project)
+    plan = planner.plan(state)
+    timeline = plan.sources[0].timeline
+    whole = kept = 0.0
+    for n in names:
+        t = plan.target_plan(n)
+        marker = Marker(t.stop_ts, t.ddl[-1].commit_ts, 0, 1)
+        cols = tuple((c[1], c[3].lower()) for c in t.next_columns)
+        ss = state.source(source)
+        k = key(DB, n)
+        state = replace(
+            state,
+            targets={**state.targets, n: TargetState(n, True, marker, cols, version=1)},
+            sources={source: replace(ss, recorded={**ss.recorded, k: timeline.versions[k]})},
+        )
+        t0 = time.process_time()
+        full = build_plan(project, state)
+        t1 = time.process_time()
+        plan = planner.plan(state)
+        t2 = time.process_time()
+        whole, kept = whole + t1 - t0, kept + t2 - t1
+        if plan != full:
+            raise SystemExit(f"replan: the planner's plan after {n}'s apply is not the whole one")
+    return [
+        f"planning after each of {tables} applies (CPU): whole build {whole:.2f}s, Planner "
+        f"{kept:.2f}s = {kept / whole:.3f}x; per apply {whole / tables * 1000:.1f} ms vs "
+        f"{kept / tables * 1000:.2f} ms"
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=30_000)
@@ -206,11 +273,16 @@ def main() -> None:
     ap.add_argument("--plan-from", action="append", default=[], type=Path, metavar="DIR")
     ap.add_argument("--plan-repeat", type=int, default=3)
     ap.add_argument("--plan-bytecode", choices=("cached", "env"), default="cached")
+    ap.add_argument("--replan-tables", default="100,300")
     a = ap.parse_args()
     only = set(a.only.split(","))
     work = Path(tempfile.mkdtemp(prefix="ticdc-created-"))
     rows: list[str] = []
     try:
+        if "replan" in only:
+            for n in (int(x) for x in a.replan_tables.split(",")):
+                rows += replan_rows(n)
+                print(rows[-1], flush=True)
         if "plan" in only:
             for n in (int(x) for x in a.plan_tables.split(",")):
                 rows += plan_rows(work, n, a.plan_from, a.plan_repeat, a.plan_bytecode)
