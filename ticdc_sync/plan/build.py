@@ -190,7 +190,7 @@ class Planner:
             if state.targets.get(name) is not was
             or any(key(db, tbl) in grown for db, tbl in old.routes[name].upstreams)
         ]
-        if changed and source.initial_load is not None:
+        if source.initial_load is not None and (changed or ss is not old.ss):
             # Its loads read its targets' states (and its snapshot, once loaded, the
             # recorded versions): decided again, the source is kept where they are the same.
             now = state.source(source.name)
