@@ -79,6 +79,16 @@ class _SourceParts:
     made_from: dict[str, TargetState | None] = field(default_factory=dict)
     warnings: dict[str, str] = field(default_factory=dict)  # target -> its warning
     overrides: set[int] = field(default_factory=set)  # the DDL overrides its timeline used
+    _by_table: dict[Key, list[str]] | None = None
+
+    def by_table(self) -> dict[Key, list[str]]:
+        """The targets of each upstream table."""
+        if self._by_table is None:
+            self._by_table = {}
+            for name, tr in self.routes.items():
+                for db, tbl in tr.upstreams:
+                    self._by_table.setdefault(key(db, tbl), []).append(name)
+        return self._by_table
 
 
 class Planner:
@@ -101,6 +111,8 @@ class Planner:
         self._parts: dict[str, _SourceParts] = {}
         self._routes: tuple[tuple, tuple[dict, ...], list[str]] | None = None
         self._fixed: dict | None = None
+        # (source, target) in the plan's order, for the sources planned in it
+        self._order: tuple[tuple[str, tuple[str, ...]], list[tuple[str, str]]] | None = None
         self.target_plans = 0  # `target_plan` calls made (what a re-plan cost)
 
     def plan(
@@ -118,7 +130,7 @@ class Planner:
             self._parts.clear()  # planned whole from here until a plan without them
         warnings: list[str] = list(project.warnings)
         sources: list[SourcePlan] = []
-        targets: list[TargetPlan] = []
+        parts_of: dict[str, _SourceParts] = {}
         used_overrides: set[int] = set()
         for source in sorted(project.sources, key=lambda s: s.name):
             old = None if whole else self._parts.pop(source.name, None)
@@ -129,7 +141,7 @@ class Planner:
             if not whole:
                 self._parts[source.name] = parts
             sources.append(parts.sp)
-            targets.extend(parts.plans.values())
+            parts_of[source.name] = parts
             warnings.extend(parts.warnings.values())
             used_overrides |= parts.overrides
         for o in project.ddl_overrides:
@@ -138,6 +150,7 @@ class Planner:
                     f"{o.origin.render()}: ddl_overrides: no staged DDL of {o.upstream} at "
                     f"commit_ts {o.commit_ts} (yet); the override is unused"
                 )
+        targets = self._in_order(parts_of)
         reloads.check_all_matched(targets)
         if self._fixed is None:
             self._fixed = {
@@ -153,9 +166,18 @@ class Planner:
             **self._fixed,
             routes=self._route_dicts(state, warnings),
             sources=tuple(sources),
-            targets=tuple(sorted(targets, key=lambda t: (t.name, t.source))),
+            targets=tuple(targets),
             warnings=tuple(sorted(set(warnings))),
         )
+
+    def _in_order(self, parts_of: dict[str, _SourceParts]) -> list[TargetPlan]:
+        """Every target's plan, by name then source; the order is sorted again only when
+        the targets are not the last plan's."""
+        names = tuple((src, tuple(p.plans)) for src, p in parts_of.items())
+        if self._order is None or self._order[0] != names:
+            pairs = sorted((name, src) for src, p in parts_of.items() for name in p.plans)
+            self._order = (names, [(src, name) for name, src in pairs])
+        return [parts_of[src].plans[name] for src, name in self._order[1]]
 
     def _route_dicts(self, state: WarehouseState, warnings: list[str]) -> tuple[dict, ...]:
         """The routes as the plan shows them; made again only when an export changed."""
@@ -184,12 +206,12 @@ class Planner:
             grown = _recorded_grown(old, ss)
             if grown is None:
                 return None
-        changed = [
-            name
-            for name, was in old.made_from.items()
-            if state.targets.get(name) is not was
-            or any(key(db, tbl) in grown for db, tbl in old.routes[name].upstreams)
-        ]
+        targets = state.targets
+        changed = [name for name, was in old.made_from.items() if targets.get(name) is not was]
+        if grown:
+            by_table = old.by_table()
+            again = {n for k in grown for n in by_table.get(k, ())} - set(changed)
+            changed += sorted(again)
         if source.initial_load is not None and (changed or ss is not old.ss):
             # Its loads read its targets' states (and its snapshot, once loaded, the
             # recorded versions): decided again, the source is kept where they are the same.
