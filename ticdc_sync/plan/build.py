@@ -42,6 +42,7 @@ from ticdc_sync.plan.project_parts import (
     route_dicts,
 )
 from ticdc_sync.plan.target import target_plan
+from ticdc_sync.plan.target_ddl import GroupIndex
 from ticdc_sync.project import routing
 from ticdc_sync.warehouse.locations import warehouse_path
 from ticdc_sync.warehouse.state import SourceState, TargetState, WarehouseState
@@ -79,6 +80,7 @@ class _SourceParts:
     made_from: dict[str, TargetState | None] = field(default_factory=dict)
     warnings: dict[str, str] = field(default_factory=dict)  # target -> its warning
     overrides: set[int] = field(default_factory=set)  # the DDL overrides its timeline used
+    index: GroupIndex | None = None  # which of its timeline's groups concern which target
     _by_table: dict[Key, list[str]] | None = None
 
     def by_table(self) -> dict[Key, list[str]]:
@@ -287,6 +289,7 @@ class Planner:
             loads=loads,
             refused=refused,
             overrides={id(o) for g in timeline.groups for o in g.overrides},
+            index=GroupIndex(self.project, source.name, timeline),
         )
         for name in grouped:
             self._target(parts, source, name, state)
@@ -344,6 +347,7 @@ class Planner:
             parts.refused.get(name),
             snapshot,
             staged_spans,
+            parts.index.of(parts.routes[name]) if parts.index is not None else None,
         )
         parts.plans[name] = tp
         parts.made_from[name] = state.targets.get(name)

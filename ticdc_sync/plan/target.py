@@ -14,7 +14,7 @@ reads the warehouse or project files itself, never writes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from ticdc_sync.codecs.dumpling_export import data_columns
@@ -23,7 +23,7 @@ from ticdc_sync.core.model import Project, Source, TableFeatures
 from ticdc_sync.core.sqlgen import table_ref
 from ticdc_sync.core.upstream import Key, TableSchema, key
 from ticdc_sync.ddl import changes as ch
-from ticdc_sync.ddl.timeline import Timeline
+from ticdc_sync.ddl.timeline import DdlGroup, Timeline
 from ticdc_sync.plan import table_features as tf
 from ticdc_sync.plan.catalog import catalog_entry
 from ticdc_sync.plan.catalog import place as place_catalog
@@ -70,10 +70,12 @@ def target_plan(
     refused: str | None = None,
     snapshot: int | None = None,
     staged_spans: Mapping[Key, tuple[int, int]] | None = None,
+    groups: Sequence[DdlGroup] | None = None,
 ) -> TargetPlan:
     """`snapshot`: the source's export snapshot TSO (None: no initial load, or not known).
     `staged_rows`/`staged_spans`: per upstream table, the row changes staged of all time and
-    their lowest and highest commit_ts (the tallies)."""
+    their lowest and highest commit_ts (the tallies). `groups`: the timeline's DDL groups
+    that may concern the target (`target_ddl.GroupIndex`; None: all)."""
     ts_ = state.target(tr.target)
     marker = ts_.marker
     location = ts_.location or target_location(warehouse, tr.target)
@@ -145,6 +147,7 @@ def target_plan(
         staged_rows,
         data_bytes=data_bytes,
         features=ts_.features,
+        groups=groups,
     )
     create, create_from = None, None
     if not ts_.exists and schema is not None:

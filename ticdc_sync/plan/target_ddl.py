@@ -8,7 +8,7 @@ commits of each decided change come from `ddl_parts` (an EXCHANGE PARTITION's fr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ticdc_sync.core.model import Project, Source
@@ -45,15 +45,17 @@ def target_ddl(
     staged_rows: Mapping[Key, int],
     data_bytes: int = 0,
     features: tuple[str, ...] = (),
+    groups: Sequence[DdlGroup] | None = None,
 ) -> list[TargetDdl]:
     """The DDL groups that concern target `tr`, oldest first, each with its decisions.
     `staged_rows`: row changes staged per upstream table (of all time), which tell whether
     a table no entry routes had rows a rename would bring in. `data_bytes` and `features`:
-    the target's size and table features now, for `table_features: auto`."""
+    the target's size and table features now, for `table_features: auto`. `groups`: the
+    timeline's groups that may concern it (`GroupIndex`; None: all of them)."""
     out: list[TargetDdl] = []
     held_by: TargetDdl | None = None
     touched = {key(db, t) for db, t in tr.upstreams}
-    for g in timeline.groups:
+    for g in timeline.groups if groups is None else groups:
         part = _Part.of(project, source.name, tr.target, g)
         keyed_here = any(key(e.db, e.tbl) in touched for e in g.events) or any(
             k in touched for k in g.named
@@ -95,6 +97,41 @@ def target_ddl(
         # its CREATE TABLE in the stream is additive (`fuse_additive`).
         exists = exists or (d.status == READY and any(p.op == OP_CREATE for p in d.parts))
     return out
+
+
+class GroupIndex:
+    """Which of a timeline's DDL groups may concern each target, found once for all of a
+    source's targets: a group whose effects route no table to a target, that names none of
+    its tables (in its events, the tables an unreplayable group names, its overrides) is
+    one `target_ddl` passes over. So each target looks at its own groups, not at every
+    group of the source (tables created by the stream one after the other: one group each).
+    """
+
+    def __init__(self, project: Project, source: str, timeline: Timeline) -> None:
+        self.groups = timeline.groups
+        self.by_target: dict[str, list[int]] = {}
+        self.by_table: dict[Key, list[int]] = {}
+        routed: dict[tuple[str, str], str | None] = {}
+        for i, g in enumerate(self.groups):
+            names = {n for e in g.effects for n in (e.old, e.new) if n is not None}
+            targets = set()
+            for n in names:
+                if n not in routed:
+                    routed[n] = routing.target_of(project, source, *n)
+                targets.add(routed[n])
+            tables = {key(e.db, e.tbl) for e in g.events} | set(g.named)
+            tables |= {key(*o.upstream.split(".", 1)) for o in g.overrides}
+            for t in targets - {None}:
+                self.by_target.setdefault(t, []).append(i)  # type: ignore[arg-type]
+            for k in tables:
+                self.by_table.setdefault(k, []).append(i)
+
+    def of(self, tr: routing.TargetRoute) -> list[DdlGroup]:
+        """The groups that may concern `tr`, oldest first."""
+        found = set(self.by_target.get(tr.target, ()))
+        for db, t in tr.upstreams:
+            found.update(self.by_table.get(key(db, t), ()))
+        return [self.groups[i] for i in sorted(found)]
 
 
 def _skipped_here(g: DdlGroup, touched: set[Key]) -> bool:
