@@ -283,3 +283,25 @@ def test_a_source_with_an_initial_load_keeps_its_parts_once_its_loads_stay_the_s
         assert len(counted) - before == planned, (name, load, counted[before:])
         assert plan == build_plan(project, state), name
         assert render_text(plan) == render_text(build_plan(project, state)), name
+
+
+def test_each_target_looks_at_its_own_ddl_groups_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tables created one after the other are one DDL group each: a target's DDL comes from
+    its own group, not from a look at every group of the source (n * n for n tables)."""
+    from ticdc_sync.plan import target_ddl
+
+    names = [f"t{i:02d}" for i in range(24)]
+    project = load_project(_project(tmp_path, names, seeded=False))
+    looked: list[int] = []
+    of = target_ddl._Part.of
+
+    def counted(project_, source, target, g):
+        looked.append(g.commit_ts)
+        return of(project_, source, target, g)
+
+    monkeypatch.setattr(target_ddl._Part, "of", staticmethod(counted))
+    plan = build_plan(project, _created_state(names))
+    assert all(len(t.ddl) == 1 for t in plan.targets)
+    assert len(looked) == len(names)
