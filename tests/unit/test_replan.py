@@ -305,3 +305,29 @@ def test_each_target_looks_at_its_own_ddl_groups_only(
     plan = build_plan(project, _created_state(names))
     assert all(len(t.ddl) == 1 for t in plan.targets)
     assert len(looked) == len(names)
+
+
+def test_a_saved_plan_holds_back_each_target_plan_once(tmp_path: Path) -> None:
+    """`run --plan FILE` holds every plan of the run to the saved one: a target's plan the
+    planner kept is not looked at again, and the result is what a fresh hold gives."""
+    import json
+
+    from ticdc_sync.plan.saved import hold_unreviewed
+
+    names = ["a", "b", "c"]
+    project = load_project(_project(tmp_path, names, seeded=False))
+    state = _created_state(names[:2])
+    saved = json.loads(render_json(build_plan(project, state)))
+    state = _created_state(names)  # c's CREATE staged after the saved plan was made
+    planner = Planner(project)
+    memo: dict = {}
+    plan = planner.plan(state)
+    held = hold_unreviewed(plan, saved, memo)
+    assert [t.name for t in held.targets] == ["a", "b"]
+    assert held == hold_unreviewed(plan, saved)
+    k = key("app", "a")
+    state = _applied(state, plan, "a", [(k, v) for v in plan.sources[0].timeline.versions[k]])
+    plan = planner.plan(state)
+    again = hold_unreviewed(plan, saved, memo)
+    assert again == hold_unreviewed(plan, saved)
+    assert again.targets[1] is held.targets[1]  # b: not looked at again

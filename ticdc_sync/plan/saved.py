@@ -84,21 +84,32 @@ def _short(v: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def hold_unreviewed(plan: Plan, saved: dict[str, Any]) -> Plan:
+def hold_unreviewed(plan: Plan, saved: dict[str, Any], memo: dict | None = None) -> Plan:
     """`plan` limited to what the saved plan showed: DDL staged after it was made waits
     (its target's rows stop just before it), and targets it did not show are not touched;
-    the next plan shows them for review."""
+    the next plan shows them for review. `memo`: kept by a caller that holds plan after
+    plan back (a run's re-plans): a target's plan that is the one held last time is not
+    looked at again."""
     from dataclasses import replace
 
     from ticdc_sync.plan.model import HELD, READY, Create
     from ticdc_sync.plan.target import with_steps
 
-    reviewed = {
-        t["name"]: {d["commit_ts"] for d in t.get("ddl", [])} for t in saved.get("targets", [])
-    }
+    memo = {} if memo is None else memo
+    if "reviewed" not in memo:
+        memo["reviewed"] = {
+            t["name"]: {d["commit_ts"] for d in t.get("ddl", [])} for t in saved.get("targets", [])
+        }
+        memo["held"] = {}
+    reviewed = memo["reviewed"]
+    done: dict[str, tuple[Any, Any]] = memo["held"]  # target -> (its plan, held)
     targets = []
     for t in plan.targets:
         if t.name not in reviewed:
+            continue
+        last = done.get(t.name)
+        if last is not None and last[0] is t:
+            targets.append(last[1])
             continue
         ddl = []
         stop = t.stop_ts
@@ -115,5 +126,6 @@ def hold_unreviewed(plan: Plan, saved: dict[str, Any]) -> Plan:
             assert sp is not None
             props = next((s.properties for s in t.steps if isinstance(s, Create)), ())
             held = with_steps(held, sp.timeline, props)
+        done[t.name] = (t, held)
         targets.append(held)
     return replace(plan, targets=tuple(targets))

@@ -441,6 +441,7 @@ class _Replan:
         self.noted: dict[str, object] = {}
         self.chosen: list[str] = []
         self.picked: dict[str, bool] = {}  # target -> whether --select/--exclude take it
+        self.held: dict = {}  # `hold_unreviewed`'s memo over this run's plans
         self.apply_phase = None
         from ticdc_sync.plan import Planner
 
@@ -465,7 +466,7 @@ class _Replan:
         else:
             plan = self.planner.plan(ws, reload=self.reload, force=self.force)
         if r.saved is not None:
-            plan = hold_unreviewed(plan, r.saved)
+            plan = hold_unreviewed(plan, r.saved, self.held)
         if self.first:
             self.first = False
             names = [t.name for t in plan.targets]
