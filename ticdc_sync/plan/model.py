@@ -24,7 +24,7 @@ from ticdc_sync.core.model import (
 )
 from ticdc_sync.core.upstream import TableSchema
 from ticdc_sync.core.window import Marker
-from ticdc_sync.ddl.changes import DeltaChange
+from ticdc_sync.ddl.changes import AddColumn, DeltaChange
 from ticdc_sync.ddl.timeline import DdlGroup, Timeline
 from ticdc_sync.plan.policy import Decision
 from ticdc_sync.warehouse.state import KEPT, REGISTERED, UNREGISTERED, CatalogRecord
@@ -63,6 +63,9 @@ class DeltaPart:
     source_target: str | None = None  # OP_COPY_FROM (its `sql`, if any, reads `COPY_SOURCE`)
     feature: str | None = None  # the table feature this part enables, if any
     feature_dropped: str | None = None  # the table feature this part removes, if any
+    # An OP_SQL ADD COLUMNS: the column it adds (the engine may commit it without Spark:
+    # `spark/runtime/metadata_commit.py`). OP_RECORD: `properties` are what its SQL sets.
+    added: AddColumn | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,9 +23,11 @@ from ticdc_sync.plan.model import (
     OP_COPY_FROM,
     OP_CREATE,
     OP_REBUILD,
+    OP_RECORD,
     DeltaPart,
     TargetDdl,
 )
+from ticdc_sync.spark.runtime import metadata_commit
 from ticdc_sync.spark.runtime.conf import commit_marker
 from ticdc_sync.spark.runtime.delta_log import has_data_files, table_exists
 from ticdc_sync.warehouse.locations import find_target
@@ -139,6 +141,8 @@ def _execute(w, part: DeltaPart, m: Marker, ts: int) -> None:
             _copy_from(w, part.source_target or "", ts, part.sql)
         return
     with commit_marker(spark, m, "ddl.part", target=w.name):
+        if _metadata_only(w, part):
+            return
         try:
             assert part.sql is not None
             spark.sql(part.sql)
@@ -150,6 +154,16 @@ def _execute(w, part: DeltaPart, m: Marker, ts: int) -> None:
                 f"ALTER TABLE {w.ref} SET TBLPROPERTIES ('ticdc_sync.last_ddl_ts' = "
                 f"{sql_string(str(ts))})"
             )
+
+
+def _metadata_only(w, part: DeltaPart) -> bool:
+    """Whether `part`, a metadata-only commit, was made without Spark (`metadata_commit`:
+    the commit the statement writes, for the tables where it is the same)."""
+    if part.added is not None:
+        return metadata_commit.try_add_column(w.spark, w.location, part.added)
+    if part.op == OP_RECORD and part.properties:
+        return metadata_commit.try_set_properties(w.spark, w.location, dict(part.properties))
+    return False
 
 
 def _copy_from(w, source_target: str, ts: int, sql: str | None = None) -> None:
