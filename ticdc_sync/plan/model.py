@@ -56,6 +56,8 @@ class DeltaPart:
     tolerate: tuple[str, ...] = ()  # error fragments meaning "already done" (a resumed run)
     schema: TableSchema | None = None  # OP_CREATE
     properties: tuple[tuple[str, str], ...] = ()  # OP_CREATE: its TBLPROPERTIES
+    partition_by: tuple[str, ...] = ()  # OP_CREATE: its partition columns
+    cluster_by: tuple[str, ...] = ()  # OP_CREATE: its clustering columns
     column: str | None = None  # OP_REBUILD
     new_type: str | None = None  # OP_REBUILD
     new_name: str | None = None  # OP_REBUILD
@@ -279,6 +281,9 @@ class TargetPlan:
     # Its name in the output's catalog and what the run's catalog step does (None: no
     # catalog, or nothing to name yet).
     catalog: CatalogEntry | None = None
+    # Its layout (`plan.layout`): as the table has it, or as it is created.
+    partition_by: tuple[str, ...] = ()
+    cluster_by: tuple[str, ...] = ()
 
     @property
     def catalog_pending(self) -> bool:
@@ -374,6 +379,8 @@ class Create:
 
     schema: TableSchema
     properties: Properties = ()
+    partition_by: tuple[str, ...] = ()  # PARTITIONED BY (`plan.layout`)
+    cluster_by: tuple[str, ...] = ()  # CLUSTER BY
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,7 +121,7 @@ def _execute(w, part: DeltaPart, m: Marker, ts: int) -> None:
     if part.op == OP_CREATE:
         assert part.schema is not None
         with commit_marker(spark, m, "ddl.part", target=w.name):
-            w.create(part.schema, part.properties)
+            w.create(part.schema, part.properties, part.partition_by, part.cluster_by)
         return
     if part.op == OP_BACKFILL:
         # Skipped on a target without data files (a DDL moved ahead of the first rows):

@@ -176,7 +176,7 @@ class StepRunner:
     def _run(self, step: Step) -> None:
         w = self.writer
         if isinstance(step, Create):
-            w.create(step.schema, step.properties)
+            w.create(step.schema, step.properties, step.partition_by, step.cluster_by)
         elif isinstance(step, Features):
             apply_features(w, self.marker, step.parts)
         elif isinstance(step, LoadRows):

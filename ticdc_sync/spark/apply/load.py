@@ -97,6 +97,9 @@ def load(w, step_load: Load) -> Marker:
     if step_load.reload:
         # The export's columns replace the target's (DDL after the snapshot follows).
         writer = writer.option("overwriteSchema", "true")
+    if w.plan.partition_by:
+        # The table's own partitioning (an overwrite of the schema would drop it).
+        writer = writer.partitionBy(*w.plan.partition_by)
     try:
         with commit_marker(spark, marker, "load", target=w.name):
             writer.save(w.location)

@@ -1,0 +1,81 @@
+"""A target's layout (`plan.layout`): `partition_by` / `cluster_by` on a table entry, decided
+once by the plan and shown by it: the columns checked against the upstream table (an error
+naming the entry's file:line and the column), the create step and statement with the
+clause, the write path every row segment takes (the MERGE), and the features a clustered
+target is created with. Pure: no Spark."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ticdc_sync.core.errors import ProjectError
+from ticdc_sync.plan import build_plan, render_json, render_text
+from ticdc_sync.plan.model import WRITE_MERGE, Create, Halt, Rows
+
+from .test_plan_catalog import ORDERS, _project, _state
+
+
+def _plan(tmp_path, extra: str, exists: bool = False, **target):
+    from dataclasses import replace
+
+    project = _project(tmp_path, ORDERS + extra)
+    state = _state(project)
+    if exists:
+        t = replace(state.targets["canal_orders"], **target)
+        state.targets["canal_orders"] = t
+    else:
+        state.targets.pop("canal_orders")  # not created yet: created from its seed schema
+    return build_plan(project, state)
+
+
+def test_partition_by_creates_a_partitioned_target_and_shows_it(tmp_path) -> None:
+    plan = _plan(tmp_path, "    partition_by: [STATUS]\n    rewrite_below: 1GiB\n")
+    t = plan.target_plan("canal_orders")
+    assert t.partition_by == ("status",) and t.cluster_by == ()  # spelled as the column is
+    create = next(s for s in t.steps if isinstance(s, Create))
+    assert create.partition_by == ("status",)
+    rows = [s for s in t.steps if isinstance(s, Rows)]
+    assert rows and all(s.write == WRITE_MERGE for s in rows)
+    assert "partitioned by (status): Delta's own writer keeps the layout" in rows[0].write_why
+    text = render_text(plan)
+    assert "    layout: partitioned by (status)" in text
+    assert "PARTITIONED BY (`status`)" in text and "1. create partitioned by (status)" in text
+    body = json.loads(render_json(plan))
+    td = next(x for x in body["targets"] if x["name"] == "canal_orders")
+    assert td["partition_by"] == ["status"] and "cluster_by" not in td
+    assert td["steps"][0]["partition_by"] == ["status"]
+
+
+def test_cluster_by_takes_the_clustering_features_and_the_merge(tmp_path) -> None:
+    plan = _plan(tmp_path, "    cluster_by: [customer_id, placed_at]\n")
+    t = plan.target_plan("canal_orders")
+    assert t.cluster_by == ("customer_id", "placed_at")
+    assert {"clustering", "domainMetadata"} <= set(t.features)
+    assert all(s.write == WRITE_MERGE for s in t.steps if isinstance(s, Rows))
+    text = render_text(plan)
+    assert "layout: clustered by (customer_id, placed_at)" in text
+    assert "CLUSTER BY (`customer_id`, `placed_at`)" in text
+
+
+def test_a_column_not_upstream_is_an_error_naming_file_line_and_column(tmp_path) -> None:
+    plan = _plan(tmp_path, "    partition_by: [region]\n")
+    t = plan.target_plan("canal_orders")
+    assert t.refused is not None and isinstance(t.steps[0], Halt)
+    assert "tables/shop.yml:7: partition_by column 'region' is not a column of shop.orders" in (
+        t.refused
+    )
+    assert not any(isinstance(s, Create) for s in t.steps)
+
+
+def test_an_existing_target_keeps_the_layout_it_has(tmp_path) -> None:
+    plan = _plan(tmp_path, "", exists=True, partition_by=("status",))
+    t = plan.target_plan("canal_orders")
+    assert t.partition_by == ("status",)
+    assert all(s.write == WRITE_MERGE for s in t.steps if isinstance(s, Rows))
+
+
+def test_both_keys_are_refused_at_validate(tmp_path) -> None:
+    with pytest.raises(ProjectError, match="partition_by and cluster_by together"):
+        _project(tmp_path, ORDERS + "    partition_by: [status]\n    cluster_by: [id]\n")
