@@ -17,14 +17,19 @@ from deltalake import DeltaTable
 from testkit.dumpling import write_export
 from testkit.encode import RowChange
 from tests.spark import readers as R
+from tests.spark.crash_harness import run_resuming
 from tests.spark.engine_harness import canal_watermark, load, make_project, write_captures
 from tests.spark.test_ddl_engine_kinds import Upstream
 from tests.spark.test_initial_load import S, T, ts
 from tests.spark.test_initial_load import row as load_row
+from ticdc_sync.commands.cli import main as cli_main
 from ticdc_sync.spark import runner
 from ticdc_sync.warehouse.locations import target_location, warehouse_path
 
 pytestmark = pytest.mark.spark
+
+# Every reader but Spark (DuckDB's delta extension is not installed here).
+R_ALL = ("polars", "delta-rs sql", "delta-rs pyarrow", "delta-rs pandas")
 
 TABLES = (
     '  - upstream: "shop.p"\n    name: p\n    partition_by: [region]\n'
@@ -115,7 +120,7 @@ def test_partitioned_and_clustered_targets_on_every_row_path(spark, tmp_path) ->
     for t in ("p", "c"):
         assert _last_operation(_loc(root, t)) == "WRITE", t
         assert _rows(spark, _loc(root, t)) == _truth(u, t), t
-        R.assert_reads_as_spark(spark, _loc(root, t), ("polars", "delta-rs sql"))
+        R.assert_reads_as_spark(spark, _loc(root, t), R_ALL)
     assert "region=sa" in _folders(p)
 
 
@@ -146,3 +151,55 @@ def test_a_partitioned_target_loaded_from_an_export_then_moved(spark, tmp_path) 
     got = sorted(tuple(r) for r in spark.read.format("delta").load(loc).select("id", "v").collect())
     assert got == [(1, "b"), (2, "b"), (4, "c")]
     assert _folders(loc) == {"v=b", "v=c"}  # no file of `a` left live
+
+
+def _tables(root: Path, layout: str) -> None:
+    (root / "tables" / "t.yml").write_text(
+        f'tables:\n  - upstream: "shop.q"\n    name: q\n{layout}'
+    )
+
+
+def _plan_text(root: Path, capsys) -> str:
+    capsys.readouterr()
+    assert cli_main(["plan", "--project", str(root)]) in (0, 2)
+    return capsys.readouterr().out
+
+
+def test_a_layout_changed_in_the_yaml_stopped_and_resumed(spark, tmp_path, capsys) -> None:
+    u = Shop("canal-json", partitions=1)
+    root = make_project(tmp_path / "p", protocol="canal-json", topic="cdc")
+    _tables(root, "")
+    u.ddl("q", "CREATE TABLE shop.q (id INT PRIMARY KEY, region VARCHAR(8), n INT)", 3)
+    for i in range(1, 5):
+        u.insert("q", id=i, region="eu" if i % 2 else "us", n=i)
+    sent = _send(root, u, 0)
+    _run(spark, root)
+    q = _loc(root, "q")
+    assert DeltaTable(q).metadata().partition_columns == []
+
+    # Clustered: in place, its ALTER stopped as by a kill and resumed; rows still exact.
+    _tables(root, "    cluster_by: [region]\n")
+    assert "(in place: ALTER TABLE ... CLUSTER BY)" in _plan_text(root, capsys)
+    u.update("q", 1, region="us")
+    u.delete("q", 2)
+    sent = _send(root, u, sent)
+    play = run_resuming(spark, root, "layout.cluster", target="q")
+    assert play.fired and play.outcomes[-1] == "exit 0", play.outcomes
+    assert spark.sql(f"DESCRIBE DETAIL delta.`{q}`").first()["clusteringColumns"] == ["region"]
+    assert _rows(spark, q) == _truth(u, "q")
+
+    # Partitioned instead: a rebuild, stopped before its commit and resumed.
+    _tables(root, "    partition_by: [region]\n")
+    shown = _plan_text(root, capsys)
+    assert "layout: partitioned by (region)  (was clustered by (region); " in shown
+    assert "(rebuild: its rows rewritten in one commit)" in shown
+    u.update("q", 3, region=None)
+    u.insert("q", id=5, region="ap", n=5)
+    _send(root, u, sent)
+    play = run_resuming(spark, root, "layout.rebuild", target="q")
+    assert play.fired and play.outcomes[-1] == "exit 0", play.outcomes
+    assert DeltaTable(q).metadata().partition_columns == ["region"]
+    assert _rows(spark, q) == _truth(u, "q")
+    assert _folders(q) == {"region=us", "region=ap", "region=__HIVE_DEFAULT_PARTITION__"}
+    assert "layout:" in _plan_text(root, capsys)  # shown, with nothing left to change
+    assert "was " not in _plan_text(root, capsys).split("q <-")[1]

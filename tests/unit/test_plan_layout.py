@@ -69,13 +69,84 @@ def test_a_column_not_upstream_is_an_error_naming_file_line_and_column(tmp_path)
     assert not any(isinstance(s, Create) for s in t.steps)
 
 
-def test_an_existing_target_keeps_the_layout_it_has(tmp_path) -> None:
-    plan = _plan(tmp_path, "", exists=True, partition_by=("status",))
+def test_an_existing_target_has_the_layout_its_table_has(tmp_path) -> None:
+    plan = _plan(tmp_path, "    partition_by: [status]\n", exists=True, partition_by=("status",))
     t = plan.target_plan("canal_orders")
-    assert t.partition_by == ("status",)
+    assert t.partition_by == ("status",) and t.relayout is None
     assert all(s.write == WRITE_MERGE for s in t.steps if isinstance(s, Rows))
+    # The key taken off the entry: the table is rebuilt without partitions.
+    t = _plan(tmp_path / "2", "", exists=True, partition_by=("status",)).target_plan("canal_orders")
+    assert t.relayout is not None and t.relayout.rebuild and t.relayout.partition_by == ()
 
 
 def test_both_keys_are_refused_at_validate(tmp_path) -> None:
     with pytest.raises(ProjectError, match="partition_by and cluster_by together"):
         _project(tmp_path, ORDERS + "    partition_by: [status]\n    cluster_by: [id]\n")
+
+
+def _with_ddl(tmp_path, extra: str, sql: str, **target):
+    from dataclasses import replace
+
+    from ticdc_sync.core.window import DdlEvent
+
+    project = _project(tmp_path, ORDERS + extra)
+    state = _state(project, events=[DdlEvent("shop", "orders", 20, sql)])
+    state.targets["canal_orders"] = replace(state.targets["canal_orders"], **target)
+    return build_plan(project, state)
+
+
+@pytest.mark.parametrize(
+    ("sql", "layout", "said"),
+    [
+        ("ALTER TABLE shop.orders DROP COLUMN status", {"partition_by": ("status",)}, "drop"),
+        (
+            "ALTER TABLE shop.orders RENAME COLUMN status TO state",
+            {"cluster_by": ("status",)},
+            "rename",
+        ),
+    ],
+)
+def test_a_ddl_taking_a_layout_column_away_blocks_naming_the_setting(
+    tmp_path, sql, layout, said
+) -> None:
+    key = next(iter(layout))
+    plan = _with_ddl(tmp_path, f"    {key}: [status]\n", sql, **layout)
+    t = plan.target_plan("canal_orders")
+    what = "partitioned" if key == "partition_by" else "clustered"
+    assert t.blocked is not None, t.ddl
+    assert f"the target is {what} by status ({key} at tables/shop.yml:7)" in t.blocked
+    assert f"which Delta cannot {said} in place" in t.blocked
+    kind = "drop_column" if said == "drop" else "rename_column"
+    assert f"`{kind}: skip` on the table entry" in render_text(plan)
+
+
+def test_a_ddl_of_another_column_goes_on(tmp_path) -> None:
+    plan = _with_ddl(
+        tmp_path,
+        "    partition_by: [status]\n",
+        "ALTER TABLE shop.orders DROP COLUMN note",
+        partition_by=("status",),
+    )
+    assert plan.target_plan("canal_orders").blocked is None
+
+
+def test_a_new_clustering_is_in_place_a_new_partitioning_a_rebuild(tmp_path) -> None:
+    plan = _plan(tmp_path, "    cluster_by: [status]\n", exists=True, cluster_by=("customer_id",))
+    t = plan.target_plan("canal_orders")
+    assert t.relayout is not None and not t.relayout.rebuild
+    assert t.cluster_by == ("status",) and plan.has_pending
+    text = render_text(plan)
+    assert "layout: clustered by (status)  (was clustered by (customer_id); " in text
+    assert "layout: clustered by (status) (in place: ALTER TABLE ... CLUSTER BY)" in text
+
+    plan = _plan(tmp_path / "2", "    partition_by: [status]\n", exists=True)
+    t = plan.target_plan("canal_orders")
+    assert t.relayout is not None and t.relayout.rebuild and t.relayout.was == "none"
+    assert "layout: partitioned by (status) (rebuild: its rows rewritten in one commit)" in (
+        render_text(plan)
+    )
+    # Once the table has it, nothing is left to do.
+    plan = _plan(
+        tmp_path / "3", "    partition_by: [status]\n", exists=True, partition_by=("status",)
+    )
+    assert plan.target_plan("canal_orders").relayout is None

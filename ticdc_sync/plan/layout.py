@@ -16,8 +16,12 @@ Pure: made from the plan's inputs only.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ticdc_sync.core.model import TableEntry
 from ticdc_sync.core.upstream import TableSchema
+from ticdc_sync.plan.model import Layout
+from ticdc_sync.warehouse.state import TargetState
 
 # The writer features Delta gives a clustered table (Delta 4.x: protocol 1/7).
 CLUSTERING_FEATURES = ("clustering", "domainMetadata")
@@ -50,6 +54,18 @@ def refusal(entry: TableEntry, schema: TableSchema | None) -> str | None:
     )
 
 
+def columns(entry: TableEntry, state: TargetState) -> tuple[str, tuple[str, ...]]:
+    """The key (`partition_by` / `cluster_by`, "" for neither) and columns of the layout
+    the target has (as its table has it, or as the entry creates it)."""
+    if state.exists:
+        if state.partition_by:
+            return "partition_by", state.partition_by
+        return ("cluster_by", state.cluster_by) if state.cluster_by else ("", ())
+    if entry.partition_by or entry.cluster_by:
+        return key_name(entry), entry.partition_by or entry.cluster_by
+    return "", ()
+
+
 def resolved(names: tuple[str, ...], schema: TableSchema | None) -> tuple[str, ...]:
     """`names` spelled as the table's columns are (MySQL names are case-insensitive)."""
     if schema is None:
@@ -65,3 +81,33 @@ def describe(partition_by: tuple[str, ...], cluster_by: tuple[str, ...]) -> str 
     if cluster_by:
         return f"clustered by ({', '.join(cluster_by)})"
     return None
+
+
+def change(entry: TableEntry, state: TargetState, schema: TableSchema | None) -> Layout | None:
+    """The step that brings existing target `state` to the layout `entry` asks for (of the
+    table's columns: `schema`), or None when it has it. Clustering changes in place; a
+    partitioning that differs from the table's rebuilds it."""
+    if not state.exists:
+        return None
+    partition_by = resolved(entry.partition_by, schema)
+    cluster_by = resolved(entry.cluster_by, schema)
+
+    def lower(names: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(n.lower() for n in names)
+
+    rebuild = lower(partition_by) != lower(state.partition_by)
+    if not rebuild and lower(cluster_by) == lower(state.cluster_by):
+        return None
+    was = describe(state.partition_by, state.cluster_by) or "none"
+    return Layout(partition_by, cluster_by, rebuild, was)
+
+
+def change_text(step: dict[str, Any]) -> str:
+    """A `Layout` step as `plan` shows it (from its JSON form)."""
+    shown = describe(tuple(step["partition_by"]), tuple(step["cluster_by"])) or "no layout"
+    if step["rebuild"]:
+        how = "rebuild: its rows rewritten in one commit"
+        if step["cluster_by"]:
+            how += ", then ALTER TABLE ... CLUSTER BY"
+        return f"layout: {shown} ({how})"
+    return f"layout: {shown} (in place: ALTER TABLE ... CLUSTER BY)"

@@ -284,6 +284,8 @@ class TargetPlan:
     # Its layout (`plan.layout`): as the table has it, or as it is created.
     partition_by: tuple[str, ...] = ()
     cluster_by: tuple[str, ...] = ()
+    # The step that changes an existing target's layout to its entry's, if it differs.
+    relayout: Layout | None = None
 
     @property
     def catalog_pending(self) -> bool:
@@ -360,6 +362,7 @@ class Plan:
             (t.to_create and not t.absent)
             or t.pending
             or t.feature_parts
+            or t.relayout is not None
             or t.load is not None
             or t.catalog_pending
             for t in self.targets
@@ -381,6 +384,19 @@ class Create:
     properties: Properties = ()
     partition_by: tuple[str, ...] = ()  # PARTITIONED BY (`plan.layout`)
     cluster_by: tuple[str, ...] = ()  # CLUSTER BY
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Bring an existing target to its entry's layout (`plan.layout`): clustering changes
+    in place (ALTER TABLE ... CLUSTER BY, NONE for none); a new partitioning (`rebuild`)
+    rewrites its rows in one commit with the new partition columns (then clusters, if
+    asked). `was`: the layout it had, as `plan` shows it."""
+
+    partition_by: tuple[str, ...]
+    cluster_by: tuple[str, ...]
+    rebuild: bool
+    was: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -490,7 +506,7 @@ class Catalog:
     at: int = -1
 
 
-Step = Create | Features | LoadRows | Rows | Ddl | Stop | Halt | Catalog
+Step = Create | Features | Layout | LoadRows | Rows | Ddl | Stop | Halt | Catalog
 
 
 # Statements of an OP_SQL part that change the table's metadata only (ADD COLUMNS, SET
@@ -529,4 +545,4 @@ def end_ts(step: Step) -> int:
         return step.ddl.commit_ts
     if isinstance(step, Catalog):
         return step.at
-    return -1  # Create, Features, Halt: before anything else
+    return -1  # Create, Features, Layout, Halt: before anything else

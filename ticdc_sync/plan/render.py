@@ -36,6 +36,7 @@ from ticdc_sync.plan.model import (
     Ddl,
     Features,
     Halt,
+    Layout,
     LoadRows,
     Plan,
     Rows,
@@ -100,6 +101,14 @@ def _step_dict(step: Step) -> dict[str, Any]:
         return out
     if isinstance(step, Features):
         return {"step": "features", "parts": [p.describe for p in step.parts]}
+    if isinstance(step, Layout):
+        return {
+            "step": "layout",
+            "partition_by": list(step.partition_by),
+            "cluster_by": list(step.cluster_by),
+            "rebuild": step.rebuild,
+            "was": step.was,
+        }
     if isinstance(step, LoadRows):
         return {"step": "load", "snapshot_ts": step.load.snapshot_ts}
     if isinstance(step, Rows):
@@ -187,6 +196,7 @@ def target_status(t: TargetPlan) -> str:
         return "create"
     if (
         t.feature_parts
+        or t.relayout is not None
         or t.load is not None
         or any(d.status in (READY, WAITING) for d in t.pending)
         or t.catalog_pending
@@ -554,7 +564,11 @@ def _target_text(t: TargetPlan, td: dict[str, Any]) -> list[str]:
     if t.mode is not Mode.MIRROR:
         extra = ", ".join(f"{c['name']} {c['delta_type']}" for c in td["mode_columns"])
         out.append(f"    mode: {t.mode.value}  ({t.mode_from}); adds {extra}")
-    if (shown := layout.describe(t.partition_by, t.cluster_by)) is not None:
+    shown = layout.describe(t.partition_by, t.cluster_by)
+    if t.relayout is not None:
+        change = layout.change_text(_step_dict(t.relayout))
+        out.append(f"    layout: {shown or 'none'}  (was {t.relayout.was}; {change})")
+    elif shown is not None:
         out.append(f"    layout: {shown}")
     if t.features or td["features_added"]:
         feats = ", ".join(t.features) or "-"
@@ -609,6 +623,8 @@ def _step_text(i: int, st: dict[str, Any]) -> list[str]:
         return [head + "create" + (f" {shown}" if shown else "") + (f" ({props})" if props else "")]
     if kind == "features":
         return [head + f"table features: {'; '.join(st['parts'])}"]
+    if kind == "layout":
+        return [head + layout.change_text(st)]
     if kind == "load":
         return [head + f"load at {st['snapshot_ts']}"]
     if kind == "ddl":

@@ -62,6 +62,8 @@ def _steps(t: TargetPlan, properties: Properties) -> list[Step]:
     if t.feature_parts:
         # First, between MERGEs like any DDL: a dropped feature rewrites files (DESIGN §3).
         steps.append(Features(t.feature_parts))
+    if t.relayout is not None:
+        steps.append(t.relayout)
     if t.load is not None:
         steps.append(LoadRows(t.load))
     if t.stop_ts is None:

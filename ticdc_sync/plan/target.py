@@ -147,6 +147,7 @@ def target_plan(
         staged_rows,
         data_bytes=data_bytes,
         features=ts_.features,
+        layout=layout.columns(tr.entry, ts_),
     )
     create, create_from = None, None
     if not ts_.exists and schema is not None:
@@ -174,7 +175,12 @@ def target_plan(
     # A layout names columns of the table: of each schema it is created with.
     created = [keyed, *(p.schema for d in ddl for p in d.parts if p.op == OP_CREATE)]
     bad = next((why for s in created if (why := layout.refusal(entry, s)) is not None), None)
-    if bad is not None and (not ts_.exists or any(p.op == OP_CREATE for d in ddl for p in d.parts)):
+    relayout = layout.change(entry, ts_, schema)
+    if relayout is not None:
+        # The target takes the entry's layout first: the layout its rows land in.
+        partition_by, cluster_by = relayout.partition_by, relayout.cluster_by
+    creates = any(p.op == OP_CREATE for d in ddl for p in d.parts)
+    if bad is not None and (not ts_.exists or creates or relayout is not None):
         return replace(
             _refused(tr, source, ts_, location, settings, bad), mode=mode, mode_from=mode_from
         )
@@ -267,6 +273,7 @@ def target_plan(
         maintenance=maintenance,
         partition_by=partition_by,
         cluster_by=cluster_by,
+        relayout=relayout,
     )
     plan = replace(plan, catalog=catalog_entry(project, plan, ts_))
     props = create_properties(create, settings, entry.properties) if create is not None else ()

@@ -26,6 +26,7 @@ from ticdc_sync.plan.model import (
     DeltaPart,
     TargetDdl,
 )
+from ticdc_sync.spark.apply.relayout import keep_clustering
 from ticdc_sync.spark.runtime.conf import commit_marker
 from ticdc_sync.spark.runtime.delta_log import has_data_files, table_exists
 from ticdc_sync.warehouse.locations import find_target
@@ -221,11 +222,12 @@ def _rebuild(w, part: DeltaPart, m: Marker) -> None:
         else:
             assert part.new_type is not None
             cols.append(F.col(quote(c)).cast(part.new_type).alias(c))
+    writer = df.select(*cols).write.format("delta").mode("overwrite")
+    writer = writer.option("overwriteSchema", "true")
+    if w.plan.partition_by:
+        # The table's own partitioning, which an overwrite of the schema would drop (a DDL
+        # never drops or renames a partition column: `policy.layout_column`).
+        writer = writer.partitionBy(*w.plan.partition_by)
     with commit_marker(spark, m, "ddl.part", target=w.name):
-        (
-            df.select(*cols)
-            .write.format("delta")
-            .mode("overwrite")
-            .option("overwriteSchema", "true")
-            .save(w.location)
-        )
+        writer.save(w.location)
+    keep_clustering(w, w.plan.cluster_by)

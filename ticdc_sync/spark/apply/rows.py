@@ -43,6 +43,7 @@ from ticdc_sync.core.window import Marker
 from ticdc_sync.plan.model import Properties, Rows, RowTable, TargetPlan
 from ticdc_sync.spark.apply import mode_rows
 from ticdc_sync.spark.apply.local_copies import drop_checkpoint, local_copy
+from ticdc_sync.spark.apply.relayout import keep_clustering
 from ticdc_sync.spark.apply.row_typing import (
     ROW_NAMES,
     Images,
@@ -159,8 +160,8 @@ class TargetWriter:
         )
         # Without it an overwrite of the schema drops the table's partitioning.
         writer = writer.partitionBy(*partition_by) if partition_by else writer
-        writer = writer.clusterBy(*cluster_by) if cluster_by else writer
         writer.save(self.location)
+        keep_clustering(self, cluster_by)
 
     # --- rows -----------------------------------------------------------------------
 
