@@ -3,11 +3,14 @@ or clustered on every create path (an upstream CREATE TABLE, an initial load's),
 every apply path that lands their rows (the first INSERT into an empty target, the MERGE
 with updates that move a row to another partition and deletes, the insert-only append, the
 load), every row compared with upstream's. The plan keeps them off the rewrite and the round
-(delta-rs's commits do not keep a layout). polars and delta-rs read them as Spark does.
+(delta-rs's commits do not keep a layout). polars and delta-rs read them as Spark does, and
+the targets' maintenance clusters a clustered one. A layout changed in the YAML: clustering
+in place, a new partitioning rebuilt, each stopped at its crash point and resumed.
 """
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from pathlib import Path
 
@@ -23,7 +26,10 @@ from tests.spark.test_ddl_engine_kinds import Upstream
 from tests.spark.test_initial_load import S, T, ts
 from tests.spark.test_initial_load import row as load_row
 from ticdc_sync.commands.cli import main as cli_main
+from ticdc_sync.core.model import Maintenance
+from ticdc_sync.run.engine import MaintainJob
 from ticdc_sync.spark import runner
+from ticdc_sync.spark.apply.maintain import Memory, maintain
 from ticdc_sync.warehouse.locations import target_location, warehouse_path
 
 pytestmark = pytest.mark.spark
@@ -123,6 +129,14 @@ def test_partitioned_and_clustered_targets_on_every_row_path(spark, tmp_path) ->
         R.assert_reads_as_spark(spark, _loc(root, t), R_ALL)
     assert "region=sa" in _folders(p)
 
+    # The targets' maintenance compacts the clustered one by clustering it (its OPTIMIZE).
+    job = MaintainJob("c", c, Maintenance(compact_small_files=2, vacuum_every_ms=10**12))
+    assert maintain(spark, job, Memory()).compacted
+    done = DeltaTable(c).history(1)[0]
+    assert done["operation"] == "OPTIMIZE"
+    assert json.loads(done["operationParameters"]["clusterBy"]) == ["region"]
+    assert _rows(spark, c) == _truth(u, "c")
+
 
 def test_a_partitioned_target_loaded_from_an_export_then_moved(spark, tmp_path) -> None:
     root = make_project(
@@ -165,6 +179,7 @@ def _plan_text(root: Path, capsys) -> str:
     return capsys.readouterr().out
 
 
+@pytest.mark.e2e
 def test_a_layout_changed_in_the_yaml_stopped_and_resumed(spark, tmp_path, capsys) -> None:
     u = Shop("canal-json", partitions=1)
     root = make_project(tmp_path / "p", protocol="canal-json", topic="cdc")
