@@ -7,12 +7,13 @@ target is created with. Pure: no Spark."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from ticdc_sync.core.errors import ProjectError
 from ticdc_sync.plan import build_plan, render_json, render_text
-from ticdc_sync.plan.model import WRITE_MERGE, Create, Halt, Rows
+from ticdc_sync.plan.model import WRITE_MERGE, Create, Rows
 
 from .test_plan_catalog import ORDERS, _project, _state
 
@@ -60,13 +61,31 @@ def test_cluster_by_takes_the_clustering_features_and_the_merge(tmp_path) -> Non
 
 
 def test_a_column_not_upstream_is_an_error_naming_file_line_and_column(tmp_path) -> None:
-    plan = _plan(tmp_path, "    partition_by: [region]\n")
-    t = plan.target_plan("canal_orders")
-    assert t.refused is not None and isinstance(t.steps[0], Halt)
-    assert "tables/shop.yml:7: partition_by column 'region' is not a column of shop.orders" in (
-        t.refused
+    # Known from a seed: at validate.
+    with pytest.raises(ProjectError) as e:
+        _project(tmp_path, ORDERS + "    partition_by: [region]\n")
+    assert "tables/shop.yml:7: tables[0].partition_by: partition_by column 'region' is not " in (
+        str(e.value)
     )
-    assert not any(isinstance(s, Create) for s in t.steps)
+    # Known from the stream only (a CREATE TABLE, inferred columns): the plan stops the
+    # target, saying the same.
+    from ticdc_sync.core.model import Origin, TableEntry
+    from ticdc_sync.core.upstream import Column, TableSchema
+    from ticdc_sync.plan import layout
+
+    entry = TableEntry(
+        upstream="shop.t",
+        name="t",
+        origin=Origin("tables/t.yml", 2),
+        partition_by=("region",),
+        layout_line=4,
+    )
+    schema = TableSchema("shop", "t", (Column("id", "int"), Column("v", "varchar")), ("id",))
+    assert layout.refusal(entry, schema) == (
+        "tables/t.yml:4: partition_by column 'region' is not a column of shop.t (its columns: "
+        "id, v); name upstream columns of the table"
+    )
+    assert layout.refusal(replace(entry, partition_by=("V",)), schema) is None
 
 
 def test_an_existing_target_has_the_layout_its_table_has(tmp_path) -> None:
@@ -150,3 +169,8 @@ def test_a_new_clustering_is_in_place_a_new_partitioning_a_rebuild(tmp_path) -> 
         tmp_path / "3", "    partition_by: [status]\n", exists=True, partition_by=("status",)
     )
     assert plan.target_plan("canal_orders").relayout is None
+
+
+def test_a_column_not_in_the_seed_schema_is_a_validate_error(tmp_path) -> None:
+    with pytest.raises(ProjectError, match=r"tables/shop.yml:7: tables\[0\].cluster_by: "):
+        _project(tmp_path, ORDERS + "    cluster_by: [region]\n")
