@@ -210,11 +210,20 @@ def test_a_layout_changed_in_the_yaml_stopped_and_resumed(spark, tmp_path, capsy
     assert "(rebuild: its rows rewritten in one commit)" in shown
     u.update("q", 3, region=None)
     u.insert("q", id=5, region="ap", n=5)
-    _send(root, u, sent)
+    sent = _send(root, u, sent)
     play = run_resuming(spark, root, "layout.rebuild", target="q")
     assert play.fired and play.outcomes[-1] == "exit 0", play.outcomes
     assert DeltaTable(q).metadata().partition_columns == ["region"]
     assert _rows(spark, q) == _truth(u, "q")
     assert _folders(q) == {"region=us", "region=ap", "region=__HIVE_DEFAULT_PARTITION__"}
-    assert "layout:" in _plan_text(root, capsys)  # shown, with nothing left to change
-    assert "was " not in _plan_text(root, capsys).split("q <-")[1]
+    assert "was " not in _plan_text(root, capsys).split("q <-")[1]  # nothing left to change
+
+    # Dropped and created again upstream: replaced by an empty table, partitioned still.
+    u.ddl("q", "DROP TABLE shop.q", 4)
+    u.rows["q"] = {}
+    u.ddl("q", "CREATE TABLE shop.q (id INT PRIMARY KEY, region VARCHAR(8), n INT)", 3)
+    u.insert("q", id=9, region="eu", n=9)
+    _send(root, u, sent)
+    _run(spark, root)
+    assert DeltaTable(q).metadata().partition_columns == ["region"]
+    assert _rows(spark, q) == _truth(u, "q") == [(9, "eu", 9)]
