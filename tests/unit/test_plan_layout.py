@@ -174,3 +174,20 @@ def test_a_new_clustering_is_in_place_a_new_partitioning_a_rebuild(tmp_path) -> 
 def test_a_column_not_in_the_seed_schema_is_a_validate_error(tmp_path) -> None:
     with pytest.raises(ProjectError, match=r"tables/shop.yml:7: tables\[0\].cluster_by: "):
         _project(tmp_path, ORDERS + "    cluster_by: [region]\n")
+
+
+def test_a_history_target_keeps_a_dropped_layout_column(tmp_path) -> None:
+    from ticdc_sync.core.model import Mode
+    from ticdc_sync.plan.modes import extra_columns
+
+    project = _project(tmp_path, ORDERS)
+    cols = tuple((c.name, "string") for c in project.seed_schemas[("shop", "orders")].columns)
+    plan = _with_ddl(
+        tmp_path / "h",
+        "    partition_by: [status]\n    mode: history\n",
+        "ALTER TABLE shop.orders DROP COLUMN status",
+        partition_by=("status",),
+        columns=(*cols, *extra_columns(Mode.HISTORY)),
+    )
+    t = plan.target_plan("canal_orders")
+    assert t.refused is None and t.blocked is None, t.blocked

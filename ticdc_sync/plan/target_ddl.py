@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ticdc_sync.core.model import Project, Source
+from ticdc_sync.core.model import Mode, Project, Source
 from ticdc_sync.core.upstream import Key, key
 from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl.timeline import DdlGroup, TableEffect, Timeline
@@ -205,7 +205,9 @@ def _decide_group(
                 continue
             if isinstance(c, ch.DeletePartitionRows):
                 d = policy.partition_in_merge(d, tr.upstreams)
-            d = policy.layout_column(d, c, layout[1], layout[0], where(entry))
+            if not (mode is Mode.HISTORY and isinstance(c, ch.DropColumn)):
+                # (A history target keeps a dropped column: `modes.mode_change`.)
+                d = policy.layout_column(d, c, layout[1], layout[0], where(entry))
             # The mode's own decisions (a history target keeps a dropped column, ...).
             decision, mode_parts = mode_change(mode, c, d, ref, g.commit_ts)
             steps.append(ChangeStep(c, decision, tuple(mode_parts)))
