@@ -89,9 +89,9 @@ def test_partitioned_and_clustered_targets_on_every_row_path(spark, tmp_path) ->
     u = Shop("canal-json", partitions=1)
     root = make_project(tmp_path / "p", protocol="canal-json", topic="cdc", tables=TABLES)
     for t in ("p", "c"):
-        u.ddl(t, f"CREATE TABLE shop.{t} (id INT PRIMARY KEY, region VARCHAR(8), n INT)", 3)
+        u.ddl(t, f"CREATE TABLE shop.{t} (id INT PRIMARY KEY, region VARCHAR(8), n INT, x INT)", 3)
         for i in range(1, 5):
-            u.insert(t, id=i, region="eu" if i % 2 else "us", n=i)
+            u.insert(t, id=i, region="eu" if i % 2 else "us", n=i, x=i)
     sent = _send(root, u, 0)
     _run(spark, root)  # created, then its rows INSERTed into the empty target
     p, c = _loc(root, "p"), _loc(root, "c")
@@ -117,13 +117,18 @@ def test_partitioned_and_clustered_targets_on_every_row_path(spark, tmp_path) ->
     # One folder per partition value: none left live for `eu`, whose rows all moved away.
     assert _folders(p) == {"region=us", "region=ap", "region=__HIVE_DEFAULT_PARTITION__"}
 
-    # New keys only: appended (the insert-only path), still laid out.
+    # A DROP COLUMN of another column (a small target: rewritten without it, keeping its
+    # layout), then new keys only: appended (the insert-only path), still laid out.
     for t in ("p", "c"):
+        u.ddl(t, f"ALTER TABLE shop.{t} DROP COLUMN x", 6)
         u.insert(t, id=6, region="eu", n=6)
         u.insert(t, id=7, region="sa", n=7)
     _send(root, u, sent)
     _run(spark, root)
+    assert DeltaTable(p).metadata().partition_columns == ["region"]
+    assert spark.sql(f"DESCRIBE DETAIL delta.`{c}`").first()["clusteringColumns"] == ["region"]
     for t in ("p", "c"):
+        assert "x" not in spark.read.format("delta").load(_loc(root, t)).columns
         assert _last_operation(_loc(root, t)) == "WRITE", t
         assert _rows(spark, _loc(root, t)) == _truth(u, t), t
         R.assert_reads_as_spark(spark, _loc(root, t), R_ALL)
