@@ -11,6 +11,7 @@ in place, a new partitioning rebuilt, each stopped at its crash point and resume
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -147,14 +148,15 @@ def test_a_partitioned_target_loaded_from_an_export_then_moved(spark, tmp_path) 
     root = make_project(
         tmp_path / "p",
         protocol="canal-json",
-        tables='  - upstream: "shop.t"\n    name: t\n    partition_by: [v]\n',
+        tables='  - upstream: "shop.t"\n    name: t\n    partition_by: [v]\n'
+        '  - upstream: "shop.u"\n    name: u\n    cluster_by: [v]\n',
     )
     exported = [
         {"id": 1, "v": "a", "n": Decimal("1.50")},
         {"id": 2, "v": "b", "n": None},
         {"id": 3, "v": "a", "n": Decimal("3.00")},
     ]
-    write_export(root / "export", [(T, exported)], S)
+    write_export(root / "export", [(T, exported), (replace(T, table="u"), exported)], S)
     src = (root / "sources" / "s.yml").read_text() + "    initial_load:\n      dumpling: export\n"
     (root / "sources" / "s.yml").write_text(src)
     recs = [
@@ -170,6 +172,13 @@ def test_a_partitioned_target_loaded_from_an_export_then_moved(spark, tmp_path) 
     got = sorted(tuple(r) for r in spark.read.format("delta").load(loc).select("id", "v").collect())
     assert got == [(1, "b"), (2, "b"), (4, "c")]
     assert _folders(loc) == {"v=b", "v=c"}  # no file of `a` left live
+    # Clustered, and loaded: its clustering kept by the load's write.
+    u = _loc(root, "u")
+    assert spark.sql(f"DESCRIBE DETAIL delta.`{u}`").first()["clusteringColumns"] == ["v"]
+    assert sorted(r["id"] for r in spark.read.format("delta").load(u).collect()) == [1, 2, 3]
+    ops = [h["operation"] for h in DeltaTable(u).history()]
+    # (Delta's overwrite cleared it: put back right after, not by a later plan.)
+    assert ops[-3:] == ["CLUSTER BY", "WRITE", "CREATE TABLE"], ops
 
 
 def _tables(root: Path, layout: str) -> None:

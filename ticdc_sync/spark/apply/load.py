@@ -104,8 +104,8 @@ def load(w, step_load: Load) -> Marker:
     try:
         with commit_marker(spark, marker, "load", target=w.name):
             writer.save(w.location)
-        if step_load.reload:
-            keep_clustering(w, w.plan.cluster_by)
+        # Delta's overwrite clears a table's clustering columns (a reload's schema or not).
+        keep_clustering(w, w.plan.cluster_by)
     except Exception as e:  # noqa: BLE001 - a bad row raised inside the job
         err = bad_row_error(
             spark,

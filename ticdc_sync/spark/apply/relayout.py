@@ -1,7 +1,8 @@
 """A target's layout carried out as the plan decided it (`plan.layout`): an existing target
 brought to its entry's layout (`Layout` step), and a clustered target's clustering put back
-after a write that replaced its schema (Delta's overwrite with `overwriteSchema` clears a
-table's clustering columns, and `DataFrameWriter.clusterBy` on a path does not set them).
+after a write that replaced its rows or schema (Delta's overwrite through the DataFrame
+writer clears a table's clustering columns, and `DataFrameWriter.clusterBy` on a path does
+not set them).
 
 Each commit names its crash point: `layout.rebuild` (the rows rewritten with the new
 partition columns, one commit, no marker: the same rows) and `layout.cluster` (ALTER TABLE
@@ -39,7 +40,7 @@ def cluster(w, columns: tuple[str, ...]) -> None:
 
 
 def keep_clustering(w, columns: tuple[str, ...]) -> None:
-    """After an overwrite of the schema: the table's clustering columns again, if any."""
+    """After an overwrite (rows or schema): the table's clustering columns again, if any."""
     if columns:
         cluster(w, columns)
 
