@@ -27,6 +27,7 @@ from ticdc_sync.plan.model import (
     DeltaPart,
     TargetDdl,
 )
+from ticdc_sync.spark.apply.relayout import keep_clustering
 from ticdc_sync.spark.runtime import metadata_commit
 from ticdc_sync.spark.runtime.conf import commit_marker
 from ticdc_sync.spark.runtime.delta_log import has_data_files, table_exists
@@ -123,7 +124,7 @@ def _execute(w, part: DeltaPart, m: Marker, ts: int) -> None:
     if part.op == OP_CREATE:
         assert part.schema is not None
         with commit_marker(spark, m, "ddl.part", target=w.name):
-            w.create(part.schema, part.properties)
+            w.create(part.schema, part.properties, part.partition_by, part.cluster_by)
         return
     if part.op == OP_BACKFILL:
         # Skipped on a target without data files (a DDL moved ahead of the first rows):
@@ -235,11 +236,12 @@ def _rebuild(w, part: DeltaPart, m: Marker) -> None:
         else:
             assert part.new_type is not None
             cols.append(F.col(quote(c)).cast(part.new_type).alias(c))
+    writer = df.select(*cols).write.format("delta").mode("overwrite")
+    writer = writer.option("overwriteSchema", "true")
+    if w.plan.partition_by:
+        # The table's own partitioning, which an overwrite of the schema would drop (a DDL
+        # never drops or renames a partition column: `policy.layout_column`).
+        writer = writer.partitionBy(*w.plan.partition_by)
     with commit_marker(spark, m, "ddl.part", target=w.name):
-        (
-            df.select(*cols)
-            .write.format("delta")
-            .mode("overwrite")
-            .option("overwriteSchema", "true")
-            .save(w.location)
-        )
+        writer.save(w.location)
+    keep_clustering(w, w.plan.cluster_by)
