@@ -51,14 +51,21 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 
+from peak_memory import PeakRss, driver_pids  # noqa: E402
+
 from testkit.created_tables import DB, CreatedTables  # noqa: E402
 from tests.spark.engine_harness import make_project, write_captures  # noqa: E402
 
 ROUTE = f'  - upstream: "{DB}.*"\n    name: "{{table}}"\n'
 
 
+# Per label: the driver's peak resident memory over its run, MiB ({"python", "jvm"}, total).
+PEAKS: dict[str, tuple[dict[str, float], float]] = {}
+
+
 def one_run(spark, work: Path, stream: CreatedTables, label: str) -> float:
-    """Seconds of one `runner.run` of `stream` into a fresh project; rows checked."""
+    """Seconds of one `runner.run` of `stream` into a fresh project; rows checked. The
+    driver's peak memory over it goes to `PEAKS`."""
     from deltalake import DeltaTable
 
     from ticdc_sync.project.load import load_project
@@ -72,10 +79,12 @@ def one_run(spark, work: Path, stream: CreatedTables, label: str) -> float:
     project = load_project(root)
     errors: list[str] = []
     t0 = time.monotonic()
-    code = runner.run(
-        project, spark=spark, out=lambda s: errors.append(s) if "error" in s else None
-    )
+    with PeakRss(driver_pids(spark)) as peak:
+        code = runner.run(
+            project, spark=spark, out=lambda s: errors.append(s) if "error" in s else None
+        )
     took = time.monotonic() - t0
+    PEAKS[label] = (dict(peak.peak), peak.total)
     if code != 0:
         raise SystemExit(f"{label}: run failed: {errors[:3]}")
     wh = warehouse_path(project)
@@ -95,7 +104,12 @@ def measure_runs(
         stream = CreatedTables(tables=n, events=events, add_column=alter)
         label = f"{'alter' if alter else 'run'}-{n}"
         out[n] = one_run(spark, work, stream, label)
-        print(f"{label}: {events} events over {n} created tables: {out[n]:.1f}s", flush=True)
+        mem, total = PEAKS[label]
+        print(
+            f"{label}: {events} events over {n} created tables: {out[n]:.1f}s; driver peak "
+            f"RSS {total:.0f} MiB (python {mem['python']:.0f}, JVM {mem['jvm']:.0f})",
+            flush=True,
+        )
     return out
 
 
@@ -307,7 +321,12 @@ def main() -> None:
                 for n in counts:
                     stream = CreatedTables(tables=n, events=n, add_column=True)
                     t[n] = one_run(spark, work, stream, f"alter-{n}")
-                    print(f"alter-{n}: created, ADD COLUMN, one row each: {t[n]:.1f}s", flush=True)
+                    mem, total = PEAKS[f"alter-{n}"]
+                    print(
+                        f"alter-{n}: created, ADD COLUMN, one row each: {t[n]:.1f}s; driver "
+                        f"peak RSS {total:.0f} MiB (JVM {mem['jvm']:.0f})",
+                        flush=True,
+                    )
                 base = t[counts[0]]
                 for n in counts[1:]:
                     rows.append(

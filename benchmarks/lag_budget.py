@@ -38,6 +38,11 @@ the tail, p99 <= lag + 10 s (the limit), and the lag did not grow over the step
 is grouped by that change's commit time, and the median peak of the step's last third is
 at most 1.1x its middle third's + 2 s.
 
+With `created` (`--budget-created`), the tables are not seeded under `schema/`: they arrive
+as CREATE TABLEs in the stream once the follower runs (each at its own commit_ts, to every
+partition, as TiCDC sends DDL), as a changefeed started before its tables brings them; the
+start phase then waits for the targets those DDLs create.
+
 `measure_budget` runs the table counts in order and stops at the first that does not hold;
 if no step ran at `staging_tables`, one more follower runs there for the staging figure
 only: it starts measuring once staging is up (its first resolved TSO), a short settle
@@ -234,6 +239,33 @@ def _held(lag, commit_ms, tb, at, drained: float | None, limit_s: float) -> dict
     return out
 
 
+class CreatedFollower(F.Follower):
+    """A `freshness.Follower` whose tables come as CREATE TABLEs in the stream after the
+    follower starts, not from seeded schemas."""
+
+    def _spawn(self) -> None:
+        (self.root / "schema" / "bench.sql").unlink()
+        super()._spawn()
+        create_tables(self.prod, self.tables)
+
+
+def create_tables(prod: F.Producer, tables: int) -> None:
+    """A CREATE TABLE for each of the producer's tables, each at its own commit_ts, to every
+    partition (TiCDC sends a DDL to each), then a watermark past them."""
+    from testkit.encode import DdlChange
+
+    with prod._lock:
+        for schema in W.bench_tables(tables):
+            change = DdlChange(
+                schema.db, schema.table, W.schema_sql(schema), 3, prod.gen._tso(), schema
+            )
+            m = prod.fast.enc.encode_ddl(change)
+            for part in range(F.PARTITIONS):
+                prod.k.produce(W.TOPIC, value=m.value, key=m.key, partition=part)
+    prod.watermark()
+    prod.k.flush()
+
+
 def _created(wh: Path, names: list[str]) -> bool:
     from ticdc_sync.warehouse.locations import target_location
 
@@ -270,15 +302,17 @@ def follow_step(
     targets: bool = True,
     retention: str | None = None,
     rewrite_below: str | None = None,
+    created: bool = False,
 ) -> dict:
     """One fresh follower over `tables` tables: staging freshness, and (`targets`) target
     freshness and whether the count holds the lag. `retention`: the project's
     `staging.retention` (None: the default, 7d, under which a run this short trims
-    nothing). `rewrite_below`: the project's `defaults.rewrite_below` (None: the default)."""
+    nothing). `rewrite_below`: the project's `defaults.rewrite_below` (None: the default).
+    `created`: the tables arrive as CREATE TABLEs in the stream (`CreatedFollower`)."""
     from ticdc_sync.project import load_project
 
     tmp.mkdir(parents=True)
-    kind = "" if targets else "-staging"
+    kind = ("" if targets else "-staging") + ("-created" if created else "")
     keep = W.OUT / f"lagbudget-{tables}{kind}-follow.log"
     res: dict = {
         "tables": tables,
@@ -287,8 +321,10 @@ def follow_step(
         "seconds": seconds,
         "retention": retention,
         "rewrite_below": rewrite_below,
+        "created": created,
     }
-    with F.Follower(tmp, tables, f"{lag_s}s", keep, retention, rewrite_below) as f:
+    follower = CreatedFollower if created else F.Follower
+    with follower(tmp, tables, f"{lag_s}s", keep, retention, rewrite_below) as f:
         source = load_project(f.root).sources[0]
         prod, names = f.prod, f.names
         t0 = time.monotonic()
@@ -370,10 +406,12 @@ def measure_budget(
     tmp: Path,
     retention: str | None = None,
     rewrite_below: str | None = None,
+    created: bool = False,
 ) -> dict:
     """Steps over `counts` (stopping at the first that does not hold), then a staging-only
     step at `staging_tables` unless a step ran there; each with `staging.retention`
-    `retention` and `defaults.rewrite_below` `rewrite_below` (None: the defaults)."""
+    `retention` and `defaults.rewrite_below` `rewrite_below` (None: the defaults); `created`:
+    the tables arrive as CREATE TABLEs in the stream."""
     res: dict = {
         "rate": rate,
         "lag": lag_s,
@@ -383,6 +421,7 @@ def measure_budget(
         "staging": None,
         "retention": retention,
         "rewrite_below": rewrite_below,
+        "created": created,
     }
     for n in counts:
         step = follow_step(
@@ -394,6 +433,7 @@ def measure_budget(
             tmp / f"tables-{n}",
             retention=retention,
             rewrite_below=rewrite_below,
+            created=created,
         )
         res["steps"].append(step)
         if not step["target"]["ok"]:
@@ -409,5 +449,6 @@ def measure_budget(
             targets=False,
             retention=retention,
             rewrite_below=rewrite_below,
+            created=created,
         )
     return res

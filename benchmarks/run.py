@@ -1004,6 +1004,12 @@ def main() -> None:
     )
     ap.add_argument("--budget-rate", type=float, default=2000.0, help="lagbudget: events/s")
     ap.add_argument(
+        "--budget-created",
+        action="store_true",
+        help="lagbudget: the tables arrive as CREATE TABLEs in the stream during the run, "
+        "not seeded under schema/",
+    )
+    ap.add_argument(
         "--budget-lag", type=int, default=60, help="lagbudget: the project's target_lag, s (60)"
     )
     ap.add_argument(
@@ -1227,6 +1233,7 @@ def main() -> None:
                 Path(btmp),
                 a.budget_retention,
                 a.budget_rewrite_below,
+                a.budget_created,
             )
         loads.append(os.getloadavg()[0])
     if "visible" in only:

@@ -112,6 +112,8 @@ ELSEWHERE = {
     "catalog.register": "tests/catalog/test_hive_metastore.py",
     "catalog.drop": "tests/spark/test_catalog_session.py",
     "catalog.record": "tests/spark/test_catalog_session.py",
+    "layout.rebuild": "tests/spark/test_layout.py",
+    "layout.cluster": "tests/spark/test_layout.py",
 }
 
 

@@ -50,7 +50,9 @@ def _log(folder) -> tuple[dict, dict, dict]:
     return actions["commitInfo"], actions["protocol"], actions["metaData"]
 
 
-def _same_table(by_statement, by_rs, engine: str = "delta-rs") -> None:
+def _same_table(
+    by_statement, by_rs, engine: str = "delta-rs", partitions: tuple[str, ...] = ()
+) -> None:
     """Version 0 of both folders makes the same table; the second was not written by Spark."""
     info_s, protocol_s, meta_s = _log(by_statement)
     info_r, protocol_r, meta_r = _log(by_rs)
@@ -64,7 +66,7 @@ def _same_table(by_statement, by_rs, engine: str = "delta-rs") -> None:
         assert sorted(protocol_r.get(k, [])) == sorted(protocol_s.get(k, [])), k
     assert json.loads(meta_r["schemaString"]) == json.loads(meta_s["schemaString"])
     assert meta_r["configuration"] == meta_s["configuration"]
-    assert meta_r["partitionColumns"] == meta_s["partitionColumns"] == []
+    assert meta_r["partitionColumns"] == meta_s["partitionColumns"] == list(partitions)
     assert meta_r["format"] == meta_s["format"]
     assert meta_r.get("description") == meta_s.get("description")
 
@@ -220,3 +222,28 @@ def test_a_create_inside_a_marker_carries_it_as_the_statement_does(spark, tmp_pa
     _same_table(statement, rs, "ticdc-sync" if "NTZ" in ddl else "delta-rs")
     for folder in (statement, rs):
         assert Marker.from_user_metadata(_log(folder)[0].get("userMetadata")) == marker
+
+
+@pytest.mark.parametrize("ntz", [False, True], ids=["protocol-1-2", "timestamp_ntz"])
+def test_a_partitioned_target_is_created_without_the_statement_a_clustered_one_by_it(
+    spark, tmp_path, ntz
+):
+    upstream = (("id", "BIGINT"), ("region", "STRING"))
+    upstream += (("wall", "TIMESTAMP_NTZ"),) if ntz else ()
+    cols = (*upstream, ("_commit_ts", "BIGINT"))
+    region = ("region",)
+    for name, parts, clustered, rs in (
+        ("statement", region, (), False),
+        ("rs", region, (), True),
+        ("clustered", (), region, True),
+    ):
+        loc = str(tmp_path / name)
+        text = create_table_sql(table_ref(loc), upstream, None, {}, (), parts, clustered)
+        plain = PlainCreate(cols, None, (), parts, clustered) if rs else None
+        create_table(spark, loc, text, plain)
+    engine = "ticdc-sync" if ntz else "delta-rs"
+    _same_table(tmp_path / "statement", tmp_path / "rs", engine, partitions=("region",))
+    # delta-rs writes no clustered table: the statement made it.
+    info, protocol, _ = _log(tmp_path / "clustered")
+    assert info["engineInfo"].startswith("Apache-Spark")
+    assert {"clustering", "domainMetadata"} <= set(protocol["writerFeatures"])

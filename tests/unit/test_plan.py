@@ -105,6 +105,9 @@ def test_pending_ddl_is_decided_and_shown(tmp_path: Path) -> None:
     ]
     (add,) = t.ddl[0].steps
     assert (add.decision.classification, add.decision.action) == ("additive", "apply")
+    # The part carries its column: the engine may commit it without a Spark statement.
+    (alter,) = [p for p in t.ddl[0].parts if "ADD COLUMNS" in (p.sql or "")]
+    assert alter.added is not None and alter.added.name == "coupon"
     (part,) = t.ddl[1].steps
     assert (part.decision.classification, part.decision.action) == ("unsupported", "block")
     assert t.stop_ts == 19  # rows up to just before the blocked DDL

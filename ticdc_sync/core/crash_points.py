@@ -55,6 +55,9 @@ POINTS: dict[str, str] = {
     "rewrite.commit": "a rewrite's commit swapping its files for the old ones",
     "round.files": "a round's files, written for every target before the first commit",
     "round.commit": "each target's commit in a round (the nth: between two targets' commits)",
+    # A target's layout (spark/apply/relayout.py)
+    "layout.rebuild": "a target's rows rewritten with its new partition columns (no marker)",
+    "layout.cluster": "ALTER TABLE ... CLUSTER BY of a target (a new clustering, or it again after a rewrite)",
     # A target's maintenance (spark/apply/maintain.py), between its applies
     "maintenance.compact": "OPTIMIZE of a target's small files (no marker)",
     "maintenance.vacuum": "VACUUM of a target's files removed longer ago than its retention",

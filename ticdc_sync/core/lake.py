@@ -88,6 +88,8 @@ _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(
     r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10})|\.([0-9a-fA-F-]{36}))?\.(parquet|json)$"
 )
+# The domain of a clustered table's clustering columns (Delta protocol, "Clustered Table").
+CLUSTERING_DOMAIN = "delta.clustering"
 _OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not in")
 
 Filter = Sequence[tuple[str, str, Any]]
@@ -291,6 +293,20 @@ class LakeTable:
         fields = json.loads(self._snapshot().schema_json())["fields"]
         return [(f["name"], spark_type(f["type"])) for f in fields]
 
+    def layout(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(partition columns, clustering columns) of the table: its metaData's
+        `partitionColumns`, and the `delta.clustering` domain's columns of a table with the
+        `clustering` writer feature (delta-rs does not show domains: read from the log)."""
+        snapshot = self._snapshot()
+        parts = tuple(snapshot.partition_columns())
+        if "clustering" not in snapshot.protocol().writer_features:
+            return parts, ()
+        log = snapshot if isinstance(snapshot, DeltaLog) else DeltaLog(self.uri, self.options)
+        try:
+            return parts, tuple(log.load().clustering_columns())
+        except (OSError, ValueError, KeyError) as e:
+            raise self._error("cannot read its clustering columns", e) from e
+
     def newest_user_metadata(self, parse: Callable[[str | None], T | None]) -> T | None:
         """`parse` of the newest commit's userMetadata that parses to something, or None.
 
@@ -425,6 +441,9 @@ class _Snapshot:
         """commitInfo of each commit, newest first."""
         raise NotImplementedError
 
+    def partition_columns(self) -> list[str]:
+        raise NotImplementedError
+
 
 class _RsSnapshot(_Snapshot):
     def __init__(self, table: DeltaTable) -> None:
@@ -445,6 +464,9 @@ class _RsSnapshot(_Snapshot):
 
     def schema_json(self) -> str:
         return self.table.schema().to_json()
+
+    def partition_columns(self) -> list[str]:
+        return list(self.table.metadata().partition_columns)
 
     def data_bytes(self) -> int:
         adds = pa.table(self.table.get_add_actions(flatten=True))
@@ -535,6 +557,41 @@ class DeltaLog(_Snapshot):
     def schema_json(self) -> str:
         self._replay()
         return (self._metadata or {})["schemaString"]
+
+    def partition_columns(self) -> list[str]:
+        self._replay()
+        return list((self._metadata or {}).get("partitionColumns") or ())
+
+    def clustering_columns(self) -> list[str]:
+        """The columns of the newest `delta.clustering` domainMetadata (none: [])."""
+        floor = self.checkpoint[0] if self.checkpoint else -1
+        found: list[dict[str, Any]] = []
+        for version in sorted((v for v in self.commits if v > floor), reverse=True):
+            found = [
+                a["domainMetadata"]
+                for a in self._actions(self.commits[version])
+                if (a.get("domainMetadata") or {}).get("domain") == CLUSTERING_DOMAIN
+            ]
+            if found:
+                break
+        for path in self.checkpoint[1] if self.checkpoint and not found else ():
+            if path.endswith(".json"):
+                rows = [a for a in self._actions(path) if a.get("domainMetadata")]
+            else:
+                with self.fs.open_input_file(path) as f:
+                    if "domainMetadata" not in set(pq.read_schema(f).names):
+                        continue
+                    rows = pq.read_table(f, columns=["domainMetadata"]).to_pylist()
+            found += [
+                r["domainMetadata"]
+                for r in rows
+                if (r.get("domainMetadata") or {}).get("domain") == CLUSTERING_DOMAIN
+            ]
+        if not found or found[-1].get("removed"):
+            return []
+        config = json.loads(found[-1].get("configuration") or "{}")
+        # Each column is a path of field names (a nested field's); top-level ones here.
+        return [".".join(c) for c in config.get("clusteringColumns") or ()]
 
     def data_bytes(self) -> int:
         # The checkpoint's live files, then each later commit's adds and removes in order.

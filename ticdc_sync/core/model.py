@@ -276,6 +276,12 @@ class TableEntry:
     # those) and the table's comment (default: the upstream table's COMMENT).
     properties: tuple[tuple[str, str], ...] = ()
     comment: str | None = None
+    # The layout each target is created with: its partition columns (`PARTITIONED BY`) or
+    # its clustering columns (Delta liquid clustering, `CLUSTER BY`), upstream columns of
+    # its table; never both. `layout_line`: the line of the key in the entry's file.
+    partition_by: tuple[str, ...] = ()
+    cluster_by: tuple[str, ...] = ()
+    layout_line: int | None = None
 
     @property
     def upstream_db(self) -> str:

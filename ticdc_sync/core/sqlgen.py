@@ -34,14 +34,20 @@ def create_table_sql(
     comment: str | None = None,
     properties: Mapping[str, str] | None = None,
     extra: Sequence[tuple[str, str]] = (),
+    partition_by: Sequence[str] = (),
+    cluster_by: Sequence[str] = (),
 ) -> str:
     """CREATE TABLE for a target: upstream columns in order plus `_commit_ts` and the
     `extra` columns of its mode (`sqlgen_history`), with the table properties the plan
-    chose (`table_features.create_properties`)."""
+    chose (`table_features.create_properties`) and its layout (`plan.layout`)."""
     cols = [f"  {quote(n)} {t}" for n, t in columns]
     cols.append(f"  {quote(COMMIT_TS)} BIGINT")
     cols += [f"  {quote(n)} {t.upper()}" for n, t in extra]
     text = f"CREATE TABLE IF NOT EXISTS {ref} (\n" + ",\n".join(cols) + "\n) USING delta"
+    if partition_by:
+        text += f"\nPARTITIONED BY ({', '.join(quote(c) for c in partition_by)})"
+    if cluster_by:
+        text += f"\nCLUSTER BY ({', '.join(quote(c) for c in cluster_by)})"
     if comment:
         text += f"\nCOMMENT {sql_string(comment)}"
     if properties:

@@ -23,12 +23,16 @@ from ticdc_sync.plan.model import (
     DeltaPart,
 )
 
+# The property a commit that only records a DDL sets (its marker is what counts).
+LAST_DDL_TS = "ticdc_sync.last_ddl_ts"
+
 
 def record_part(ref: str, ts: int) -> DeltaPart:
     return DeltaPart(
         "record the DDL",
         OP_RECORD,
-        f"ALTER TABLE {ref} SET TBLPROPERTIES ('ticdc_sync.last_ddl_ts' = {sql_string(str(ts))})",
+        f"ALTER TABLE {ref} SET TBLPROPERTIES ('{LAST_DDL_TS}' = {sql_string(str(ts))})",
+        properties=((LAST_DDL_TS, str(ts)),),
     )
 
 
@@ -102,7 +106,8 @@ def change_parts(change: ch.DeltaChange, decision: policy.Decision, ref: str) ->
         elif "timestampNtz" in sql:
             out.append(DeltaPart("enable table feature timestampNtz", OP_SQL, sql))
         else:
-            out.append(DeltaPart(what, OP_SQL, sql, tolerate=tolerate))
+            added = change if isinstance(change, ch.AddColumn) and " ADD COLUMNS (" in sql else None
+            out.append(DeltaPart(what, OP_SQL, sql, tolerate=tolerate, added=added))
     return out
 
 

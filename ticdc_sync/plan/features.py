@@ -13,6 +13,7 @@ from dataclasses import replace
 from ticdc_sync.core import datatypes
 from ticdc_sync.core.model import FeatureUse, TableFeatures
 from ticdc_sync.core.upstream import TableSchema
+from ticdc_sync.plan import layout
 from ticdc_sync.plan import table_features as tf
 from ticdc_sync.plan.model import OP_CREATE, OP_SQL, DeltaPart, TargetDdl
 
@@ -88,16 +89,25 @@ def with_create_properties(
     settings: TableFeatures,
     extra: tuple[tuple[str, str], ...] = (),
     comment: str | None = None,
+    partition_by: tuple[str, ...] = (),
+    cluster_by: tuple[str, ...] = (),
 ) -> list[TargetDdl]:
     """Each DDL whose part creates the target (again), with the TBLPROPERTIES it creates it
     with (`extra`: the table entry's) and its comment (None: the upstream table's), so
-    that the engine runs them as planned."""
+    that the engine runs them as planned, and its layout (`plan.layout`: the columns it is
+    partitioned or clustered by)."""
 
     def part(p: DeltaPart) -> DeltaPart:
         if p.op != OP_CREATE or p.schema is None:
             return p
         schema = p.schema if comment is None else replace(p.schema, comment=comment)
-        return replace(p, schema=schema, properties=create_properties(schema, settings, extra))
+        return replace(
+            p,
+            schema=schema,
+            properties=create_properties(schema, settings, extra),
+            partition_by=layout.resolved(partition_by, schema),
+            cluster_by=layout.resolved(cluster_by, schema),
+        )
 
     out = []
     for d in ddl:

@@ -24,7 +24,7 @@ from ticdc_sync.core.model import (
 )
 from ticdc_sync.core.upstream import TableSchema
 from ticdc_sync.core.window import Marker
-from ticdc_sync.ddl.changes import DeltaChange
+from ticdc_sync.ddl.changes import AddColumn, DeltaChange
 from ticdc_sync.ddl.timeline import DdlGroup, Timeline
 from ticdc_sync.plan.policy import Decision
 from ticdc_sync.warehouse.state import KEPT, REGISTERED, UNREGISTERED, CatalogRecord
@@ -56,6 +56,8 @@ class DeltaPart:
     tolerate: tuple[str, ...] = ()  # error fragments meaning "already done" (a resumed run)
     schema: TableSchema | None = None  # OP_CREATE
     properties: tuple[tuple[str, str], ...] = ()  # OP_CREATE: its TBLPROPERTIES
+    partition_by: tuple[str, ...] = ()  # OP_CREATE: its partition columns
+    cluster_by: tuple[str, ...] = ()  # OP_CREATE: its clustering columns
     column: str | None = None  # OP_REBUILD
     new_type: str | None = None  # OP_REBUILD
     new_name: str | None = None  # OP_REBUILD
@@ -63,6 +65,9 @@ class DeltaPart:
     source_target: str | None = None  # OP_COPY_FROM (its `sql`, if any, reads `COPY_SOURCE`)
     feature: str | None = None  # the table feature this part enables, if any
     feature_dropped: str | None = None  # the table feature this part removes, if any
+    # An OP_SQL ADD COLUMNS: the column it adds (the engine may commit it without Spark:
+    # `spark/runtime/metadata_commit.py`). OP_RECORD: `properties` are what its SQL sets.
+    added: AddColumn | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +284,11 @@ class TargetPlan:
     # Its name in the output's catalog and what the run's catalog step does (None: no
     # catalog, or nothing to name yet).
     catalog: CatalogEntry | None = None
+    # Its layout (`plan.layout`): as the table has it, or as it is created.
+    partition_by: tuple[str, ...] = ()
+    cluster_by: tuple[str, ...] = ()
+    # The step that changes an existing target's layout to its entry's, if it differs.
+    relayout: Layout | None = None
 
     @property
     def catalog_pending(self) -> bool:
@@ -355,6 +365,7 @@ class Plan:
             (t.to_create and not t.absent)
             or t.pending
             or t.feature_parts
+            or t.relayout is not None
             or t.load is not None
             or t.catalog_pending
             for t in self.targets
@@ -374,6 +385,21 @@ class Create:
 
     schema: TableSchema
     properties: Properties = ()
+    partition_by: tuple[str, ...] = ()  # PARTITIONED BY (`plan.layout`)
+    cluster_by: tuple[str, ...] = ()  # CLUSTER BY
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Bring an existing target to its entry's layout (`plan.layout`): clustering changes
+    in place (ALTER TABLE ... CLUSTER BY, NONE for none); a new partitioning (`rebuild`)
+    rewrites its rows in one commit with the new partition columns (then clusters, if
+    asked). `was`: the layout it had, as `plan` shows it."""
+
+    partition_by: tuple[str, ...]
+    cluster_by: tuple[str, ...]
+    rebuild: bool
+    was: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -483,7 +509,7 @@ class Catalog:
     at: int = -1
 
 
-Step = Create | Features | LoadRows | Rows | Ddl | Stop | Halt | Catalog
+Step = Create | Features | Layout | LoadRows | Rows | Ddl | Stop | Halt | Catalog
 
 
 # Statements of an OP_SQL part that change the table's metadata only (ADD COLUMNS, SET
@@ -522,4 +548,4 @@ def end_ts(step: Step) -> int:
         return step.ddl.commit_ts
     if isinstance(step, Catalog):
         return step.at
-    return -1  # Create, Features, Halt: before anything else
+    return -1  # Create, Features, Layout, Halt: before anything else

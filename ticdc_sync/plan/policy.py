@@ -21,7 +21,7 @@ from ticdc_sync.core.model import (
     TableEntry,
     TableFeatures,
 )
-from ticdc_sync.ddl.changes import ChangeColumnType, DeltaChange
+from ticdc_sync.ddl.changes import ChangeColumnType, DeltaChange, DropColumn, RenameColumn
 from ticdc_sync.plan import table_features
 
 ADDITIVE = "additive"
@@ -257,4 +257,33 @@ def rename_from_unrouted(
         reason=f"{decision.describe} brings {old}, which no table entry routes ({why}); "
         "following it would leave this target without that table's rows",
         setting=setting,
+    )
+
+
+def layout_column(
+    decision: Decision, change: DeltaChange, layout: tuple[str, ...], key: str, where: str
+) -> Decision:
+    """A DROP or RENAME COLUMN of a column the target is partitioned or clustered by
+    (`layout`, its `key` at `where`): Delta neither drops nor renames a partition column
+    in place, and a clustering column must stay a column of the table; the target stops
+    before it, with the ways on. Skipped by policy, it is left as it is."""
+    if decision.action not in (APPLY, REBUILD) or not layout:
+        return decision
+    name = change.name if isinstance(change, DropColumn) else None
+    if isinstance(change, RenameColumn):
+        name = change.old
+    if name is None or name.lower() not in {c.lower() for c in layout}:
+        return decision
+    kind = decision.kind.value
+    what = "partitioned" if key == "partition_by" else "clustered"
+    return Decision(
+        BLOCK,
+        decision.kind,
+        decision.classification,
+        decision.describe,
+        reason=f"{decision.describe}: the target is {what} by {name} ({key} at {where}), "
+        f"which Delta cannot {'drop' if isinstance(change, DropColumn) else 'rename'} in place",
+        setting=f"`{kind}: skip` on the table entry to keep the column and let the target "
+        f"differ from upstream, or a new target without {name} in its `{key}` (another `name`, "
+        "loaded from an export: `initial_load`)",
     )

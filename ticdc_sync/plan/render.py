@@ -21,7 +21,7 @@ from ticdc_sync.core.model import Mode
 from ticdc_sync.core.spark_stack import remote_needs
 from ticdc_sync.core.sqlgen import COMMIT_TS, create_table_sql, table_ref
 from ticdc_sync.core.sqlgen_history import MERGE_SQL
-from ticdc_sync.plan import maintenance, policy
+from ticdc_sync.plan import layout, maintenance, policy
 from ticdc_sync.plan.catalog import statements as catalog_statements
 from ticdc_sync.plan.model import (
     BLOCKED,
@@ -36,6 +36,7 @@ from ticdc_sync.plan.model import (
     Ddl,
     Features,
     Halt,
+    Layout,
     LoadRows,
     Plan,
     Rows,
@@ -71,8 +72,17 @@ def _create_sql(plan: Plan, t: TargetPlan) -> str | None:
     if not t.to_create or t.create is None:
         return None
     cols = [(c.name, datatypes.delta_type(c)) for c in t.create.columns]
-    props = next((dict(s.properties) for s in t.steps if isinstance(s, Create)), {})
-    sql = create_table_sql(table_ref(t.location), cols, t.create.comment, props, t.mode_columns)
+    step = next((s for s in t.steps if isinstance(s, Create)), None)
+    props = dict(step.properties) if step is not None else {}
+    sql = create_table_sql(
+        table_ref(t.location),
+        cols,
+        t.create.comment,
+        props,
+        t.mode_columns,
+        step.partition_by if step is not None else (),
+        step.cluster_by if step is not None else (),
+    )
     return _shown(plan, sql)
 
 
@@ -82,9 +92,23 @@ def _create_sql(plan: Plan, t: TargetPlan) -> str | None:
 def _step_dict(step: Step) -> dict[str, Any]:
     """One step of a target's run as the engine carries it out (`plan.steps`)."""
     if isinstance(step, Create):
-        return {"step": "create", "properties": dict(step.properties)}
+        out: dict[str, Any] = {"step": "create", "properties": dict(step.properties)}
+        # Only where there is one (plans of targets without stay as they were).
+        if step.partition_by:
+            out["partition_by"] = list(step.partition_by)
+        if step.cluster_by:
+            out["cluster_by"] = list(step.cluster_by)
+        return out
     if isinstance(step, Features):
         return {"step": "features", "parts": [p.describe for p in step.parts]}
+    if isinstance(step, Layout):
+        return {
+            "step": "layout",
+            "partition_by": list(step.partition_by),
+            "cluster_by": list(step.cluster_by),
+            "rebuild": step.rebuild,
+            "was": step.was,
+        }
     if isinstance(step, LoadRows):
         return {"step": "load", "snapshot_ts": step.load.snapshot_ts}
     if isinstance(step, Rows):
@@ -172,6 +196,7 @@ def target_status(t: TargetPlan) -> str:
         return "create"
     if (
         t.feature_parts
+        or t.relayout is not None
         or t.load is not None
         or any(d.status in (READY, WAITING) for d in t.pending)
         or t.catalog_pending
@@ -181,6 +206,16 @@ def target_status(t: TargetPlan) -> str:
 
 
 def _target_dict(plan: Plan, t: TargetPlan) -> dict[str, Any]:
+    out = _target_body(plan, t)
+    # Only where there is one: plans of targets without keep their shape.
+    if t.partition_by:
+        out["partition_by"] = list(t.partition_by)
+    if t.cluster_by:
+        out["cluster_by"] = list(t.cluster_by)
+    return out
+
+
+def _target_body(plan: Plan, t: TargetPlan) -> dict[str, Any]:
     return {
         "name": t.name,
         "source": t.source,
@@ -529,6 +564,12 @@ def _target_text(t: TargetPlan, td: dict[str, Any]) -> list[str]:
     if t.mode is not Mode.MIRROR:
         extra = ", ".join(f"{c['name']} {c['delta_type']}" for c in td["mode_columns"])
         out.append(f"    mode: {t.mode.value}  ({t.mode_from}); adds {extra}")
+    shown = layout.describe(t.partition_by, t.cluster_by)
+    if t.relayout is not None:
+        change = layout.change_text(_step_dict(t.relayout))
+        out.append(f"    layout: {shown or 'none'}  (was {t.relayout.was}; {change})")
+    elif shown is not None:
+        out.append(f"    layout: {shown}")
     if t.features or td["features_added"]:
         feats = ", ".join(t.features) or "-"
         changes = [f"+ {f}" for f in td["features_added"]]
@@ -578,9 +619,12 @@ def _step_text(i: int, st: dict[str, Any]) -> list[str]:
     head = f"      {i}. "
     if kind == "create":
         props = ", ".join(f"{k}={v}" for k, v in sorted(st["properties"].items()))
-        return [head + "create" + (f" ({props})" if props else "")]
+        shown = layout.describe(tuple(st.get("partition_by", ())), tuple(st.get("cluster_by", ())))
+        return [head + "create" + (f" {shown}" if shown else "") + (f" ({props})" if props else "")]
     if kind == "features":
         return [head + f"table features: {'; '.join(st['parts'])}"]
+    if kind == "layout":
+        return [head + layout.change_text(st)]
     if kind == "load":
         return [head + f"load at {st['snapshot_ts']}"]
     if kind == "ddl":

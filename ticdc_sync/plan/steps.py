@@ -58,10 +58,12 @@ def _steps(t: TargetPlan, properties: Properties) -> list[Step]:
         return [Halt(t.refused)]
     steps: list[Step] = []
     if t.create is not None:
-        steps.append(Create(t.create, properties))
+        steps.append(Create(t.create, properties, t.partition_by, t.cluster_by))
     if t.feature_parts:
         # First, between MERGEs like any DDL: a dropped feature rewrites files (DESIGN §3).
         steps.append(Features(t.feature_parts))
+    if t.relayout is not None:
+        steps.append(t.relayout)
     if t.load is not None:
         steps.append(LoadRows(t.load))
     if t.stop_ts is None:

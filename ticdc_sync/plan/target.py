@@ -24,6 +24,7 @@ from ticdc_sync.core.sqlgen import table_ref
 from ticdc_sync.core.upstream import Key, TableSchema, key
 from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl.timeline import DdlGroup, Timeline
+from ticdc_sync.plan import layout
 from ticdc_sync.plan import table_features as tf
 from ticdc_sync.plan.catalog import catalog_entry
 from ticdc_sync.plan.catalog import place as place_catalog
@@ -38,6 +39,7 @@ from ticdc_sync.plan.loads import gone_by
 from ticdc_sync.plan.maintenance import notes as upkeep_notes
 from ticdc_sync.plan.model import (
     BLOCKED,
+    OP_CREATE,
     DeltaPart,
     Halt,
     Load,
@@ -148,6 +150,7 @@ def target_plan(
         data_bytes=data_bytes,
         features=ts_.features,
         groups=groups,
+        layout=layout.columns(tr.entry, ts_),
     )
     create, create_from = None, None
     if not ts_.exists and schema is not None:
@@ -167,6 +170,23 @@ def target_plan(
         else:
             create_from = "seed"
     keyed = schema or create or _first_created(ddl)
+    entry = tr.entry
+    partition_by, cluster_by = ts_.partition_by, ts_.cluster_by
+    if not ts_.exists:
+        partition_by = layout.resolved(entry.partition_by, keyed)
+        cluster_by = layout.resolved(entry.cluster_by, keyed)
+    # A layout names columns of the table: of each schema it is created with.
+    created = [keyed, *(p.schema for d in ddl for p in d.parts if p.op == OP_CREATE)]
+    bad = next((why for s in created if (why := layout.refusal(entry, s)) is not None), None)
+    relayout = layout.change(entry, ts_, schema)
+    if relayout is not None:
+        # The target takes the entry's layout first: the layout its rows land in.
+        partition_by, cluster_by = relayout.partition_by, relayout.cluster_by
+    creates = any(p.op == OP_CREATE for d in ddl for p in d.parts)
+    if bad is not None and (not ts_.exists or creates or relayout is not None):
+        return replace(
+            _refused(tr, source, ts_, location, settings, bad), mode=mode, mode_from=mode_from
+        )
     keys, keys_from = routing.merge_keys(tr.entry, keyed) if keyed else ((), "none")
     blocked = next((d for d in ddl if d.status == BLOCKED), None)
     stop: int | None = None
@@ -198,10 +218,18 @@ def target_plan(
         have = set(features_then(features, feature_parts))
     else:
         features = tf.created_with(columns, settings) if create else ()
+        if cluster_by and create:
+            features = tuple(sorted({*features, *layout.CLUSTERING_FEATURES}))
         have = set(features)
-    entry = tr.entry
+        if cluster_by:
+            have |= set(layout.CLUSTERING_FEATURES)
     ddl = with_create_properties(
-        features_added(ddl, have, settings), settings, entry.properties, entry.comment
+        features_added(ddl, have, settings),
+        settings,
+        entry.properties,
+        entry.comment,
+        layout.resolved(entry.partition_by, keyed),
+        layout.resolved(entry.cluster_by, keyed),
     )
     lag_ms, lag_from = project.target_lag(tr.entry)
     rewrite_below, rewrite_from = project.rewrite_below(tr.entry)
@@ -246,6 +274,9 @@ def target_plan(
         rewrite_from=rewrite_from,
         staged=_staged(tr.upstreams, staged_rows, staged_spans or {}),
         maintenance=maintenance,
+        partition_by=partition_by,
+        cluster_by=cluster_by,
+        relayout=relayout,
     )
     plan = replace(plan, catalog=catalog_entry(project, plan, ts_))
     props = create_properties(create, settings, entry.properties) if create is not None else ()

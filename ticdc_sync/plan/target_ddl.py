@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from ticdc_sync.core.model import Project, Source
+from ticdc_sync.core.model import Mode, Project, Source
 from ticdc_sync.core.upstream import Key, key
 from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl.timeline import DdlGroup, TableEffect, Timeline
 from ticdc_sync.plan import exchange, policy
 from ticdc_sync.plan import table_features as tf
 from ticdc_sync.plan.ddl_parts import record_part, rename_in, rename_out
+from ticdc_sync.plan.layout import where
 from ticdc_sync.plan.model import (
     BLOCKED,
     HELD,
@@ -46,12 +47,15 @@ def target_ddl(
     data_bytes: int = 0,
     features: tuple[str, ...] = (),
     groups: Sequence[DdlGroup] | None = None,
+    layout: tuple[str, tuple[str, ...]] = ("", ()),
 ) -> list[TargetDdl]:
     """The DDL groups that concern target `tr`, oldest first, each with its decisions.
     `staged_rows`: row changes staged per upstream table (of all time), which tell whether
     a table no entry routes had rows a rename would bring in. `data_bytes` and `features`:
     the target's size and table features now, for `table_features: auto`. `groups`: the
-    timeline's groups that may concern it (`GroupIndex`; None: all of them)."""
+    timeline's groups that may concern it (`GroupIndex`; None: all of them). `layout`: its
+    key (`partition_by` / `cluster_by`) and the columns it is partitioned or clustered by
+    (`plan.layout`), which no DDL may take away."""
     out: list[TargetDdl] = []
     held_by: TargetDdl | None = None
     touched = {key(db, t) for db, t in tr.upstreams}
@@ -68,7 +72,7 @@ def target_ddl(
         # A half-applied DDL goes on the way it began (`policy._auto`).
         resumed = bool(set(features) & set(tf.SETTING)) if done else None
         d = _decide_group(
-            project, tr, g, part, ref, exists, timeline, staged_rows, data_bytes, resumed
+            project, tr, g, part, ref, exists, timeline, staged_rows, data_bytes, resumed, layout
         )
         if done and d.status != BLOCKED and len(d.parts) != marker.ddl_parts:
             # Half applied under other settings (a policy or `table_features` changed in
@@ -195,6 +199,7 @@ def _decide_group(
     staged_rows: Mapping[Key, int],
     data_bytes: int,
     resumed: bool | None,
+    layout: tuple[str, tuple[str, ...]] = ("", ()),
 ) -> TargetDdl:
     entry = tr.entry
     effects = [*part.own, *(e for _, _, e in part.incoming)]
@@ -237,6 +242,9 @@ def _decide_group(
                 continue
             if isinstance(c, ch.DeletePartitionRows):
                 d = policy.partition_in_merge(d, tr.upstreams)
+            if not (mode is Mode.HISTORY and isinstance(c, ch.DropColumn)):
+                # (A history target keeps a dropped column: `modes.mode_change`.)
+                d = policy.layout_column(d, c, layout[1], layout[0], where(entry))
             # The mode's own decisions (a history target keeps a dropped column, ...).
             decision, mode_parts = mode_change(mode, c, d, ref, g.commit_ts)
             steps.append(ChangeStep(c, decision, tuple(mode_parts)))

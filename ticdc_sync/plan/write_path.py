@@ -22,6 +22,8 @@ A round merges each target's changes in one Arrow task, so a segment of many cha
 first catch-up, a target far behind) would be one core's work where the rewrite spreads it
 over every core: a segment estimated at more than `ROUND_MAX_CHANGES` row changes takes the
 rewrite. The estimate is the tallies' (`segment_changes`): no rows are counted for it.
+A partitioned or clustered target (`plan.layout`) keeps the MERGE: the rewrite's and the
+round's delta-rs commits do not keep its layout.
 Pure: made from the target's plan only.
 """
 
@@ -32,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from ticdc_sync.core import datatypes
 from ticdc_sync.core.model import Mode
 from ticdc_sync.core.sizes import render_bytes
+from ticdc_sync.plan import layout
 from ticdc_sync.plan import table_features as tf
 from ticdc_sync.plan.model import (
     WRITE_MERGE,
@@ -95,6 +98,11 @@ def _write(t: TargetPlan, features: set[str]) -> tuple[str, str]:
     below = f"rewrite_below {render_bytes(t.rewrite_below)}, {t.rewrite_from}"
     if t.rewrite_below <= 0:
         return WRITE_MERGE, f"{below}"
+    shown = layout.describe(t.partition_by, t.cluster_by)
+    if shown is not None:
+        # delta-rs's commit would lose a partitioned table's partition values and refuses a
+        # clustered table's writer features (`plan.layout`).
+        return WRITE_MERGE, f"{shown}: Delta's own writer keeps the layout"
     kept = sorted(features - REWRITE_KEEPS)
     if kept:
         return WRITE_MERGE, f"table feature {', '.join(kept)} needs Delta's own writer"

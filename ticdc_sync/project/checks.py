@@ -1,5 +1,5 @@
 """Checks across entries, once each entry is parsed: unique source names, one protocol per
-topic, routes that shadow or collide, keys missing from seed schemas, `source:`
+topic, routes that shadow or collide, keys and layout columns missing from seed schemas, `source:`
 references, and files-transport topics without a capture folder (a warning).
 
 Problems go to the load's `Ctx`; this module builds nothing and never reads the warehouse.
@@ -150,6 +150,18 @@ def semantic_checks(
                         "keys",
                         f"{schema.qualified} has no column {missing[0]!r}",
                         "columns: " + ", ".join(schema.column_names()),
+                    )
+            layout = e.partition_by or e.cluster_by
+            if layout and e.matches(db, tbl):
+                missing = [c for c in layout if schema.column(c) is None]
+                if missing:
+                    key = "partition_by" if e.partition_by else "cluster_by"
+                    ctx.entry_issue(
+                        e,
+                        key,
+                        f"{key} column {missing[0]!r} is not a column of {schema.qualified}",
+                        "name upstream columns of the table; columns: "
+                        + ", ".join(schema.column_names()),
                     )
 
 

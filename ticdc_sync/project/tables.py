@@ -114,7 +114,28 @@ def parse_table(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> Ta
         catalog_on_drop=str(item.get("catalog_on_drop", "drop")),
         properties=_properties(ctx, item, file, line, kp),
         comment=str(item["comment"]) if "comment" in item else None,
+        partition_by=tuple(str(c) for c in item.get("partition_by") or ()),
+        cluster_by=tuple(str(c) for c in item.get("cluster_by") or ()),
+        layout_line=_layout_line(ctx, item, file, line, kp),
     )
+
+
+def _layout_line(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> int | None:
+    """The line of the entry's `partition_by` or `cluster_by`; both: an issue (a Delta
+    table is partitioned or clustered, not both)."""
+    keys = [k for k in ("partition_by", "cluster_by") if item.get(k)]
+    if len(keys) == 2:
+        ctx.issues.append(
+            Issue(
+                file,
+                item.key_lines.get("cluster_by", line),
+                f"{kp}.cluster_by",
+                "partition_by and cluster_by together: Delta refuses a table both "
+                "partitioned and clustered",
+                "keep one (cluster_by: liquid clustering, which OPTIMIZE keeps up)",
+            )
+        )
+    return item.key_lines.get(keys[0], line) if keys else None
 
 
 # Table properties ticdc-sync sets itself: a table entry's `properties` may not.

@@ -354,7 +354,7 @@ def read_steps(t: TargetPlan, timeline: Timeline, tso: int) -> tuple[ReadStep, .
     if t.stop_ts is None or t.stop_ts < tso:
         why = t.blocked or "its source has nothing resolved up to it"
         raise UserError(f"as_of: target {t.name} cannot reach TSO {tso}: {why}")
-    t = dataclasses.replace(t, stop_ts=tso, feature_parts=())
+    t = dataclasses.replace(t, stop_ts=tso, feature_parts=(), relayout=None)
     steps: list[Step] = list(target_steps(t, timeline))
     out: list[ReadStep] = []
     for s in steps:

@@ -309,6 +309,7 @@ def target_state(name: str, location: str) -> TargetState:
     if not t.exists():
         return TargetState(name, exists=False, location=location)
     proto = t.protocol()
+    partition_by, cluster_by = t.layout()
     return TargetState(
         name=name,
         exists=True,
@@ -320,4 +321,6 @@ def target_state(name: str, location: str) -> TargetState:
         properties=tuple(sorted(proto.properties.items())),
         version=t.version(),
         data_bytes=t.data_bytes(),
+        partition_by=partition_by,
+        cluster_by=cluster_by,
     )

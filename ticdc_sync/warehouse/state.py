@@ -49,6 +49,8 @@ class TargetState:
     location: str | None = None
     # Its catalog entry as the last catalog step recorded it (`CatalogRecord`); None: none.
     catalog: CatalogRecord | None = None
+    partition_by: tuple[str, ...] = ()  # its partition columns
+    cluster_by: tuple[str, ...] = ()  # its clustering columns (liquid clustering)
 
     @property
     def features(self) -> tuple[str, ...]:

@@ -23,9 +23,12 @@ from ticdc_sync.plan.model import (
     OP_COPY_FROM,
     OP_CREATE,
     OP_REBUILD,
+    OP_RECORD,
     DeltaPart,
     TargetDdl,
 )
+from ticdc_sync.spark.apply.relayout import keep_clustering
+from ticdc_sync.spark.runtime import metadata_commit
 from ticdc_sync.spark.runtime.conf import commit_marker
 from ticdc_sync.spark.runtime.delta_log import has_data_files, table_exists
 from ticdc_sync.warehouse.locations import find_target
@@ -121,7 +124,7 @@ def _execute(w, part: DeltaPart, m: Marker, ts: int) -> None:
     if part.op == OP_CREATE:
         assert part.schema is not None
         with commit_marker(spark, m, "ddl.part", target=w.name):
-            w.create(part.schema, part.properties)
+            w.create(part.schema, part.properties, part.partition_by, part.cluster_by)
         return
     if part.op == OP_BACKFILL:
         # Skipped on a target without data files (a DDL moved ahead of the first rows):
@@ -139,6 +142,8 @@ def _execute(w, part: DeltaPart, m: Marker, ts: int) -> None:
             _copy_from(w, part.source_target or "", ts, part.sql)
         return
     with commit_marker(spark, m, "ddl.part", target=w.name):
+        if _metadata_only(w, part):
+            return
         try:
             assert part.sql is not None
             spark.sql(part.sql)
@@ -150,6 +155,16 @@ def _execute(w, part: DeltaPart, m: Marker, ts: int) -> None:
                 f"ALTER TABLE {w.ref} SET TBLPROPERTIES ('ticdc_sync.last_ddl_ts' = "
                 f"{sql_string(str(ts))})"
             )
+
+
+def _metadata_only(w, part: DeltaPart) -> bool:
+    """Whether `part`, a metadata-only commit, was made without Spark (`metadata_commit`:
+    the commit the statement writes, for the tables where it is the same)."""
+    if part.added is not None:
+        return metadata_commit.try_add_column(w.spark, w.location, part.added)
+    if part.op == OP_RECORD and part.properties:
+        return metadata_commit.try_set_properties(w.spark, w.location, dict(part.properties))
+    return False
 
 
 def _copy_from(w, source_target: str, ts: int, sql: str | None = None) -> None:
@@ -221,11 +236,12 @@ def _rebuild(w, part: DeltaPart, m: Marker) -> None:
         else:
             assert part.new_type is not None
             cols.append(F.col(quote(c)).cast(part.new_type).alias(c))
+    writer = df.select(*cols).write.format("delta").mode("overwrite")
+    writer = writer.option("overwriteSchema", "true")
+    if w.plan.partition_by:
+        # The table's own partitioning, which an overwrite of the schema would drop (a DDL
+        # never drops or renames a partition column: `policy.layout_column`).
+        writer = writer.partitionBy(*w.plan.partition_by)
     with commit_marker(spark, m, "ddl.part", target=w.name):
-        (
-            df.select(*cols)
-            .write.format("delta")
-            .mode("overwrite")
-            .option("overwriteSchema", "true")
-            .save(w.location)
-        )
+        writer.save(w.location)
+    keep_clustering(w, w.plan.cluster_by)

@@ -27,6 +27,7 @@ from ticdc_sync.plan.model import (
     Ddl,
     Features,
     Halt,
+    Layout,
     LoadRows,
     Rows,
     Step,
@@ -35,6 +36,7 @@ from ticdc_sync.plan.model import (
     end_ts,
 )
 from ticdc_sync.spark.apply.ddl_commit import apply_ddl, apply_features, blocked_error
+from ticdc_sync.spark.apply.relayout import change_layout
 from ticdc_sync.spark.apply.rewrite import Rewriter
 from ticdc_sync.spark.apply.rows import TargetWriter
 from ticdc_sync.spark.runtime import labels
@@ -72,6 +74,8 @@ def step_text(step: Step) -> str:
         return "DDL"
     if isinstance(step, Features):
         return "table features"
+    if isinstance(step, Layout):
+        return "layout"
     if isinstance(step, LoadRows):
         return "load"
     if isinstance(step, Catalog):
@@ -176,9 +180,11 @@ class StepRunner:
     def _run(self, step: Step) -> None:
         w = self.writer
         if isinstance(step, Create):
-            w.create(step.schema, step.properties)
+            w.create(step.schema, step.properties, step.partition_by, step.cluster_by)
         elif isinstance(step, Features):
             apply_features(w, self.marker, step.parts)
+        elif isinstance(step, Layout):
+            change_layout(w, step)
         elif isinstance(step, LoadRows):
             from ticdc_sync.spark.apply import load
 

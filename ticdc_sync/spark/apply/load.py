@@ -47,6 +47,7 @@ from ticdc_sync.core.window import Marker
 from ticdc_sync.plan.loads import snapshot_ddl
 from ticdc_sync.plan.model import Load, LoadTable
 from ticdc_sync.spark.apply import mode_rows
+from ticdc_sync.spark.apply.relayout import keep_clustering
 from ticdc_sync.spark.apply.row_typing import fit_error
 from ticdc_sync.spark.runtime import raised
 from ticdc_sync.spark.runtime.conf import before_commit, commit_marker
@@ -97,9 +98,14 @@ def load(w, step_load: Load) -> Marker:
     if step_load.reload:
         # The export's columns replace the target's (DDL after the snapshot follows).
         writer = writer.option("overwriteSchema", "true")
+    if w.plan.partition_by:
+        # The table's own partitioning (an overwrite of the schema would drop it).
+        writer = writer.partitionBy(*w.plan.partition_by)
     try:
         with commit_marker(spark, marker, "load", target=w.name):
             writer.save(w.location)
+        # Delta's overwrite clears a table's clustering columns (a reload's schema or not).
+        keep_clustering(w, w.plan.cluster_by)
     except Exception as e:  # noqa: BLE001 - a bad row raised inside the job
         err = bad_row_error(
             spark,

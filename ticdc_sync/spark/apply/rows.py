@@ -43,6 +43,7 @@ from ticdc_sync.core.window import Marker
 from ticdc_sync.plan.model import Properties, Rows, RowTable, TargetPlan
 from ticdc_sync.spark.apply import mode_rows
 from ticdc_sync.spark.apply.local_copies import drop_checkpoint, local_copy
+from ticdc_sync.spark.apply.relayout import keep_clustering
 from ticdc_sync.spark.apply.row_typing import (
     ROW_NAMES,
     Images,
@@ -118,32 +119,49 @@ class TargetWriter:
         instead of the staging table, until given None."""
         self.window = window
 
-    def create(self, schema: TableSchema, properties: Properties = ()) -> None:
-        """Create the target from `schema` with the planned TBLPROPERTIES; a table that
-        exists (dropped upstream and created again, or rows renamed in) is replaced by an
-        empty one of that schema, in one commit that keeps its history (CREATE OR REPLACE
-        refuses a path table whose properties differ from the statement's)."""
+    def create(
+        self,
+        schema: TableSchema,
+        properties: Properties = (),
+        partition_by: tuple[str, ...] = (),
+        cluster_by: tuple[str, ...] = (),
+    ) -> None:
+        """Create the target from `schema` with the planned TBLPROPERTIES and layout; a
+        table that exists (dropped upstream and created again, or rows renamed in) is
+        replaced by an empty one of that schema and layout, in one commit that keeps its
+        history (CREATE OR REPLACE refuses a path table whose properties differ from the
+        statement's)."""
         cols = [(c.name, datatypes.delta_type(c)) for c in schema.columns]
         extra = self.plan.mode_columns
         before_commit("create", target=self.name)
         if not table_exists(self.spark, self.location):
+            sql = create_table_sql(
+                self.ref, cols, schema.comment, dict(properties), extra, partition_by, cluster_by
+            )
             create_table(
                 self.spark,
                 self.location,
-                create_table_sql(self.ref, cols, schema.comment, dict(properties), extra),
+                sql,
                 PlainCreate(
-                    (*cols, (COMMIT_TS, "BIGINT"), *extra), schema.comment, tuple(properties)
+                    (*cols, (COMMIT_TS, "BIGINT"), *extra),
+                    schema.comment,
+                    tuple(properties),
+                    partition_by,
+                    cluster_by,
                 ),
             )
             return
         ddl = ", ".join(f"{quote(n)} {t}" for n, t in [*cols, (COMMIT_TS, "BIGINT"), *extra])
-        (
+        writer = (
             self.spark.createDataFrame([], ddl)
             .write.format("delta")
             .mode("overwrite")
             .option("overwriteSchema", "true")
-            .save(self.location)
         )
+        # Without it an overwrite of the schema drops the table's partitioning.
+        writer = writer.partitionBy(*partition_by) if partition_by else writer
+        writer.save(self.location)
+        keep_clustering(self, cluster_by)
 
     # --- rows -----------------------------------------------------------------------
 

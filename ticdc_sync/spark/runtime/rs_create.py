@@ -89,6 +89,10 @@ class PlainCreate:
     columns: tuple[tuple[str, str], ...]
     description: str | None = None
     properties: tuple[tuple[str, str], ...] = ()
+    partition_by: tuple[str, ...] = ()  # PARTITIONED BY: metaData's partitionColumns
+    # CLUSTER BY: writer features and a domainMetadata action delta-rs does not write, so
+    # such a table is left to the statement.
+    cluster_by: tuple[str, ...] = ()
 
 
 def delta_type(sql_type: str, ntz: bool = False) -> str | dict | None:
@@ -184,8 +188,9 @@ def try_create(spark: SparkSession, location: str, plain: PlainCreate) -> bool:
     from deltalake import DeltaTable, Schema
     from deltalake.transaction import CommitProperties
 
-    if is_connect(spark):
-        # The server writes the warehouse (docs/operations.md, Spark Connect).
+    if is_connect(spark) or plain.cluster_by:
+        # The server writes the warehouse (docs/operations.md, Spark Connect); a clustered
+        # table's first commit has what delta-rs does not write.
         return False
     config = configuration(plain, session_defaults(spark))
     if config is None:
@@ -198,7 +203,9 @@ def try_create(spark: SparkSession, location: str, plain: PlainCreate) -> bool:
         with_ntz = schema_json(plain.columns, ntz=True)
         if with_ntz is None or not is_local(location):
             return False
-        return _write_first_commit(location, with_ntz, plain.description, config, marker)
+        return _write_first_commit(
+            location, with_ntz, plain.description, config, marker, plain.partition_by
+        )
     uri = lake.table_uri(location)
     try:
         DeltaTable.create(
@@ -206,6 +213,7 @@ def try_create(spark: SparkSession, location: str, plain: PlainCreate) -> bool:
             Schema.from_json(schema),
             mode="error",
             description=plain.description,
+            partition_by=list(plain.partition_by) or None,
             configuration=config,
             storage_options=lake.storage_options(uri) or None,
             commit_properties=(
@@ -226,6 +234,7 @@ def _write_first_commit(
     description: str | None,
     config: dict[str, str],
     marker: str | None,
+    partition_by: tuple[str, ...] = (),
 ) -> bool:
     """Version 0 of a local table, as Delta's CREATE TABLE writes it: put in place whole
     (a link fails where the commit exists: another create won), or not at all."""
@@ -236,7 +245,7 @@ def _write_first_commit(
     metadata.update(
         format={"provider": "parquet", "options": {}},
         schemaString=schema,
-        partitionColumns=[],
+        partitionColumns=list(partition_by),
         configuration=config,
         createdTime=now,
     )
@@ -244,7 +253,7 @@ def _write_first_commit(
         "timestamp": now,
         "operation": "CREATE TABLE",
         "operationParameters": {
-            "partitionBy": "[]",
+            "partitionBy": json.dumps(list(partition_by)),
             "clusterBy": "[]",
             **({"description": description} if description else {}),
             "isManaged": "false",
