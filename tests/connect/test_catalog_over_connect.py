@@ -1,7 +1,8 @@
 """Targets registered by name in a Spark Connect server's session catalog: the catalog lives
 in the server (its own configuration: here Spark's built-in catalog, shared by every session
 of the server), the run is a client of it, and another client session finds each target by
-name with its rows; after an upstream RENAME TABLE the entry has moved.
+name with its rows; after an upstream RENAME TABLE the entry has moved, and one dropped by
+hand is back.
 """
 
 from __future__ import annotations
@@ -63,6 +64,11 @@ def test_targets_by_name_in_the_servers_catalog(remote, connect_server, tmp_path
     assert info["Type"] == "EXTERNAL", info
     warehouse = (root / "warehouse" / "tables").resolve()
     assert info["Location"].rstrip("/").endswith(str(warehouse / "orders")), info
+    # Recorded in the warehouse: `plan` (no Spark) has nothing pending.
+    assert cli.main(["plan", "--project", str(root), "--detailed-exitcode"]) == 0
+    assert "(as the Spark Connect server is configured; " in capsys.readouterr().out
+    # An entry dropped by hand is registered again by the next run, which reconciles.
+    remote.sql(f"DROP TABLE {schema}.orders")
 
     start = len(u.p.records)
     u.ddl("goods", "RENAME TABLE shop.items TO shop.goods", 14, old="items")
@@ -73,5 +79,6 @@ def test_targets_by_name_in_the_servers_catalog(remote, connect_server, tmp_path
 
     names = {r.tableName for r in remote.sql(f"SHOW TABLES IN {schema}").collect()}
     assert names == {"orders", "goods"}, names
+    assert _rows(remote, f"{schema}.orders") == [(1, "o1")]
     assert _rows(remote, f"{schema}.goods") == [(1, "i1"), (2, "i2")]
     remote.sql(f"DROP SCHEMA {schema} CASCADE")
