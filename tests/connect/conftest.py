@@ -6,7 +6,8 @@ Kafka jars through `--packages` and is stopped at the end of the session (also o
 Ctrl-C, tests/conftest.py; SIGKILLed with the test run: `die_with_parent`). Its Python
 workers run this interpreter without PYTHONPATH: ticdc_sync reaches them as the artifact
 each session uploads (`remote.upload_package`). Starting it takes a while (measured in
-`server.started_in`), hence one for all.
+`server.started_in`), hence one for all (but test_catalog_over_connect.py's, whose server
+is started with a Hive metastore as its catalog).
 
 In a test's process a Spark Connect session needs `SPARK_CONNECT_MODE_ENABLED` (pyspark's
 functions build Connect expressions only then), which would turn the shared classic

@@ -65,6 +65,37 @@ def test_bad_remote_profiles_are_errors_naming_the_key(tmp_path, monkeypatch, sp
     assert says in str(e.value) and "profiles.yml" in str(e.value)
 
 
+@pytest.mark.parametrize("env", [False, True])
+def test_a_client_side_metastore_over_connect_is_an_error_saying_where_it_goes(
+    tmp_path, monkeypatch, capsys, env
+):
+    """Over Spark Connect the session catalog is the server's: `catalog.metastore`, which
+    only a local session can apply, is refused, also when $SPARK_REMOTE makes it remote."""
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    root = _example(tmp_path, {"master": "local[2]"} if env else {"remote": "sc://spark:15002"})
+    data = yaml.safe_load((root / "profiles.yml").read_text())
+    data["shop"]["outputs"]["dev"]["catalog"] = {"metastore": "thrift://hms:9083"}
+    (root / "profiles.yml").write_text(yaml.safe_dump(data))
+    if env:
+        assert load_project(root).output.catalog.metastore == "thrift://hms:9083"
+        monkeypatch.setenv("SPARK_REMOTE", "sc://spark:15002")
+    with pytest.raises(ProjectError) as e:
+        load_project(root)
+    text = str(e.value)
+    assert "catalog.metastore cannot be used with the Spark Connect server sc://spark:15002" in (
+        text
+    )
+    assert "profiles.yml" in text and "spark.hadoop.hive.metastore.uris" in text
+    # Without the metastore the catalog is the server's, named by `catalog.name`.
+    data["shop"]["outputs"]["dev"]["catalog"] = {"name": "spark_catalog"}
+    (root / "profiles.yml").write_text(yaml.safe_dump(data))
+    assert load_project(root).output.catalog.name == "spark_catalog"
+    capsys.readouterr()
+    assert cli.main(["plan", "--project", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "  catalog: spark_catalog  (as the Spark Connect server is configured; " in out, out
+
+
 def test_the_python_kafka_client_gets_the_java_options_it_understands():
     conf = client_config(
         {

@@ -447,7 +447,10 @@ def render_text(plan: Plan) -> str:
     lines.append(f"  warehouse: {o['warehouse']}  (shown below as {WAREHOUSE_PLACEHOLDER})")
     lines.append(f"  apply workers: {o['apply_workers']}  ({o['apply_workers_from']})")
     if (c := o.get("catalog")) is not None:
-        store = f"Hive metastore {c['metastore']}" if c["metastore"] else "as spark.conf says"
+        if o.get("spark_remote"):  # `catalog.metastore` is refused there (project.profiles)
+            store = "as the Spark Connect server is configured"
+        else:
+            store = f"Hive metastore {c['metastore']}" if c["metastore"] else "as spark.conf says"
         lines.append(f"  catalog: {c['name']}  ({store}; each target's entry below)")
     tr = o["transport"]
     if tr["type"] == "files":

@@ -128,6 +128,8 @@ def load_output(
         transport = Transport(TransportKind.FILES, captures=str(tr.get("captures", "captures")))
     remote = _remote(spark, ctx, file, data, (profile_name, "outputs", chosen, "spark"))
     cat = out.get("catalog")
+    if remote is not None and isinstance(cat, dict) and "metastore" in cat:
+        _remote_metastore(ctx, file, data, (profile_name, "outputs", chosen, "catalog"), remote)
     return Output(
         name=chosen,
         spark_master=str(spark.get("master", "local[*]")),
@@ -192,6 +194,24 @@ def _remote(spark: dict, ctx: Ctx, file: str, data: Any, where: tuple) -> str | 
                 )
             )
     return remote
+
+
+def _remote_metastore(ctx: Ctx, file: str, data: Any, where: tuple, remote: str) -> None:
+    """`catalog.metastore` with a Spark Connect server: a client cannot set it (the session
+    catalog is the server's, configured when the server starts), so it would be ignored."""
+    ctx.issues.append(
+        Issue(
+            file,
+            line_of(data, (*where, "metastore")),
+            ".".join(map(str, (*where, "metastore"))),
+            f"catalog.metastore cannot be used with the Spark Connect server {remote}: its "
+            "session catalog is the server's own, configured when the server starts",
+            "remove catalog.metastore and start the server with the metastore "
+            "(spark.sql.catalogImplementation=hive, spark.hadoop.hive.metastore.uris="
+            "thrift://host:port); the targets are registered in the server's catalog "
+            "(catalog.name)",
+        )
+    )
 
 
 def _conf_str(v: Any) -> str:
