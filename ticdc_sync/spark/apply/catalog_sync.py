@@ -20,6 +20,7 @@ from ticdc_sync.core.errors import UserError
 from ticdc_sync.plan.catalog import ident, statements
 from ticdc_sync.plan.model import CATALOG_DROP, CATALOG_REGISTER, CatalogEntry
 from ticdc_sync.spark.runtime.conf import before_commit, without_user_metadata
+from ticdc_sync.spark.runtime.raised import spark_failure
 from ticdc_sync.warehouse.locations import state_location
 from ticdc_sync.warehouse.read import CATALOG_TABLE
 from ticdc_sync.warehouse.state import CatalogRecord
@@ -85,7 +86,11 @@ def _run(spark: SparkSession, entry: CatalogEntry, sqls: tuple[str, ...]) -> Non
 
 
 def _failed(entry: CatalogEntry, what: str, e: BaseException) -> UserError:
-    reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    # py4j's own first line only names the call ("An error occurred while calling
+    # o1.tableExists."): the Java exception's class and message say why.
+    failure = spark_failure(e)
+    text = str(failure if failure is not None else e).strip()
+    reason = text.splitlines()[0] if text else type(e).__name__
     return UserError(
         f"catalog {entry.catalog}: {entry.name} {what}: {reason} (hint: check the profile "
         "output's `catalog` and that its metastore is reachable; the next run tries again)"
