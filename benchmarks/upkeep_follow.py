@@ -18,12 +18,13 @@ per phase. Two phases, each a fresh follower:
           delta-rs: `LakeTable.data_files`), its `.parquet` files on disk; the follower's
           apply lines (`apply T: +i ~u -d in ... (Xs)`) and maintenance lines printed since
           the last sample. At the sample after `--read-at` minutes (2) and after the last,
-          a **full read** of the busiest target (the most live bytes at the first read):
-          `spark.read` of the Delta table and one aggregate over every row (count and the
-          sum of `xxhash64` of every column), best of 3, in this process's own Spark session
-          (started before the follower); then the same read of its live rows written once
-          to a fresh Delta table, so the ratio of the two says what the target's layout
-          (files, log) costs a reader, apart from its rows' growth.
+          once some target has rows, a **full read** of the busiest target (the most live
+          bytes at the first read): `spark.read` of the Delta table and one aggregate over
+          every row (count and the sum of `xxhash64` of every column) at its newest version
+          then, in this process's own Spark session (`local[1]`, started before the
+          follower); beside it the same read of those rows written once to a fresh Delta
+          table, the two in turn, best of 3 each after an untimed one: their ratio says what
+          the target's layout (files, log) costs a reader, apart from its rows' growth.
   pair    two followers of `--pair-minutes` each at the same rate and tables: maintenance
           `{enabled: false}` and `{retain: --pair-retain, vacuum_every: --pair-vacuum-every}`
           (1m and 1m: every target looked at and VACUUMed every minute, much more often
@@ -34,10 +35,12 @@ per phase. Two phases, each a fresh follower:
           readable through `as_of(..., "latest")` (the first staging commit whose tallies
           resolve it) minus its commit time. `--pair-minutes 0`: no pair.
 
-Figures: disk / live (all targets, and the busiest), files, apply seconds per minute
-(median, and per 1,000 row changes) early (printed in minutes `--early`, 2-7) against late
-(the last 5), the full read's ratios, staging p99 of the pair, and what each retention keeps: removed
-bytes per minute over live bytes, times (retention + vacuum_every) minutes. Reads the
+Figures: disk / live (all targets, and the busiest), files, the apply times of same-size
+windows (applies of 0.75-1.25x the median row changes after minute 2: their median seconds,
+and seconds per 1,000 changes) early (printed in minutes `--early`, 2-7) against late (the
+last 5), the full read's ratios, staging p99 of the pair, and what each retention keeps:
+the bytes the targets' commits removed per minute over the last 10 (from their
+`_delta_log`), over the live bytes, times (retention + vacuum_every) minutes. Reads the
 warehouse and never writes it. Needs confluent-kafka (the `bench` extra). Not part of the
 test suite.
 """
@@ -152,28 +155,42 @@ def _parse(lines: list[str]) -> dict:
     return {"applies": applies, "upkeep": upkeep}
 
 
-def full_read(spark, location: str, reps: int = 3) -> dict:
-    """Best of `reps` of one aggregate over every row and column of the Delta table."""
+def _read_once(spark, location: str, version: int | None) -> tuple[float, int]:
+    """Seconds of one aggregate over every row and column of the Delta table (at `version`),
+    and its rows."""
     from pyspark.sql import functions as Fn
 
-    best, rows = float("inf"), None
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        df = spark.read.format("delta").load(location)
-        cols = [Fn.col(f"`{c}`") for c in df.columns]
-        r = df.agg(Fn.count("*"), Fn.sum(Fn.xxhash64(*cols).cast("decimal(38,0)"))).collect()
-        best = min(best, time.perf_counter() - t0)
-        rows = int(r[0][0])
-    return {"seconds": best, "rows": rows}
+    t0 = time.perf_counter()
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    df = reader.load(location)
+    cols = [Fn.col(f"`{c}`") for c in df.columns]
+    r = df.agg(Fn.count("*"), Fn.sum(Fn.xxhash64(*cols).cast("decimal(38,0)"))).collect()
+    return time.perf_counter() - t0, int(r[0][0])
 
 
-def read_pair(spark, location: str, copy: Path) -> dict:
-    """The full read of the target, and of its rows written once to a fresh table."""
-    target = full_read(spark, location)
-    spark.read.format("delta").load(location).write.format("delta").save(str(copy))
-    fresh = full_read(spark, str(copy))
+def read_pair(spark, location: str, copy: Path, reps: int = 3) -> dict:
+    """The full read of the target (at its newest version now: the follower goes on
+    committing) and of its rows there written once to a fresh table, in turn, best of
+    `reps` each (after one untimed read of each)."""
+    from ticdc_sync.core.lake import LakeTable
+
+    v = LakeTable(location).version()
+    spark.read.format("delta").option("versionAsOf", v).load(location).write.format("delta").save(
+        str(copy)
+    )
+    best = {"target": (float("inf"), 0), "fresh": (float("inf"), 0)}
+    for i in range(reps + 1):
+        for name, loc, at in (("target", location, v), ("fresh", str(copy), None)):
+            s, rows = _read_once(spark, loc, at)
+            if i:
+                best[name] = min(best[name], (s, rows))
     shutil.rmtree(copy, ignore_errors=True)
-    return {"target": target, "fresh": fresh, "over_fresh": target["seconds"] / fresh["seconds"]}
+    out: dict = {k: {"seconds": b[0], "rows": b[1]} for k, b in best.items()}
+    out["version"] = v
+    out["over_fresh"] = best["target"][0] / best["fresh"][0]
+    return out
 
 
 class Sampler(threading.Thread):
@@ -235,7 +252,9 @@ class Sampler(threading.Thread):
         self.join()
         if self.error is not None:
             raise self.error
-        self.read(self.take())
+        last = self.samples[-1] if self.samples else None
+        fresh = last is not None and time.monotonic() - self.t0 - last["minute"] * 60 < 5
+        self.read(last if fresh else self.take())
 
 
 def _totals(s: dict) -> dict:
@@ -249,10 +268,17 @@ def _totals(s: dict) -> dict:
     }
 
 
-def _apply_cost(samples: list[dict], lo: float, hi: float) -> dict:
-    """Applies printed in samples whose minute is in (lo, hi]: their median seconds, median
-    row changes, and seconds per 1,000 changes (sum over sum)."""
-    a = [x for s in samples if lo < s["minute"] <= hi for x in s["applies"]]
+def _apply_cost(samples: list[dict], lo: float, hi: float, band: tuple[float, float]) -> dict:
+    """Applies printed in samples whose minute is in (lo, hi] and whose row changes are in
+    `band` (same-size windows): how many, their median seconds and changes, and seconds
+    per 1,000 changes (sum over sum)."""
+    a = [
+        x
+        for s in samples
+        if lo < s["minute"] <= hi
+        for x in s["applies"]
+        if band[0] <= x[1] <= band[1]
+    ]
     if not a:
         return {"applies": 0}
     ch = sum(x[1] for x in a)
@@ -263,6 +289,13 @@ def _apply_cost(samples: list[dict], lo: float, hi: float) -> dict:
         "median_changes": statistics.median(x[1] for x in a),
         "s_per_1k": 1000 * sec / ch if ch else None,
     }
+
+
+def _band(samples: list[dict], lo: float) -> tuple[float, float]:
+    """0.75-1.25 times the median row changes of the applies printed after minute `lo`."""
+    ch = [x[1] for s in samples if s["minute"] > lo for x in s["applies"] if x[1]]
+    m = statistics.median(ch) if ch else 0
+    return 0.75 * m, 1.25 * m
 
 
 def removed_per_min(wh: Path, names: list[str], t0_ms: int, t1_ms: int) -> dict:
@@ -326,8 +359,10 @@ def follow(args, spark, tmp: Path) -> dict:
     res["reads"] = sampler.reads
     last = sampler.samples[-1]
     end = last["minute"]
-    res["early"] = _apply_cost(sampler.samples, args.early[0], args.early[1])
-    res["late"] = _apply_cost(sampler.samples, end - 5, end)
+    band = _band(sampler.samples, args.early[0])
+    res["band"] = band
+    res["early"] = _apply_cost(sampler.samples, args.early[0], args.early[1], band)
+    res["late"] = _apply_cost(sampler.samples, end - 5, end, band)
     res["end"] = _totals(last)
     res["removed"] = rm
     res["removed_per_min"] = rm["bytes"] / rm["minutes"] / max(res["end"]["live"], 1)
@@ -436,7 +471,9 @@ def report(out: dict) -> None:
         ea, la = fo["early"], fo["late"]
         if ea.get("s_per_1k") and la.get("s_per_1k"):
             print(
-                f"  apply late / early: median {la['median_s']:.2f} / {ea['median_s']:.2f} s "
+                f"  apply late / early ({la['applies']} / {ea['applies']} applies of "
+                f"{fo['band'][0]:.0f}-{fo['band'][1]:.0f} changes): median "
+                f"{la['median_s']:.2f} / {ea['median_s']:.2f} s "
                 f"= {la['median_s'] / ea['median_s']:.2f}x (median changes {la['median_changes']}"
                 f" / {ea['median_changes']}); per 1k changes {la['s_per_1k']:.3f} / "
                 f"{ea['s_per_1k']:.3f} s = {la['s_per_1k'] / ea['s_per_1k']:.2f}x"
