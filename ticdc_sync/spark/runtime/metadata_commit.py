@@ -22,7 +22,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -52,7 +52,7 @@ def try_add_column(spark: SparkSession, location: str, column: AddColumn) -> boo
     if t is None or any(ch in column.name for ch in _INVALID_NAME_CHARS):
         return False
 
-    def change(schema: dict[str, Any], config: dict[str, str]) -> dict[str, Any] | None:
+    def change(schema: dict[str, Any]) -> dict[str, Any] | None:
         fields = schema["fields"]
         names = [f["name"].lower() for f in fields]
         if column.name.lower() in names:
@@ -92,7 +92,7 @@ def _commit(
     operation: str,
     params: dict[str, str],
     *,
-    schema_change=None,
+    schema_change: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
     properties: Mapping[str, str] | None = None,
 ) -> bool:
     from deltalake import DeltaTable
@@ -110,7 +110,7 @@ def _commit(
         return False
     schema = json.loads(dt.schema().to_json())
     if schema_change is not None:
-        schema = schema_change(schema, config)
+        schema = schema_change(schema)
         if schema is None:
             return False
     if properties is not None:
