@@ -15,6 +15,8 @@ from ticdc_sync.spark.runtime.delta_log import has_commit
 from ticdc_sync.spark.runtime.rs_create import PlainCreate, split_outside_brackets
 from ticdc_sync.spark.runtime.table_create import create_table
 
+_CREATING = threading.Lock()
+
 
 def ensure_table(
     spark: SparkSession, path: str, schema: str, properties: dict[str, str] | None = None
@@ -24,14 +26,19 @@ def ensure_table(
         # Every run opens the state tables: a local one that exists needs no statement.
         return
     props = {"delta.appendOnly": "false", **(properties or {})}
-    before_commit("state.create")
-    create_table(
-        spark,
-        path,
-        f"CREATE TABLE IF NOT EXISTS {table_ref(path)} ({schema}) USING delta "
-        f"TBLPROPERTIES ({properties_sql(props)})",
-        PlainCreate(ddl_columns(schema), properties=tuple(props.items())),
-    )
+    # One creation at a time in this process: two targets' workers that record at once
+    # (the `catalog` table) would otherwise both issue the first commit, and Delta fails
+    # the second ("multiple writers are writing to an empty directory"); locally, one
+    # could also clear the other's half-made log as a killed create's leftover.
+    with _CREATING:
+        before_commit("state.create")
+        create_table(
+            spark,
+            path,
+            f"CREATE TABLE IF NOT EXISTS {table_ref(path)} ({schema}) USING delta "
+            f"TBLPROPERTIES ({properties_sql(props)})",
+            PlainCreate(ddl_columns(schema), properties=tuple(props.items())),
+        )
 
 
 class LazyTable:
