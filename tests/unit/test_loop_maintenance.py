@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tests.unit.loop_fakes import T0, Clock, Fake, Spec, ts
+from tests.unit.loop_fakes import T0, Clock, Fake, Inline, Spec, ts
 from tests.unit.test_loop import batch, run
 from ticdc_sync.core.model import Maintenance
 from ticdc_sync.plan import maintenance as mt
@@ -59,6 +59,35 @@ def test_a_follower_looks_at_each_target_every_check_interval_never_while_it_app
     timed = a[:-1]
     assert all(y - x >= mt.CHECK_EVERY_MS for x, y in zip(timed, timed[1:], strict=False))
     assert res.targets["a"].maintained == len(a) and res.code == 0
+
+
+def test_applies_that_keep_every_worker_busy_do_not_hold_maintenance_off() -> None:
+    # Three targets with changes at every poll, each apply 25 s long, one worker: a due
+    # apply always wants the worker. A look overdue by a check interval goes first.
+    clock = Clock(T0 + 2_000)
+    polls = [
+        batch(T0 + 10_000 * k + 500, a=[T0 + 10_000 * k], b=[T0 + 10_000 * k], c=[T0 + 10_000 * k])
+        for k in range(1, 200)
+    ]
+
+    def slow(_job, _stop) -> None:
+        clock.t += 25.0
+
+    fake = Upkeeping(
+        [Spec(n, lag_ms=0) for n in "abc"], {"s": polls}, clock, hooks=dict.fromkeys("abc", slow)
+    )
+    # The stager inline too: each poll folds at once, so a due apply is always waiting.
+    res = run(fake, follow=True, poll=10.0, max_polls=60, stager=Inline())
+    busy_until = max(c.at_ms for c in fake.calls)
+    during = [(t, ms) for t, ms, _ in fake.looks if ms < busy_until]
+    assert not any(applying for _, _, applying in fake.looks)
+    # 60 polls of 75 s of applies each: over an hour under load. Every target was looked
+    # at while the applies went on, at most about two check intervals apart.
+    per = {n: [ms for t, ms in during if t == n] for n in "abc"}
+    assert all(len(v) >= 3 for v in per.values()), per
+    for v in per.values():
+        assert all(y - x <= 2 * mt.CHECK_EVERY_MS + 120_000 for x, y in zip(v, v[1:], strict=False))
+    assert res.code == 0
 
 
 def test_compaction_and_vacuum_are_due_as_the_settings_say() -> None:

@@ -53,6 +53,13 @@ def check_every_ms(m: Maintenance) -> int:
     return max(1000, min(CHECK_EVERY_MS, m.vacuum_every_ms))
 
 
+def overdue_after_ms(m: Maintenance) -> int:
+    """How late a look at a target may be before it goes ahead of the due applies: one
+    check interval past its time. Applies that keep every worker busy would otherwise hold
+    compaction and VACUUM off for as long as the load lasts, and the disk would grow."""
+    return check_every_ms(m)
+
+
 def compaction_due(m: Maintenance, files: int, size: int) -> bool:
     """Whether a table of `files` data files of `size` bytes in all is due a compaction:
     at least `compact_small_files` of them, averaging under `SMALL_FILE_BYTES`."""

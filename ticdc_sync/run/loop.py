@@ -143,6 +143,8 @@ class _Loop(Staging, Applies, SyncPoints, Trimming, Maintaining):
                 self._plan()
                 if level == 0:
                     self._sync_points()
+                    if s.follow and not self.draining:
+                        self._upkeep(overdue=True)
                     self._dispatch()
                     if s.follow and not self.draining:
                         self._upkeep()

@@ -4,9 +4,12 @@ worker left free, never while the target applies (a target being maintained coun
 running: the scheduler does not hand it out), and what each look found folded into the
 results (`Maintaining`, a mixin of the loop).
 
-`--follow` looks at each target at most every `plan.maintenance.check_every_ms`, only with a
-worker no due apply wants; a plain run (and a follower that drains at `max_polls`) looks at
-every target once at its end. A stop request starts none. The engine decides nothing: it
+`--follow` looks at each target at most every `plan.maintenance.check_every_ms`, with a
+worker no due apply wants; a look overdue by `plan.maintenance.overdue_after_ms` takes the
+next worker that frees before the due applies do (one such look at a time), so applies that
+keep every worker busy cannot hold maintenance off for ever. A plain run (and a follower
+that drains at `max_polls`) looks at every target once at its end. A stop request starts
+none. The engine decides nothing: it
 reads the table and does what the plan's settings say is due. No pyspark.
 """
 
@@ -15,7 +18,7 @@ from __future__ import annotations
 import queue
 from concurrent.futures import Future
 
-from ticdc_sync.plan.maintenance import check_every_ms
+from ticdc_sync.plan.maintenance import check_every_ms, overdue_after_ms
 from ticdc_sync.plan.model import TargetPlan
 from ticdc_sync.run.engine import MaintainJob, TargetMaintained
 from ticdc_sync.run.loop_state import LoopState, first_line
@@ -31,10 +34,13 @@ class Maintaining(LoopState):
             and getattr(self.engine, "maintain", None) is not None
         )
 
-    def _upkeep(self, final: bool = False) -> None:
-        """Hand free workers the targets due a look (`final`: every target, once)."""
+    def _upkeep(self, final: bool = False, overdue: bool = False) -> None:
+        """Hand free workers the targets due a look (`final`: every target, once;
+        `overdue`: only a look overdue, before the applies take the free workers)."""
         if self.halt or self.stop.level >= 1:
             return
+        if overdue and self.maintaining:
+            return  # one look at a time goes before the applies
         now = self.clock()
         for t, _sp in self._selected():
             if not self._maintainable(t):
@@ -46,13 +52,16 @@ class Maintaining(LoopState):
             else:
                 every = check_every_ms(t.maintenance) / 1000
                 at = self.next_upkeep.setdefault(t.name, now + every)
-                if now < at or self.workers - self._busy() <= 0:
+                late = overdue_after_ms(t.maintenance) / 1000
+                if now < (at + late if overdue else at) or self.workers - self._busy() <= 0:
                     continue
                 self.next_upkeep[t.name] = now + every
             job = MaintainJob(t.name, t.location, t.maintenance, self.synced.get(t.source))
             fut = self.pool.submit(self._maintain_one, job)
             self.maintaining[t.name] = fut
             fut.add_done_callback(lambda f, job=job: self._upkept(job, f))
+            if overdue:
+                return
 
     def _maintain_one(self, job: MaintainJob) -> TargetMaintained:
         """On a worker thread: the engine's outcome; its error is the outcome's."""
