@@ -9,11 +9,15 @@ once, from the target's steps; the run's catalog step (`plan.model.Catalog`, the
 before a stop) carries it out and records what it did in the `catalog` state table, which
 `plan` reads back: a target whose record differs from its entry counts as pending. A run
 checks the catalog itself for every target whatever the record says (it reconciles), and
-refuses a name that a table at another location holds. Pure: no I/O.
+refuses a name that a table at another location holds. Before any target's apply, a run
+whose targets have catalog steps checks once that the catalog loads at all (`to_check`,
+`check_statement`): a catalog plugin that cannot be loaded or a metastore that is down stops
+the run before anything is committed, not after every target's rows. Pure: no I/O.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from ticdc_sync.core.model import Project
@@ -128,3 +132,19 @@ def statements(entry: CatalogEntry) -> tuple[str, ...]:
     if entry.action == CATALOG_DROP:
         return (f"DROP TABLE {ident(entry)}",)
     return ()
+
+
+def to_check(targets: Iterable[TargetPlan]) -> str | None:
+    """The catalog a run checks once before any of `targets` is applied: the output's, when
+    one of them has a catalog step (None: no catalog step, nothing to check)."""
+    for t in targets:
+        for step in t.steps:
+            if isinstance(step, Catalog):
+                return step.entry.catalog
+    return None
+
+
+def check_statement(catalog: str) -> str:
+    """The cheap statement that loads `catalog` and reaches its store (its plugin class is
+    instantiated, its metastore asked for its schemas), reading no table."""
+    return f"SHOW NAMESPACES IN {quote(catalog)}"

@@ -256,6 +256,13 @@ class Engine(Protocol):
         an engine without it maintains nothing.)"""
         ...
 
+    def check_catalog(self, catalog: str) -> None:
+        """Load `catalog` and reach its store (`plan.catalog.check_statement`), once per run
+        before any target whose plan has a catalog step is applied; raises `UserError` with
+        the catalog's own reason when it cannot. (Optional: an engine without it checks
+        nothing.)"""
+        ...
+
     def record_sync_point(self, point: SyncPoint) -> None:
         """Record `point` durably in the warehouse, with the Delta version of each target
         that holds it (called after those targets' commits)."""

@@ -142,6 +142,7 @@ class _Loop(Staging, Applies, SyncPoints, Trimming, Maintaining):
             if self.polled:
                 self._plan()
                 if level == 0:
+                    self._check_catalog()
                     self._sync_points()
                     if s.follow and not self.draining:
                         self._upkeep(overdue=True)

@@ -12,6 +12,7 @@ from concurrent.futures import Future
 from dataclasses import replace
 
 from ticdc_sync.core.errors import Fatal
+from ticdc_sync.plan import catalog
 from ticdc_sync.plan.model import (
     READY,
     WRITE_ROUND,
@@ -61,6 +62,19 @@ class Applies(LoopState):
 
     def _candidates(self) -> list[Candidate]:
         return [self._candidate(t) for t, _ in self._selected()]
+
+    def _check_catalog(self) -> None:
+        """Once per run, before the first apply of a target with a catalog step: the
+        catalog loads (`plan.catalog.to_check`). One that cannot (a plugin class missing, a
+        metastore down) raises here, on the loop thread, and ends the run before any
+        target commits. A plan without catalog steps checks nothing (yet)."""
+        check = getattr(self.engine, "check_catalog", None)
+        if self.catalog_loaded or check is None:
+            return
+        name = catalog.to_check(t for t, _ in self._selected())
+        if name is not None:
+            check(name)
+            self.catalog_loaded = True
 
     def _dispatch(self) -> None:
         free = self.workers - self._busy()

@@ -119,6 +119,8 @@ class LoopState:
         self.blocked: dict[str, str | None] = {}  # target -> the plan's `blocked` it hit
         # Targets whose catalog entry this run has checked (every run checks each once).
         self.catalog_checked: set[str] = set()
+        # The output's catalog was found loadable (`Applies._check_catalog`): once per run.
+        self.catalog_loaded = False
         self.running: dict[str, ApplyJob] = {}
         # Targets applied in a round of several (`Engine.apply_round`): which round.
         self.in_rounds: dict[str, int] = {}

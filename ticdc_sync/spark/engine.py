@@ -240,6 +240,12 @@ class SparkEngine:
         text = str(e).strip()
         return (text.splitlines()[0] if text else type(e).__name__)[:300]
 
+    def check_catalog(self, catalog: str) -> None:
+        """The output's catalog loads (`catalog_sync.check`), before any apply."""
+        from ticdc_sync.spark.apply import catalog_sync
+
+        catalog_sync.check(self.spark, catalog)
+
     # --- applying ----------------------------------------------------------------------
 
     def apply(self, job: ApplyJob, should_stop: StopCheck) -> ApplyOutcome:

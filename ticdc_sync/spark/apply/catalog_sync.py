@@ -6,8 +6,9 @@ The catalog is checked every time, whatever the record says: a registration lost
 between a target's commit and its catalog step, or removed by hand, is made again. A name
 held by a table at another location is never overwritten or dropped: the step fails with
 the name and where that table lives. A catalog that refuses a statement or cannot be
-reached fails the step with the catalog's own reason; the next run tries again. Decides
-nothing: the statements are the plan's (`plan.catalog.statements`).
+reached fails the step with the catalog's own reason; the next run tries again. A run's
+check that the catalog loads at all, before any target is applied, is `check`. Decides
+nothing: the statements are the plan's (`plan.catalog.statements`, `check_statement`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 from pyspark.sql import SparkSession
 
 from ticdc_sync.core.errors import UserError
-from ticdc_sync.plan.catalog import ident, statements
+from ticdc_sync.plan.catalog import check_statement, ident, statements
 from ticdc_sync.plan.model import CATALOG_DROP, CATALOG_REGISTER, CatalogEntry
 from ticdc_sync.spark.runtime.conf import before_commit, without_user_metadata
 from ticdc_sync.spark.runtime.raised import spark_failure
@@ -85,14 +86,33 @@ def _run(spark: SparkSession, entry: CatalogEntry, sqls: tuple[str, ...]) -> Non
                 raise _failed(entry, f"refused `{sql.split(' USING')[0]}`", e) from e
 
 
-def _failed(entry: CatalogEntry, what: str, e: BaseException) -> UserError:
+def check(spark: SparkSession, catalog: str) -> None:
+    """Load `catalog` and reach its store (`plan.catalog.check_statement`); raises
+    `UserError` with the catalog's own reason when it cannot."""
+    sql = check_statement(catalog)
+    try:
+        spark.sql(sql).collect()
+    except Exception as e:  # noqa: BLE001 - the catalog's own reason, named
+        raise UserError(
+            f"catalog {catalog} (the profile output's `catalog`) cannot be loaded: "
+            f"{sql} failed: {_reason(e)} (hint: fix `catalog.name` or the catalog's "
+            f"`spark.sql.catalog.{catalog}` settings in the profile's `spark.conf`, or start "
+            "its metastore (`catalog.metastore`); nothing was applied, run again once it "
+            "loads)"
+        ) from e
+
+
+def _reason(e: BaseException) -> str:
     # py4j's own first line only names the call ("An error occurred while calling
     # o1.tableExists."): the Java exception's class and message say why.
     failure = spark_failure(e)
     text = str(failure if failure is not None else e).strip()
-    reason = text.splitlines()[0] if text else type(e).__name__
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _failed(entry: CatalogEntry, what: str, e: BaseException) -> UserError:
     return UserError(
-        f"catalog {entry.catalog}: {entry.name} {what}: {reason} (hint: check the profile "
+        f"catalog {entry.catalog}: {entry.name} {what}: {_reason(e)} (hint: check the profile "
         "output's `catalog` and that its metastore is reachable; the next run tries again)"
     )
 
