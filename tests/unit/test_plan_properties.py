@@ -117,6 +117,7 @@ def test_an_accepted_reader_loss_keeps_the_target_to_spark_writers(tmp_path) -> 
     why = "property delta.enableRowTracking (accept_reader_loss): only Delta's own writer keeps it"
     assert rows[0].write_why == why
     assert why in render_text(plan)
+    assert f"note: {why}: its rows land by the MERGE only" in render_text(plan)
     # Without it the same small target takes the round.
     plan = _plan(tmp_path / "2", "    rewrite_below: 1GiB\n", exists=False)
     rows = [s for s in plan.target_plan("canal_orders").steps if isinstance(s, Rows)]

@@ -236,6 +236,11 @@ def target_plan(
     rewrite_below, rewrite_from = project.rewrite_below(tr.entry)
     maintenance = project.maintenance(tr.entry)
     notes += upkeep_notes(maintenance)
+    if (why := entry_properties.spark_writers_why(entry)) is not None:
+        notes.append(
+            f"{why}: its rows land by the MERGE only; a reader without the table feature it "
+            "adds cannot read the target"
+        )
     plan = TargetPlan(
         name=tr.target,
         source=source.name,
