@@ -1,7 +1,7 @@
 """A table entry's `properties` and `comment` on real Delta tables (`plan.properties`): a
 target created with them (and the record of the keys the entry sets), then the YAML changed:
 the plan shows the step and counts it pending, the run (stopped at its crash point and
-resumed) sets the new keys, unsets the one the entry dropped, keeps one set by hand, and
+resumed) sets the new keys before the round lands the target's rows, unsets the one the entry dropped, keeps one set by hand, and
 changes the description; polars and delta-rs still read the table, and the next plan has
 nothing left. A target whose entry accepts a reader-losing property (row tracking) takes the
 MERGE, and its rows are exact.
@@ -99,7 +99,9 @@ def test_properties_and_comment_changed_in_the_yaml(spark, tmp_path, capsys) -> 
     assert "properties: set team=sales, tier=2; unset delta.checkpointInterval; comment 'A v2'" in (
         shown
     )
-    # Updates and a delete for the row-tracking target: the MERGE, never delta-rs's commits.
+    # Updates and a delete for the row-tracking target: the MERGE, never delta-rs's commits;
+    # an update of `a`, landed by delta-rs (the round) after its properties step.
+    u.update("a", 1, n=10)
     u.update("b", 1, n=10)
     u.delete("b", 2)
     u.insert("b", id=4, n=4)
@@ -115,6 +117,8 @@ def test_properties_and_comment_changed_in_the_yaml(spark, tmp_path, capsys) -> 
     assert json.loads(props[ENTRY_PROPERTIES]) == ["team", "tier"]
     assert DeltaTable(a).metadata().description == "A v2"
     R.assert_reads_as_spark(spark, a, R_ALL)
+    assert _rows(spark, a) == _truth(u, "a")
+    assert DeltaTable(a).history(1)[0]["operation"] != "MERGE"
 
     assert DeltaTable(b).history(1)[0]["operation"] == "MERGE"
     assert _rows(spark, b) == _truth(u, "b")
