@@ -1,8 +1,8 @@
 """A table entry's `properties` and `comment` on real Delta tables (`plan.properties`): a
 target created with them (and the record of the keys the entry sets), then the YAML changed:
 the plan shows the step and counts it pending, the run (stopped at its crash point and
-resumed) sets the new keys before the round lands the target's rows, unsets the one the entry dropped, keeps one set by hand, and
-changes the description; polars and delta-rs still read the table, and the next plan has
+resumed) sets the new keys (before delta-rs lands the target's rows), unsets the one the
+entry dropped, keeps one set by hand, and changes the description; polars and delta-rs still read the table, and the next plan has
 nothing left. A target whose entry accepts a reader-losing property (row tracking) takes the
 MERGE, and its rows are exact.
 """
@@ -100,7 +100,7 @@ def test_properties_and_comment_changed_in_the_yaml(spark, tmp_path, capsys) -> 
         shown
     )
     # Updates and a delete for the row-tracking target: the MERGE, never delta-rs's commits;
-    # an update of `a`, landed by delta-rs (the round) after its properties step.
+    # an update of `a`, landed by delta-rs (not the MERGE) after its properties step.
     u.update("a", 1, n=10)
     u.update("b", 1, n=10)
     u.delete("b", 2)
