@@ -131,7 +131,8 @@ def test_three_planted_mistakes_in_two_files(tmp_path: Path) -> None:
         "sources/ticdc.yml:31: sources[2].protocol: 'open-protocl' is not one of the allowed "
         "values (hint: use one of: canal-json, debezium, open-protocol)",
         "tables/shop.yml:5: tables[0].partiton_by: unknown key 'partiton_by' (hint: allowed keys: "
-        "catalog_on_drop, cluster_by, comment, ddl, description, ignore_columns, initial_load, "
+        "accept_reader_loss, catalog_on_drop, cluster_by, comment, ddl, description, "
+        "ignore_columns, initial_load, "
         "keys, maintenance, mode, name, on_bad_message, partition_by, properties, rewrite_below, "
         "schema, source, table, table_features, target_lag, upstream)",
         "tables/shop.yml:7: tables[1].source: unknown source 'debezum' "

@@ -108,6 +108,9 @@ class Protocol:
     reader_features: tuple[str, ...]
     writer_features: tuple[str, ...]
     properties: dict[str, str] = field(default_factory=dict)
+    # Every property of the table (a table entry's `properties` too) and its description.
+    configuration: dict[str, str] = field(default_factory=dict)
+    description: str | None = None
 
     def table_features(self) -> tuple[str, ...]:
         found = set(self.reader_features) | set(self.writer_features)
@@ -454,12 +457,15 @@ class _RsSnapshot(_Snapshot):
 
     def protocol(self) -> Protocol:
         p = self.table.protocol()
+        meta = self.table.metadata()
         return Protocol(
             min_reader_version=p.min_reader_version,
             min_writer_version=p.min_writer_version,
             reader_features=tuple(sorted(p.reader_features or ())),
             writer_features=tuple(sorted(p.writer_features or ())),
-            properties=_properties(self.table.metadata().configuration),
+            properties=_properties(meta.configuration),
+            configuration=dict(sorted(meta.configuration.items())),
+            description=meta.description or None,
         )
 
     def schema_json(self) -> str:
@@ -546,12 +552,15 @@ class DeltaLog(_Snapshot):
     def protocol(self) -> Protocol:
         self._replay()
         p = self._protocol or {}
+        config = (self._metadata or {}).get("configuration") or {}
         return Protocol(
             min_reader_version=int(p.get("minReaderVersion", 1)),
             min_writer_version=int(p.get("minWriterVersion", 2)),
             reader_features=tuple(sorted(p.get("readerFeatures") or ())),
             writer_features=tuple(sorted(p.get("writerFeatures") or ())),
-            properties=_properties((self._metadata or {}).get("configuration") or {}),
+            properties=_properties(config),
+            configuration=dict(sorted(config.items())),
+            description=(self._metadata or {}).get("description") or None,
         )
 
     def schema_json(self) -> str:

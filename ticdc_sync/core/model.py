@@ -272,10 +272,13 @@ class TableEntry:
     catalog_schema: str = "{db}"
     catalog_table: str | None = None
     catalog_on_drop: str = "drop"
-    # Layout at creation: extra TBLPROPERTIES (never `delta.*`: `table_features` decides
-    # those) and the table's comment (default: the upstream table's COMMENT).
+    # Extra TBLPROPERTIES (`core.table_properties` says which keys may be set) and the
+    # table's comment (default: the upstream table's COMMENT); a change of either for an
+    # existing target is a planned step (`plan.properties`). `accept_reader_loss`: a
+    # `delta.*` key that may take readers away is accepted (Spark's writers only).
     properties: tuple[tuple[str, str], ...] = ()
     comment: str | None = None
+    accept_reader_loss: bool = False
     # The layout each target is created with: its partition columns (`PARTITIONED BY`) or
     # its clustering columns (Delta liquid clustering, `CLUSTER BY`), upstream columns of
     # its table; never both. `layout_line`: the line of the key in the entry's file.

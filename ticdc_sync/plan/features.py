@@ -16,6 +16,7 @@ from ticdc_sync.core.upstream import TableSchema
 from ticdc_sync.plan import layout
 from ticdc_sync.plan import table_features as tf
 from ticdc_sync.plan.model import OP_CREATE, OP_SQL, DeltaPart, TargetDdl
+from ticdc_sync.plan.properties import record
 
 
 def feature_setting_parts(
@@ -79,9 +80,10 @@ def create_properties(
     schema: TableSchema, settings: TableFeatures, extra: tuple[tuple[str, str], ...] = ()
 ) -> tuple[tuple[str, str], ...]:
     """The TBLPROPERTIES a target created from `schema` gets, in a stable order: its table
-    features' and `extra` (a table entry's `properties`, never a `delta.*` one)."""
+    features' and `extra` (a table entry's `properties`, with the record of their keys:
+    `plan.properties`)."""
     props = tf.create_properties(settings, (c.name for c in schema.columns))
-    return tuple(sorted({**dict(extra), **props}.items()))
+    return tuple(sorted({**dict(record(extra)), **props}.items()))
 
 
 def with_create_properties(

@@ -110,8 +110,8 @@ def notes(m: Maintenance) -> list[str]:
     return [
         f"maintenance.retain {render_ms(m.retain_ms)} ({m.retain_from}) is longer than Delta's "
         "default log retention (30 days): versions older than that lose their log entries at "
-        "a checkpoint; set `delta.logRetentionDuration` on the target to at least the "
-        "retention (ALTER TABLE ... SET TBLPROPERTIES)"
+        "a checkpoint; set `delta.logRetentionDuration` to at least the retention in the "
+        "table entry's `properties`"
     ]
 
 

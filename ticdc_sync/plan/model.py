@@ -289,6 +289,8 @@ class TargetPlan:
     cluster_by: tuple[str, ...] = ()
     # The step that changes an existing target's layout to its entry's, if it differs.
     relayout: Layout | None = None
+    # The step that brings an existing target's properties and description to its entry's.
+    reprops: TableProperties | None = None
 
     @property
     def catalog_pending(self) -> bool:
@@ -366,6 +368,7 @@ class Plan:
             or t.pending
             or t.feature_parts
             or t.relayout is not None
+            or t.reprops is not None
             or t.load is not None
             or t.catalog_pending
             for t in self.targets
@@ -400,6 +403,19 @@ class Layout:
     cluster_by: tuple[str, ...]
     rebuild: bool
     was: str
+
+
+@dataclass(frozen=True, slots=True)
+class TableProperties:
+    """Bring an existing target's properties and description to its table entry's
+    (`plan.properties`): `unset` the keys the entry set before and names no more, `set` the
+    ones it adds or changes (with the record of the keys it names), `comment` its
+    description (None: as it is). `sql`: the statements, one commit each, in order."""
+
+    set: Properties
+    unset: tuple[str, ...]
+    comment: str | None
+    sql: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -509,7 +525,7 @@ class Catalog:
     at: int = -1
 
 
-Step = Create | Features | Layout | LoadRows | Rows | Ddl | Stop | Halt | Catalog
+Step = Create | Features | Layout | TableProperties | LoadRows | Rows | Ddl | Stop | Halt | Catalog
 
 
 # Statements of an OP_SQL part that change the table's metadata only (ADD COLUMNS, SET
@@ -548,4 +564,4 @@ def end_ts(step: Step) -> int:
         return step.ddl.commit_ts
     if isinstance(step, Catalog):
         return step.at
-    return -1  # Create, Features, Layout, Halt: before anything else
+    return -1  # Create, Features, Layout, TableProperties, Halt: before anything else

@@ -22,6 +22,7 @@ from ticdc_sync.core.spark_stack import remote_needs
 from ticdc_sync.core.sqlgen import COMMIT_TS, create_table_sql, table_ref
 from ticdc_sync.core.sqlgen_history import MERGE_SQL
 from ticdc_sync.plan import layout, maintenance, policy
+from ticdc_sync.plan import properties as entry_properties
 from ticdc_sync.plan.catalog import statements as catalog_statements
 from ticdc_sync.plan.model import (
     BLOCKED,
@@ -43,6 +44,7 @@ from ticdc_sync.plan.model import (
     SourcePlan,
     Step,
     Stop,
+    TableProperties,
     TargetDdl,
     TargetPlan,
 )
@@ -109,6 +111,9 @@ def _step_dict(step: Step) -> dict[str, Any]:
             "rebuild": step.rebuild,
             "was": step.was,
         }
+    if isinstance(step, TableProperties):
+        # Its statements (with the target's location) are the target's `properties_change`.
+        return {k: v for k, v in entry_properties.to_dict(step).items() if k != "sql"}
     if isinstance(step, LoadRows):
         return {"step": "load", "snapshot_ts": step.load.snapshot_ts}
     if isinstance(step, Rows):
@@ -197,6 +202,7 @@ def target_status(t: TargetPlan) -> str:
     if (
         t.feature_parts
         or t.relayout is not None
+        or t.reprops is not None
         or t.load is not None
         or any(d.status in (READY, WAITING) for d in t.pending)
         or t.catalog_pending
@@ -212,6 +218,9 @@ def _target_dict(plan: Plan, t: TargetPlan) -> dict[str, Any]:
         out["partition_by"] = list(t.partition_by)
     if t.cluster_by:
         out["cluster_by"] = list(t.cluster_by)
+    if t.reprops is not None:
+        step = entry_properties.to_dict(t.reprops)
+        out["properties_change"] = {**step, "sql": [_shown(plan, x) for x in step["sql"]]}
     return out
 
 
@@ -573,6 +582,9 @@ def _target_text(t: TargetPlan, td: dict[str, Any]) -> list[str]:
         out.append(f"    layout: {shown or 'none'}  (was {t.relayout.was}; {change})")
     elif shown is not None:
         out.append(f"    layout: {shown}")
+    if (pc := td.get("properties_change")) is not None:
+        out.append(f"    {entry_properties.change_text(pc)}")
+        out += [f"      {x}" for x in pc["sql"]]
     if t.features or td["features_added"]:
         feats = ", ".join(t.features) or "-"
         changes = [f"+ {f}" for f in td["features_added"]]
@@ -628,6 +640,8 @@ def _step_text(i: int, st: dict[str, Any]) -> list[str]:
         return [head + f"table features: {'; '.join(st['parts'])}"]
     if kind == "layout":
         return [head + layout.change_text(st)]
+    if kind == "properties":
+        return [head + entry_properties.change_text(st)]
     if kind == "load":
         return [head + f"load at {st['snapshot_ts']}"]
     if kind == "ddl":

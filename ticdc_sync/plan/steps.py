@@ -64,6 +64,8 @@ def _steps(t: TargetPlan, properties: Properties) -> list[Step]:
         steps.append(Features(t.feature_parts))
     if t.relayout is not None:
         steps.append(t.relayout)
+    if t.reprops is not None:
+        steps.append(t.reprops)
     if t.load is not None:
         steps.append(LoadRows(t.load))
     if t.stop_ts is None:

@@ -25,6 +25,7 @@ from ticdc_sync.core.upstream import Key, TableSchema, key
 from ticdc_sync.ddl import changes as ch
 from ticdc_sync.ddl.timeline import DdlGroup, Timeline
 from ticdc_sync.plan import layout
+from ticdc_sync.plan import properties as entry_properties
 from ticdc_sync.plan import table_features as tf
 from ticdc_sync.plan.catalog import catalog_entry
 from ticdc_sync.plan.catalog import place as place_catalog
@@ -235,6 +236,11 @@ def target_plan(
     rewrite_below, rewrite_from = project.rewrite_below(tr.entry)
     maintenance = project.maintenance(tr.entry)
     notes += upkeep_notes(maintenance)
+    if (why := entry_properties.spark_writers_why(entry)) is not None:
+        notes.append(
+            f"{why}: its rows land by the MERGE only; a reader without the table feature it "
+            "adds cannot read the target"
+        )
     plan = TargetPlan(
         name=tr.target,
         source=source.name,
@@ -277,6 +283,7 @@ def target_plan(
         partition_by=partition_by,
         cluster_by=cluster_by,
         relayout=relayout,
+        reprops=entry_properties.change(entry, ts_, ref),
     )
     plan = replace(plan, catalog=catalog_entry(project, plan, ts_))
     props = create_properties(create, settings, entry.properties) if create is not None else ()

@@ -23,7 +23,9 @@ first catch-up, a target far behind) would be one core's work where the rewrite 
 over every core: a segment estimated at more than `ROUND_MAX_CHANGES` row changes takes the
 rewrite. The estimate is the tallies' (`segment_changes`): no rows are counted for it.
 A partitioned or clustered target (`plan.layout`) keeps the MERGE: the rewrite's and the
-round's delta-rs commits do not keep its layout.
+round's delta-rs commits do not keep its layout; so does a target whose entry accepts a
+property that takes readers away (`plan.properties`): delta-rs does not commit to what it
+adds (`spark_writers_only`).
 Pure: made from the target's plan only.
 """
 
@@ -34,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from ticdc_sync.core import datatypes
 from ticdc_sync.core.model import Mode
 from ticdc_sync.core.sizes import render_bytes
-from ticdc_sync.plan import layout
+from ticdc_sync.plan import layout, properties
 from ticdc_sync.plan import table_features as tf
 from ticdc_sync.plan.model import (
     WRITE_MERGE,
@@ -98,11 +100,9 @@ def _write(t: TargetPlan, features: set[str]) -> tuple[str, str]:
     below = f"rewrite_below {render_bytes(t.rewrite_below)}, {t.rewrite_from}"
     if t.rewrite_below <= 0:
         return WRITE_MERGE, f"{below}"
-    shown = layout.describe(t.partition_by, t.cluster_by)
-    if shown is not None:
-        # delta-rs's commit would lose a partitioned table's partition values and refuses a
-        # clustered table's writer features (`plan.layout`).
-        return WRITE_MERGE, f"{shown}: Delta's own writer keeps the layout"
+    spark_only = spark_writers_only(t)
+    if spark_only is not None:
+        return WRITE_MERGE, spark_only
     kept = sorted(features - REWRITE_KEEPS)
     if kept:
         return WRITE_MERGE, f"table feature {', '.join(kept)} needs Delta's own writer"
@@ -110,6 +110,17 @@ def _write(t: TargetPlan, features: set[str]) -> tuple[str, str]:
     if t.data_bytes >= t.rewrite_below:
         return WRITE_MERGE, f"target {size} >= {below}"
     return WRITE_REWRITE, f"target {size} < {below}"
+
+
+def spark_writers_only(t: TargetPlan) -> str | None:
+    """Why target `t` takes Spark's writers only (never delta-rs's commits), or None: its
+    layout (delta-rs's commit would lose a partitioned table's partition values and refuses a
+    clustered table's writer features: `plan.layout`), or a property its entry accepts
+    readers lost for (`plan.properties`)."""
+    shown = layout.describe(t.partition_by, t.cluster_by)
+    if shown is not None:
+        return f"{shown}: Delta's own writer keeps the layout"
+    return properties.spark_writers_why(t.entry)
 
 
 def segment_changes(t: TargetPlan, step: Rows) -> int:

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ticdc_sync.core import table_properties
 from ticdc_sync.core.durations import parse_ms
 from ticdc_sync.core.errors import DdlError, Issue
 from ticdc_sync.core.model import (
@@ -114,6 +115,7 @@ def parse_table(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> Ta
         catalog_on_drop=str(item.get("catalog_on_drop", "drop")),
         properties=_properties(ctx, item, file, line, kp),
         comment=str(item["comment"]) if "comment" in item else None,
+        accept_reader_loss=bool(item.get("accept_reader_loss", False)),
         partition_by=tuple(str(c) for c in item.get("partition_by") or ()),
         cluster_by=tuple(str(c) for c in item.get("cluster_by") or ()),
         layout_line=_layout_line(ctx, item, file, line, kp),
@@ -138,35 +140,16 @@ def _layout_line(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> i
     return item.key_lines.get(keys[0], line) if keys else None
 
 
-# Table properties ticdc-sync sets itself: a table entry's `properties` may not.
-MANAGED_PREFIXES = ("delta.", "ticdc_sync.")
-# Table properties Spark reserves (it refuses them in TBLPROPERTIES).
-SPARK_RESERVED = ("comment", "external", "is_managed_location", "location", "owner", "provider")
-
-
 def _properties(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> tuple:
+    """The entry's `properties`; one `table_properties` refuses is an issue naming its line."""
     props = item.get("properties") or {}
-    for k in sorted(props):
-        if str(k).lower().startswith(MANAGED_PREFIXES):
-            ctx.issues.append(
-                Issue(
-                    file,
-                    item.key_lines.get("properties", line),
-                    f"{kp}.properties.{k}",
-                    f"table property {k!r} is managed by ticdc-sync",
-                    "Delta table features are set with `table_features` (docs/table-features.md)",
-                )
-            )
-        elif str(k).lower() in SPARK_RESERVED:
-            ctx.issues.append(
-                Issue(
-                    file,
-                    item.key_lines.get("properties", line),
-                    f"{kp}.properties.{k}",
-                    f"table property {k!r} is reserved by Spark, which refuses it",
-                    "use another name (a table's comment is the entry's `comment`)",
-                )
-            )
+    accepts = bool(item.get("accept_reader_loss", False))
+    lines = getattr(props, "key_lines", {})
+    for k in sorted(props, key=str):
+        refused = table_properties.refusal(str(k), accepts)
+        if refused is not None:
+            at = lines.get(k, item.key_lines.get("properties", line))
+            ctx.issues.append(Issue(file, at, f"{kp}.properties.{k}", *refused))
     return tuple(sorted((str(k), _text(v)) for k, v in props.items()))
 
 

@@ -19,6 +19,7 @@ from ticdc_sync.plan.model import (
     Create,
     Features,
     Rows,
+    TableProperties,
     TargetPlan,
     end_ts,
     without_rows,
@@ -284,9 +285,9 @@ class Applies(LoopState):
 
 def in_round(t: TargetPlan, limit: int | None) -> bool:
     """Whether what `t` has left to do is one row segment the plan sends to a round, after
-    at most its creation and table features (a first catch-up creates every target), and
-    steps that read no rows (`without_rows`: a CREATE TABLE or an ADD COLUMN from the
-    stream, which commit first, each at its own point)."""
+    at most its creation, table features and entry properties (a first catch-up creates
+    every target), and steps that read no rows (`without_rows`: a CREATE TABLE or an ADD
+    COLUMN from the stream, which commit first, each at its own point)."""
     if not t.steps:
         return False
     last = t.steps[-1]
@@ -295,5 +296,8 @@ def in_round(t: TargetPlan, limit: int | None) -> bool:
         and last.write == WRITE_ROUND
         and last.error is None
         and (limit is None or end_ts(last) <= limit)
-        and all(isinstance(s, (Create, Features)) or without_rows(s) for s in t.steps[:-1])
+        and all(
+            isinstance(s, (Create, Features, TableProperties)) or without_rows(s)
+            for s in t.steps[:-1]
+        )
     )

@@ -279,7 +279,7 @@ class LoopState:
         if resolved is None or resolved < 0:
             return at
         oldest = self._oldest(t, resolved, NOT_APPLIED)
-        if t.create is not None or t.load is not None or t.feature_parts or t.relayout:
+        if t.create is not None or t.load is not None or t.feature_parts or t.relayout or t.reprops:
             return at  # work without a commit_ts: nothing is trimmed past it
         return max(at, resolved if oldest is None else oldest - 1)
 
@@ -305,6 +305,8 @@ def work_without_ts(t: TargetPlan, reported: bool, catalog_checked: bool = True)
         return "table features"
     if t.relayout is not None:
         return "layout"
+    if t.reprops is not None:
+        return "properties"
     if t.load is not None:
         return "load"
     if t.blocked is not None and not reported:

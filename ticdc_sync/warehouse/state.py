@@ -41,7 +41,8 @@ class TargetState:
     columns: tuple[tuple[str, str], ...] = ()  # (name, Spark type) without _commit_ts
     reader_features: tuple[str, ...] = ()
     writer_features: tuple[str, ...] = ()
-    properties: tuple[tuple[str, str], ...] = ()  # delta.* and ticdc_sync.* table properties
+    properties: tuple[tuple[str, str], ...] = ()  # every table property
+    description: str | None = None  # its Delta description (a table entry's `comment`)
     version: int | None = None  # newest Delta version
     data_bytes: int = 0  # its data files' bytes (table_features.rebuild_below)
     # Where it lives (`locations.find_target`: an earlier version's folder name is kept);

@@ -32,11 +32,12 @@ from ticdc_sync.plan.model import (
     Rows,
     Step,
     Stop,
+    TableProperties,
     TargetPlan,
     end_ts,
 )
 from ticdc_sync.spark.apply.ddl_commit import apply_ddl, apply_features, blocked_error
-from ticdc_sync.spark.apply.relayout import change_layout
+from ticdc_sync.spark.apply.relayout import change_layout, set_properties
 from ticdc_sync.spark.apply.rewrite import Rewriter
 from ticdc_sync.spark.apply.rows import TargetWriter
 from ticdc_sync.spark.runtime import labels
@@ -76,6 +77,8 @@ def step_text(step: Step) -> str:
         return "table features"
     if isinstance(step, Layout):
         return "layout"
+    if isinstance(step, TableProperties):
+        return "properties"
     if isinstance(step, LoadRows):
         return "load"
     if isinstance(step, Catalog):
@@ -185,6 +188,8 @@ class StepRunner:
             apply_features(w, self.marker, step.parts)
         elif isinstance(step, Layout):
             change_layout(w, step)
+        elif isinstance(step, TableProperties):
+            set_properties(w, step)
         elif isinstance(step, LoadRows):
             from ticdc_sync.spark.apply import load
 

@@ -4,6 +4,10 @@ after a write that replaced its rows or schema (Delta's overwrite through the Da
 writer clears a table's clustering columns, and `DataFrameWriter.clusterBy` on a path does
 not set them).
 
+An entry's changed `properties` and `comment` (`TableProperties` step) are carried out here
+too: ALTER TABLE ... UNSET / SET TBLPROPERTIES and COMMENT ON TABLE, crash point
+`properties`.
+
 Each commit names its crash point: `layout.rebuild` (the rows rewritten with the new
 partition columns, one commit, no marker: the same rows) and `layout.cluster` (ALTER TABLE
 ... CLUSTER BY). A run stopped between them leaves a table the next plan sees without its
@@ -13,7 +17,9 @@ clustering, and plans the ALTER again. Decides nothing: the columns are the plan
 from __future__ import annotations
 
 from ticdc_sync.core.sqlgen import quote
-from ticdc_sync.plan.model import Layout
+from ticdc_sync.plan.model import Layout, TableProperties
+from ticdc_sync.plan.properties import change_text as properties_text
+from ticdc_sync.plan.properties import to_dict as properties_dict
 from ticdc_sync.spark.runtime.conf import before_commit
 
 
@@ -43,6 +49,17 @@ def keep_clustering(w, columns: tuple[str, ...]) -> None:
     """After an overwrite (rows or schema): the table's clustering columns again, if any."""
     if columns:
         cluster(w, columns)
+
+
+def set_properties(w, step: TableProperties) -> None:
+    """Bring target `w`'s properties and description to its entry's: the plan's statements,
+    one commit each (`properties`), unset before set (the record of the keys the entry set
+    changes last, so a run stopped between them unsets again). Each is the same done twice:
+    a run stopped at any of them does what the next plan still finds."""
+    for sql in step.sql:
+        before_commit("properties", target=w.name)
+        w.spark.sql(sql)
+    w.out(f"  {w.name}: {properties_text(properties_dict(step))}")
 
 
 def _describe(columns: tuple[str, ...], what: str) -> str:
