@@ -114,6 +114,7 @@ ELSEWHERE = {
     "catalog.record": "tests/spark/test_catalog_session.py",
     "layout.rebuild": "tests/spark/test_layout.py",
     "layout.cluster": "tests/spark/test_layout.py",
+    "layout.properties": "tests/spark/test_entry_properties.py",
 }
 
 

@@ -106,7 +106,7 @@ def test_properties_and_comment_changed_in_the_yaml(spark, tmp_path, capsys) -> 
     u.delete("b", 2)
     u.insert("b", id=4, n=4)
     _send(root, u, sent)
-    play = run_resuming(spark, root, "properties", target="a")
+    play = run_resuming(spark, root, "layout.properties", target="a")
     assert play.fired and play.outcomes[-1] == "exit 0", play.outcomes
 
     d = _detail(spark, a)

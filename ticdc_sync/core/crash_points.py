@@ -58,7 +58,7 @@ POINTS: dict[str, str] = {
     # A target's layout (spark/apply/relayout.py)
     "layout.rebuild": "a target's rows rewritten with its new partition columns (no marker)",
     "layout.cluster": "ALTER TABLE ... CLUSTER BY of a target (a new clustering, or it again after a rewrite)",
-    "properties": "a target's entry `properties` unset or set, or its `comment` (ALTER TABLE, COMMENT ON TABLE)",
+    "layout.properties": "a target's entry `properties` unset or set, or its `comment` (ALTER TABLE, COMMENT ON TABLE)",
     # A target's maintenance (spark/apply/maintain.py), between its applies
     "maintenance.compact": "OPTIMIZE of a target's small files (no marker)",
     "maintenance.vacuum": "VACUUM of a target's files removed longer ago than its retention",

@@ -57,7 +57,7 @@ def set_properties(w, step: TableProperties) -> None:
     changes last, so a run stopped between them unsets again). Each is the same done twice:
     a run stopped at any of them does what the next plan still finds."""
     for sql in step.sql:
-        before_commit("properties", target=w.name)
+        before_commit("layout.properties", target=w.name)
         w.spark.sql(sql)
     w.out(f"  {w.name}: {properties_text(properties_dict(step))}")
 
