@@ -1,4 +1,5 @@
-"""Read a Delta table the way other engines' users do (polars, delta-rs) and compare with Spark.
+"""Read a Delta table the way other engines' users do (polars, delta-rs, DuckDB) and compare
+with Spark.
 
 A reader "reads a target" when it returns Spark's column names in Spark's order and Spark's
 rows, value for value: an error and a silently wrong answer (delta-rs's pyarrow path gives
@@ -9,6 +10,7 @@ an instant as naive UTC, binary as bytes.
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -18,6 +20,37 @@ from deltalake import DeltaTable, QueryBuilder
 from ticdc_sync.spark.runtime.delta_log import table_exists
 
 Table = tuple[list[str], list[tuple]]
+
+
+def duckdb_reads() -> bool:
+    """Whether DuckDB and its Delta extension are installed (the `dev` extra installs them
+    on Linux x86-64, the only platform the extension's package is built for)."""
+    try:
+        import duckdb  # noqa: F401
+        import duckdb_extension_delta  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# DuckDB where it is installed (`READERS` and the tests' reader lists take it then).
+WITH_DUCKDB = ("duckdb",) if duckdb_reads() else ()
+
+
+def _duckdb(location: str) -> pa.Table:
+    """`SELECT * FROM delta_scan(...)`, with the extension the PyPI package ships (DuckDB
+    would download it from its own site, which this machine does not reach)."""
+    import duckdb
+    import duckdb_extension_delta
+
+    ext = Path(duckdb_extension_delta.__file__).parent / "extensions" / f"v{duckdb.__version__}"
+    con = duckdb.connect()
+    try:
+        con.execute(f"LOAD '{ext / 'delta.duckdb_extension'}'")
+        return con.execute("SELECT * FROM delta_scan(?)", [location]).to_arrow_table()
+    finally:
+        con.close()
+
 
 # How each reader is asked, as its users ask it.
 READERS = {
@@ -29,6 +62,8 @@ READERS = {
     "delta-rs pandas": lambda loc: _arrow(_from_pandas(DeltaTable(loc))),
     "delta-rs pandas arrow dtypes": lambda loc: _arrow(_from_pandas(DeltaTable(loc), arrow=True)),
 }
+if WITH_DUCKDB:
+    READERS["duckdb"] = lambda loc: _arrow(_duckdb(loc))
 
 # What a soft_delete or history target's readers use: its nullable TSO columns
 # (`_deleted_ts`, `_valid_to`) exceed 2**53, which pandas' default nullable-integer-as-float

@@ -26,7 +26,7 @@ from ticdc_sync.warehouse.locations import target_location, warehouse_path
 
 pytestmark = pytest.mark.spark
 
-R_ALL = ("polars", "delta-rs sql", "delta-rs pyarrow")
+R_ALL = ("polars", "delta-rs sql", "delta-rs pyarrow", *R.WITH_DUCKDB)
 
 B = (
     '  - upstream: "shop.b"\n    name: b\n    accept_reader_loss: true\n'

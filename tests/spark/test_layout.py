@@ -35,8 +35,8 @@ from ticdc_sync.warehouse.locations import target_location, warehouse_path
 
 pytestmark = pytest.mark.spark
 
-# Every reader but Spark (DuckDB's delta extension is not installed here).
-R_ALL = ("polars", "delta-rs sql", "delta-rs pyarrow", "delta-rs pandas")
+# Every reader but Spark (DuckDB where its Delta extension is installed).
+R_ALL = ("polars", "delta-rs sql", "delta-rs pyarrow", "delta-rs pandas", *R.WITH_DUCKDB)
 
 TABLES = (
     '  - upstream: "shop.p"\n    name: p\n    partition_by: [region]\n'

@@ -32,9 +32,9 @@ from ticdc_sync.warehouse.locations import legacy_path_segment, target_location,
 pytestmark = pytest.mark.spark
 
 # Every reader, and the ones that read a table with deletion vectors (delta-rs's pyarrow
-# and pandas paths refuse them; its SQL path and polars read them).
-ALL = ("polars", "delta-rs sql", "delta-rs pyarrow", "delta-rs pandas")
-WITH_DV = ("polars", "delta-rs sql")
+# and pandas paths refuse them; its SQL path, polars and DuckDB read them).
+ALL = ("polars", "delta-rs sql", "delta-rs pyarrow", "delta-rs pandas", *R.WITH_DUCKDB)
+WITH_DV = ("polars", "delta-rs sql", *R.WITH_DUCKDB)
 CM, TW, DV = "columnMapping", "typeWidening", "deletionVectors"
 
 
@@ -152,12 +152,15 @@ def test_only_what_the_history_needs_and_the_setting_in_both_directions(
     R.assert_reads_as_spark(spark, k, ALL)
     assert _rows(spark, k)[1][1] == "two" and len(_rows(spark, k)) == 4
     assert [x[:2] for x in _rows(spark, r)] == TRUTH["r"] and _rows(spark, w) == TRUTH["w"]
-    # Column mapping: delta-rs's SQL path reads it; polars refuses (it says so, no wrong data).
-    R.assert_reads_as_spark(spark, r, ("delta-rs sql",))
+    # Column mapping: delta-rs's SQL path and DuckDB read it; polars refuses (it says so, no
+    # wrong data).
+    R.assert_reads_as_spark(spark, r, ("delta-rs sql", *R.WITH_DUCKDB))
     with pytest.raises(Exception, match="column mapping|columnMapping"):
         pl.read_delta(r)
     with pytest.raises(Exception, match="typeWidening"):
         pl.read_delta(w)
+    # Type widening: DuckDB reads it.
+    R.assert_reads_as_spark(spark, w, R.WITH_DUCKDB)
 
     # Switched off: the next run drops the features from the existing targets.
     _set_features(root, OFF)
