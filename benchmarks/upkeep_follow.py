@@ -2,13 +2,15 @@
 a follower left running, and staging freshness with maintenance against without.
 
     python benchmarks/upkeep_follow.py [--minutes 30] [--rate 2000] [--tables 20]
-        [--retain 1h] [--pair-minutes 5]
+        [--retain 1h] [--pair-minutes 5] [--rewrite-below 0] [--deletion-vectors]
 
 The broker, producer and follower of `freshness.py` (`freshness.Follower`: a local KRaft
 broker, Canal-JSON over `tables` tables at a steady rate with wall-clock commit_ts and a
 watermark per partition each second, `run --follow -v` as a subprocess, `local[2]`), on a
 project with `defaults.target_lag` `--lag` (1m, the default) and `defaults.maintenance` set
-per phase. Two phases, each a fresh follower:
+per phase (the long follower's `defaults` may also set `rewrite_below` and
+`table_features.deletion_vectors`: copy-on-write against merge-on-read). Two phases, each
+a fresh follower:
 
   follow  `--minutes` of events at `--rate` with `maintenance: {retain: R}` (`--retain`,
           and `--vacuum-every` if given; the rest the defaults). Once the targets are created
@@ -72,13 +74,16 @@ UPKEEP_FAIL = re.compile(r"(\S+): not maintained \((.*)\)")
 class UpkeepFollower(F.Follower):
     """`freshness.Follower` with `defaults.maintenance` set in the project it writes."""
 
-    def __init__(self, tmp: Path, tables: int, lag: str, keep: Path, maintenance: dict):
+    def __init__(
+        self, tmp: Path, tables: int, lag: str, keep: Path, maintenance: dict, extra: str = ""
+    ):
         super().__init__(tmp, tables, lag, keep)
         self.maintenance = maintenance
+        self.extra = extra  # more `defaults` keys, as YAML lines indented by two
 
     def _spawn(self) -> None:
         yml = self.root / "ticdc_sync.yml"
-        block = "".join(f"    {k}: {v}\n" for k, v in self.maintenance.items())
+        block = "".join(f"    {k}: {v}\n" for k, v in self.maintenance.items()) + self.extra
         text = yml.read_text().replace("defaults:\n", f"defaults:\n  maintenance:\n{block}", 1)
         yml.write_text(text)
         super()._spawn()
@@ -326,7 +331,13 @@ def follow(args, spark, tmp: Path) -> dict:
     keep = W.OUT / "upkeep-follow.log"
     res: dict = {"tables": args.tables, "rate": args.rate, "minutes": args.minutes}
     res["maintenance"] = maint
-    with UpkeepFollower(tmp / "follow", args.tables, args.lag, keep, maint) as f:
+    extra = ""
+    if args.rewrite_below is not None:
+        extra += f"  rewrite_below: {args.rewrite_below}\n"
+    if args.deletion_vectors:
+        extra += "  table_features:\n    deletion_vectors: true\n"
+    res["defaults"] = extra
+    with UpkeepFollower(tmp / "follow", args.tables, args.lag, keep, maint, extra) as f:
         source = _source(f)
         t0 = time.monotonic()
         took = f.prod.idle_until(lambda: (f.alive(), L._created(f.wh, f.names))[1], 900)
@@ -413,6 +424,12 @@ def main() -> None:
     ap.add_argument("--lag", default="60s", help="defaults.target_lag")
     ap.add_argument("--retain", default="1h", help="maintenance.retain of the long follower")
     ap.add_argument("--vacuum-every", default=None, help="its maintenance.vacuum_every")
+    ap.add_argument("--rewrite-below", default=None, help="its defaults.rewrite_below (0: MERGE)")
+    ap.add_argument(
+        "--deletion-vectors",
+        action="store_true",
+        help="its table_features.deletion_vectors: true (merge-on-read)",
+    )
     ap.add_argument("--sample", type=float, default=60.0, help="seconds between samples")
     ap.add_argument("--read-at", type=float, default=2.0, help="minute of the first full read")
     ap.add_argument("--early", type=float, nargs=2, default=(2.0, 7.0), metavar=("FROM", "TO"))
