@@ -80,6 +80,7 @@ def _table_features(d: Any) -> dict[str, object]:
 
 def parse_table(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> TableEntry:
     name = item.get("name", "{table}")
+    accepts = bool(item.get("accept_reader_loss", False))
     for k in ("name", "schema", "table"):
         text = str(item.get(k, ""))
         bad = sorted({p for p in _PLACEHOLDER.findall(text) if p not in ("db", "table")})
@@ -113,9 +114,9 @@ def parse_table(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> Ta
         catalog_schema=str(item.get("schema", "{db}")),
         catalog_table=str(item["table"]) if "table" in item else None,
         catalog_on_drop=str(item.get("catalog_on_drop", "drop")),
-        properties=_properties(ctx, item, file, line, kp),
+        properties=_properties(ctx, item, file, line, kp, accepts),
         comment=str(item["comment"]) if "comment" in item else None,
-        accept_reader_loss=bool(item.get("accept_reader_loss", False)),
+        accept_reader_loss=accepts,
         partition_by=tuple(str(c) for c in item.get("partition_by") or ()),
         cluster_by=tuple(str(c) for c in item.get("cluster_by") or ()),
         layout_line=_layout_line(ctx, item, file, line, kp),
@@ -140,10 +141,10 @@ def _layout_line(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> i
     return item.key_lines.get(keys[0], line) if keys else None
 
 
-def _properties(ctx: Ctx, item: Any, file: str, line: int | None, kp: str) -> tuple:
-    """The entry's `properties`; one `table_properties` refuses is an issue naming its line."""
+def _properties(ctx: Ctx, item: Any, file: str, line: int | None, kp: str, accepts: bool) -> tuple:
+    """The entry's `properties`; one `table_properties` refuses (`accepts`: the entry's
+    `accept_reader_loss`) is an issue naming its line."""
     props = item.get("properties") or {}
-    accepts = bool(item.get("accept_reader_loss", False))
     lines = getattr(props, "key_lines", {})
     for k in sorted(props, key=str):
         refused = table_properties.refusal(str(k), accepts)

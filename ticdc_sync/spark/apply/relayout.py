@@ -6,7 +6,7 @@ not set them).
 
 An entry's changed `properties` and `comment` (`TableProperties` step) are carried out here
 too: ALTER TABLE ... UNSET / SET TBLPROPERTIES and COMMENT ON TABLE, crash point
-`properties`.
+`layout.properties`.
 
 Each commit names its crash point: `layout.rebuild` (the rows rewritten with the new
 partition columns, one commit, no marker: the same rows) and `layout.cluster` (ALTER TABLE
@@ -53,7 +53,7 @@ def keep_clustering(w, columns: tuple[str, ...]) -> None:
 
 def set_properties(w, step: TableProperties) -> None:
     """Bring target `w`'s properties and description to its entry's: the plan's statements,
-    one commit each (`properties`), unset before set (the record of the keys the entry set
+    one commit each (`layout.properties`), unset before set (the record of the keys the entry set
     changes last, so a run stopped between them unsets again). Each is the same done twice:
     a run stopped at any of them does what the next plan still finds."""
     for sql in step.sql:
