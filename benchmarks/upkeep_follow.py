@@ -29,8 +29,10 @@ a fresh follower:
           the target's layout (files, log) costs a reader, apart from its rows' growth.
   pair    two followers of `--pair-minutes` each at the same rate and tables: maintenance
           `{enabled: false}` and `{retain: --pair-retain, vacuum_every: --pair-vacuum-every}`
-          (1m and 1m: every target looked at and VACUUMed every minute, much more often
-          than the defaults, whose first look comes after 5 minutes). Each: start (targets
+          (0 and 1m: every target looked at and VACUUMed every minute, each VACUUM
+          deleting every removed file, much more often than the defaults, whose first look
+          comes after 5 minutes; a retention under an hour is kept as an hour, since
+          Delta's VACUUM counts whole hours). Each: start (targets
           created), `--pair-settle` seconds of events (60, not counted), then the measured
           span, then events until every measured change is readable as of `latest`.
           **Staging freshness** of a change as `lag_budget.py` defines it: when it became
@@ -435,7 +437,7 @@ def main() -> None:
     ap.add_argument("--early", type=float, nargs=2, default=(2.0, 7.0), metavar=("FROM", "TO"))
     ap.add_argument("--pair-minutes", type=float, default=5.0)
     ap.add_argument("--pair-settle", type=float, default=60.0)
-    ap.add_argument("--pair-retain", default="1m")
+    ap.add_argument("--pair-retain", default="0")
     ap.add_argument("--pair-vacuum-every", default="1m")
     args = ap.parse_args()
     missing = F.producer_missing()

@@ -121,3 +121,23 @@ def test_plan_notes_a_retention_past_deltas_log_retention() -> None:
     assert mt.notes(Maintenance()) == []
     (note,) = mt.notes(Maintenance(retain_ms=60 * 86_400_000, retain_from="t.yml:3"))
     assert "maintenance.retain 60d (t.yml:3)" in note and "delta.logRetentionDuration" in note
+
+
+def test_a_vacuum_keeps_whole_hours_rounded_up_never_down() -> None:
+    # Delta's VACUUM rounds RETAIN to the nearest hour: 10 minutes sent as 0.166667 hours
+    # kept nothing, and a sync point 25h20m old sent as 25.33 hours lost its last 20 minutes.
+    hour = 3_600_000
+    now = T0 + 30 * 86_400_000
+    ten_minutes = Maintenance(retain_ms=600_000, retain_from="t.yml:4")
+    assert mt.vacuum_retain_ms(ten_minutes, now, None) == hour
+    assert mt.vacuum_hours(mt.vacuum_retain_ms(ten_minutes, now, None)) == 1
+    held = ts(now - (25 * hour + 20 * 60_000))
+    assert mt.vacuum_retain_ms(Maintenance(retain_ms=hour), now, held) == 26 * hour
+    assert mt.vacuum_hours(26 * hour) == 26
+    assert mt.vacuum_retain_ms(Maintenance(retain_ms=0), now, None) == 0
+    assert mt.vacuum_hours(0) == 0
+    assert mt.due(ten_minutes, mt.TableFacts(1, 1), now).retain_ms == hour
+    (note,) = mt.notes(ten_minutes)
+    assert "maintenance.retain 10m (t.yml:4) is not whole hours" in note and "stay 1h" in note
+    assert mt.notes(Maintenance(retain_ms=2 * hour)) == []
+    assert mt.notes(Maintenance(retain_ms=600_000, enabled=False)) == []

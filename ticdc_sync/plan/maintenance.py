@@ -25,6 +25,11 @@ from ticdc_sync.core.model import SMALL_FILE_BYTES, Maintenance
 _SHIFT = 18
 # The loop looks at a target at most this often, and at most every `vacuum_every`.
 CHECK_EVERY_MS = 5 * 60 * 1000
+# Delta's VACUUM counts its RETAIN in whole hours: `TimeUnit.HOURS.toMillis(math.round(h))`
+# in its VacuumCommand, so `RETAIN 0.166667 HOURS` (10 minutes) keeps nothing. A VACUUM's
+# retention is therefore rounded up to whole hours here, never down: a file a read inside
+# the retention needs must stay, and an extra part of an hour only costs disk.
+VACUUM_UNIT_MS = 3_600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +50,9 @@ class Due:
 
     compact: bool
     vacuum: bool
-    retain_ms: int  # the VACUUM's retention (wall time): files removed since then stay
+    # The VACUUM's retention (wall time), whole hours (`vacuum_hours`): files removed
+    # since then stay.
+    retain_ms: int
 
 
 def check_every_ms(m: Maintenance) -> int:
@@ -70,10 +77,17 @@ def compaction_due(m: Maintenance, files: int, size: int) -> bool:
 
 def vacuum_retain_ms(m: Maintenance, now_ms: int, held_tso: int | None) -> int:
     """The retention a VACUUM of the target keeps: `retain`, or longer, back to the wall
-    time of the newest sync point of its source (`held_tso`), whose version it holds."""
-    if held_tso is None or held_tso < 0:
-        return m.retain_ms
-    return max(m.retain_ms, now_ms - (held_tso >> _SHIFT))
+    time of the newest sync point of its source (`held_tso`), whose version it holds;
+    rounded up to whole hours (`VACUUM_UNIT_MS`)."""
+    keep = m.retain_ms
+    if held_tso is not None and held_tso >= 0:
+        keep = max(keep, now_ms - (held_tso >> _SHIFT))
+    return -(-keep // VACUUM_UNIT_MS) * VACUUM_UNIT_MS
+
+
+def vacuum_hours(retain_ms: int) -> int:
+    """`RETAIN n HOURS` of a VACUUM keeping `retain_ms` (whole hours, `vacuum_retain_ms`)."""
+    return -(-retain_ms // VACUUM_UNIT_MS)
 
 
 def due(m: Maintenance, facts: TableFacts, now_ms: int, held_tso: int | None = None) -> Due:
@@ -105,13 +119,22 @@ DELTA_LOG_RETENTION_MS = 30 * 86_400_000
 
 def notes(m: Maintenance) -> list[str]:
     """What `plan` says of a target's maintenance settings."""
+    said = []
+    if m.enabled and m.retain_ms % VACUUM_UNIT_MS:
+        kept = vacuum_retain_ms(m, 0, None)
+        said.append(
+            f"maintenance.retain {render_ms(m.retain_ms)} ({m.retain_from}) is not whole hours: "
+            f"Delta's VACUUM counts whole hours, so removed files stay {render_ms(kept)} "
+            "(reads are still refused past the retention)"
+        )
     if m.retain_ms <= DELTA_LOG_RETENTION_MS:
-        return []
+        return said
     return [
+        *said,
         f"maintenance.retain {render_ms(m.retain_ms)} ({m.retain_from}) is longer than Delta's "
         "default log retention (30 days): versions older than that lose their log entries at "
         "a checkpoint; set `delta.logRetentionDuration` to at least the retention in the "
-        "table entry's `properties`"
+        "table entry's `properties`",
     ]
 
 

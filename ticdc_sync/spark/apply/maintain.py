@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from ticdc_sync.core.errors import UserError
 from ticdc_sync.core.lake import LakeTable
 from ticdc_sync.core.sqlgen import table_ref
-from ticdc_sync.plan.maintenance import TableFacts, due
+from ticdc_sync.plan.maintenance import TableFacts, due, vacuum_hours
 from ticdc_sync.run.engine import MaintainJob, TargetMaintained
 from ticdc_sync.spark.runtime.conf import before_commit, session_confs, without_user_metadata
 from ticdc_sync.spark.runtime.delta_log import checksum_size, data_size, newest_version
@@ -87,7 +87,7 @@ def maintain(spark: SparkSession, job: MaintainJob, memory: Memory) -> TargetMai
             compacted = True
             files, size = _data_size(spark, loc)
         if d.vacuum:
-            hours = f"{d.retain_ms / 3_600_000:.6f}"
+            hours = vacuum_hours(d.retain_ms)
             confs = {
                 RETENTION_CHECK: "false",
                 LISTING_PARALLELISM: str(max(1, default_parallelism(spark))),
