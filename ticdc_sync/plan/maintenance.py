@@ -82,11 +82,11 @@ def vacuum_retain_ms(m: Maintenance, now_ms: int, held_tso: int | None) -> int:
     keep = m.retain_ms
     if held_tso is not None and held_tso >= 0:
         keep = max(keep, now_ms - (held_tso >> _SHIFT))
-    return -(-keep // VACUUM_UNIT_MS) * VACUUM_UNIT_MS
+    return vacuum_hours(keep) * VACUUM_UNIT_MS
 
 
 def vacuum_hours(retain_ms: int) -> int:
-    """`RETAIN n HOURS` of a VACUUM keeping `retain_ms` (whole hours, `vacuum_retain_ms`)."""
+    """`RETAIN n HOURS` of a VACUUM keeping at least `retain_ms`: whole hours, rounded up."""
     return -(-retain_ms // VACUUM_UNIT_MS)
 
 
